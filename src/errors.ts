@@ -1,0 +1,116 @@
+/**
+ * The error registry: every error the service can report has a stable code, a message
+ * template and an HTTP status. Status is decided here and nowhere else (fastify's
+ * lib/errors.js is the model). Imports nothing.
+ *
+ * Errors are grouped by who is at fault, as the MongoDB driver does:
+ * - `caller`: the request or the command line is wrong (4xx, the message is safe to show);
+ * - `dependency`: the store or a geo database is unavailable (5xx, retryable);
+ * - `internal`: our bug (500, logged with its cause, generic body).
+ */
+
+export type Fault = 'caller' | 'dependency' | 'internal'
+
+interface Definition {
+  readonly status: number
+  readonly fault: Fault
+  /** Message template; `%s` placeholders are filled in order from the arguments. */
+  readonly template: string
+  /** Error class name written in API error bodies (SPEC 2.6 `error`). */
+  readonly name: string
+}
+
+function def (status: number, fault: Fault, name: string, template: string): Definition {
+  return Object.freeze({ status, fault, name, template })
+}
+
+export const registry = Object.freeze({
+  // --- configuration and start-up ---
+  TF_ERR_CONFIG: def(500, 'caller', 'ConfigError', 'invalid configuration: %s'),
+  TF_ERR_INTERNAL: def(500, 'internal', 'InternalError', 'internal server error'),
+
+  // --- authentication and tenancy (DECISIONS §2) ---
+  TF_ERR_UNAUTHORIZED: def(401, 'caller', 'UnauthorizedError', 'invalid or missing API key'),
+  TF_ERR_PAYMENT_REQUIRED: def(402, 'caller', 'PaymentRequiredError', 'subscription required'),
+  TF_ERR_FORBIDDEN: def(403, 'caller', 'ForbiddenError', 'API key lacks the %s scope'),
+
+  // --- HTTP infrastructure ---
+  TF_ERR_NOT_FOUND: def(404, 'caller', 'NotFoundError', 'not found'),
+  TF_ERR_METHOD_NOT_ALLOWED: def(405, 'caller', 'MethodNotAllowedError', 'method not allowed; use %s'),
+  TF_ERR_RATE_LIMITED: def(429, 'caller', 'TooManyRequestsError', 'too many requests; retry after %s s'),
+
+  // --- signal ingestion (DECISIONS §3) ---
+  TF_ERR_VALIDATION: def(400, 'caller', 'ValidationError', 'Validation failed'),
+  TF_ERR_BAD_REQUEST: def(400, 'caller', 'BadRequestError', '%s'),
+  TF_ERR_RULE_TYPE_REQUIRED: def(400, 'caller', 'ValidationError', 'rule.type is required and must be one of custom, generated'),
+
+  // --- feeds (DECISIONS §5) ---
+  TF_ERR_FEED_BAD_PARAM: def(400, 'caller', 'BadRequestError', 'unsupported %s'),
+  TF_ERR_LIST_NOT_FOUND: def(404, 'caller', 'NotFoundError', 'no such access-rules list'),
+  TF_ERR_LIST_AMBIGUOUS: def(409, 'caller', 'ConflictError', 'list name matches more than one list; address it by UUID'),
+  TF_ERR_FEED_TOO_LARGE: def(413, 'caller', 'PayloadTooLargeError', 'feed exceeds its entry limit'),
+  TF_ERR_FEED_UNAVAILABLE: def(503, 'dependency', 'ServiceUnavailableError', 'feed is not built yet; retry shortly'),
+
+  // --- store (a dependency) ---
+  TF_ERR_STORE_UNAVAILABLE: def(500, 'dependency', 'StoreUnavailableError', 'rule store unavailable'),
+  TF_ERR_STORE_CONFLICT: def(409, 'caller', 'ConflictError', '%s'),
+
+  // --- admin objects (CLI) ---
+  TF_ERR_WORKSPACE_NOT_FOUND: def(404, 'caller', 'NotFoundError', 'no workspace with id %s'),
+  TF_ERR_KEY_NOT_FOUND: def(404, 'caller', 'NotFoundError', 'no API key with id %s'),
+  TF_ERR_INVALID_ARGUMENT: def(400, 'caller', 'UsageError', '%s'),
+
+  // --- network math (src/net) ---
+  TF_ERR_NET_PARSE: def(400, 'caller', 'ValidationError', '%s'),
+
+  // --- geo databases (src/geo) ---
+  TF_ERR_GEO_LOAD: def(500, 'dependency', 'GeoDatabaseError', 'cannot load geo database %s: %s'),
+
+  // --- worker pool (src/pool) ---
+  TF_ERR_WORKER: def(500, 'internal', 'WorkerError', 'worker task failed: %s'),
+  TF_ERR_WORKER_TIMEOUT: def(500, 'dependency', 'WorkerTimeoutError', 'worker task timed out after %s ms'),
+})
+
+export type ErrorCode = keyof typeof registry
+
+function format (template: string, args: readonly unknown[]): string {
+  let i = 0
+  return template.replace(/%s/g, () => String(args[i++] ?? ''))
+}
+
+/**
+ * The one error class the service throws on purpose. Its code selects status and fault from the
+ * registry, so handlers only ever throw and the HTTP layer only ever maps.
+ *
+ * @example
+ *   throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [id])
+ */
+export class ThreatfeedError extends Error {
+  readonly code: ErrorCode
+  readonly status: number
+  readonly fault: Fault
+  readonly errorName: string
+  /** Structured context for error bodies (SPEC 2.6 `details`, SPEC 2.9 `details`). */
+  readonly details: unknown
+
+  constructor (code: ErrorCode, args: readonly unknown[] = [], options: { cause?: unknown, details?: unknown } = {}) {
+    const d = registry[code]
+    super(format(d.template, args), options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'ThreatfeedError'
+    this.code = code
+    this.status = d.status
+    this.fault = d.fault
+    this.errorName = d.name
+    this.details = options.details
+  }
+}
+
+export function isThreatfeedError (e: unknown): e is ThreatfeedError {
+  return e instanceof ThreatfeedError
+}
+
+/** Anything thrown that is not a registry error is our fault: wrap it so it maps to a generic 500. */
+export function toThreatfeedError (e: unknown): ThreatfeedError {
+  if (e instanceof ThreatfeedError) return e
+  return new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: e })
+}

@@ -1,0 +1,246 @@
+/**
+ * The store contract. Two backends implement it: `embedded/` (LMDB, the default) and `mongo/`
+ * (the official driver). One conformance suite (test/store/contract.ts) runs against both.
+ *
+ * Conventions:
+ * - Times are milliseconds since the epoch (numbers), `null` where absent.
+ * - Ids of workspaces, keys, lists and rules are UUIDs (crypto.randomUUID()).
+ * - Every write that resolves is durable: LMDB answers after the write is flushed to disk;
+ *   MongoDB writes with `w: "majority", j: true`.
+ * - A failing dependency rejects with ThreatfeedError('TF_ERR_STORE_UNAVAILABLE'), never a
+ *   caller error, so HTTP answers 500 and clients retry.
+ */
+
+export const SCOPES = ['signals:write', 'feeds:read'] as const
+export type Scope = (typeof SCOPES)[number]
+
+export const SUBSCRIPTIONS = ['active', 'inactive'] as const
+export type Subscription = (typeof SUBSCRIPTIONS)[number]
+
+export const RULE_KINDS = ['access_rule', 'waf_rule', 'smart_firewall_rule'] as const
+export type RuleKind = (typeof RULE_KINDS)[number]
+
+export const CONFIDENCES = ['low', 'medium', 'high'] as const
+export type Confidence = (typeof CONFIDENCES)[number]
+export const SEVERITIES = ['low', 'medium', 'high', 'critical'] as const
+export type Severity = (typeof SEVERITIES)[number]
+
+export const FORMATS = ['plain', 'dialect_a', 'dialect_b', 'nftables'] as const
+export type FeedFormat = (typeof FORMATS)[number]
+export const FAMILIES = ['v4', 'v6', 'both'] as const
+export type Family = (typeof FAMILIES)[number]
+export const FEED_ACTIONS = ['block', 'allow'] as const
+export type FeedAction = (typeof FEED_ACTIONS)[number]
+
+export interface Workspace {
+  id: string
+  name: string
+  subscription: Subscription
+  createdAt: number
+  /** Set when the workspace is deleted; its keys then answer 401. */
+  deletedAt: number | null
+}
+
+export interface ApiKey {
+  id: string
+  workspaceId: string
+  /** SHA-256 of the key, lowercase hex. The key itself is never stored. */
+  hash: string
+  scopes: Scope[]
+  createdAt: number
+  revokedAt: number | null
+}
+
+export interface ListDefaults {
+  format?: FeedFormat
+  family?: Family
+  action?: FeedAction
+  maxEntries?: number
+  confidence?: Confidence
+  severity?: Severity
+}
+
+export interface AccessList {
+  id: string
+  workspaceId: string
+  name: string
+  description: string
+  defaults: ListDefaults
+  /** Label selector: a rule is selected when its labels hold every key=value (DECISIONS §4). */
+  selector: Record<string, string>
+  createdAt: number
+  updatedAt: number
+}
+
+export type TargetType = 'ip' | 'asn' | 'country'
+
+/** A normalized target: ip is a canonical CIDR ("10.0.0.0/8", "2001:db8::/32", "1.2.3.4/32"),
+ *  asn is "AS<digits>", country is an uppercase ISO 3166-1 alpha-2 code. */
+export interface Target {
+  type: TargetType
+  value: string
+}
+
+export type LabelValue = string | number | boolean
+
+interface RuleCommon {
+  id: string
+  workspaceId: string
+  /** Caller-stable identifier (v2), or null for rules identified by target (v1, v2 without rule_ref). */
+  ruleRef: string | null
+  labels: Record<string, LabelValue>
+  reason: string | null
+  /** Lapses at this instant; null = never. Feeds filter on it at query time. */
+  expiresAt: number | null
+  createdAt: number
+  updatedAt: number
+  /** Stream sequence number of the signal that last wrote this rule (idempotent re-application). */
+  seq: number
+}
+
+export interface AccessRule extends RuleCommon {
+  kind: 'access_rule'
+  target: Target
+  action: 'block' | 'allow'
+  name: string | null
+  confidence: Confidence | null
+  severity: Severity | null
+}
+
+export interface ExpressionRule extends RuleCommon {
+  kind: 'waf_rule' | 'smart_firewall_rule'
+  ruleRef: string
+  name: string
+  type: 'custom' | 'generated'
+  expression: string
+  action: string
+  order: number | null
+  shortDescription: string | null
+  /** Free-form settings; `phase` (waf_rule only) is carried here (SPEC 2.4). */
+  config: Record<string, unknown>
+}
+
+export type Rule = AccessRule | ExpressionRule
+
+/** Fields of a rule the writer supplies; the store assigns id, createdAt and keeps them on update. */
+export type AccessRuleInput = Omit<AccessRule, 'id' | 'createdAt' | 'updatedAt'>
+export type ExpressionRuleInput = Omit<ExpressionRule, 'id' | 'createdAt' | 'updatedAt'>
+
+export interface WorkspaceStore {
+  create (input: { name: string, subscription: Subscription }): Promise<Workspace>
+  get (id: string): Promise<Workspace | null>
+  update (id: string, patch: { name?: string, subscription?: Subscription }): Promise<Workspace | null>
+  /** Marks deleted; returns false when there was no such live workspace. */
+  delete (id: string): Promise<boolean>
+  list (): Promise<Workspace[]>
+}
+
+export interface KeyStore {
+  create (input: { workspaceId: string, hash: string, scopes: Scope[] }): Promise<ApiKey>
+  getByHash (hash: string): Promise<ApiKey | null>
+  get (id: string): Promise<ApiKey | null>
+  revoke (id: string): Promise<boolean>
+  list (workspaceId?: string): Promise<ApiKey[]>
+}
+
+export interface ListStore {
+  create (input: Omit<AccessList, 'id' | 'createdAt' | 'updatedAt'>): Promise<AccessList>
+  get (id: string): Promise<AccessList | null>
+  update (id: string, patch: Partial<Omit<AccessList, 'id' | 'workspaceId' | 'createdAt' | 'updatedAt'>>): Promise<AccessList | null>
+  delete (id: string): Promise<boolean>
+  list (workspaceId?: string): Promise<AccessList[]>
+  /** Lists of one workspace whose name equals `name` exactly (names need not be unique). */
+  findByName (workspaceId: string, name: string): Promise<AccessList[]>
+}
+
+export interface RuleStore {
+  /**
+   * Insert or update in place. Identity (DECISIONS §3): with ruleRef → (workspace, kind, ruleRef);
+   * an access rule without ruleRef → (workspace, target). Never creates a duplicate; enforced by
+   * unique indexes on MongoDB and by key layout on LMDB. Returns the stored rule.
+   */
+  upsertAccessRule (input: AccessRuleInput): Promise<AccessRule>
+  upsertExpressionRule (input: ExpressionRuleInput): Promise<ExpressionRule>
+  /** Removes the rule of that (workspace, kind, ruleRef); false when none existed. */
+  deleteByRef (workspaceId: string, kind: RuleKind, ruleRef: string): Promise<boolean>
+  /** Removes every access rule of the workspace with that target, keyed or not; returns how many. */
+  deleteAccessByTarget (workspaceId: string, target: Target): Promise<number>
+  /** Rules of one workspace and kind; when `now` is given, lapsed rules (expiresAt <= now) are left out. */
+  list (workspaceId: string, kind: RuleKind, now?: number): Promise<Rule[]>
+  /** Every non-lapsed access rule of one workspace (snapshot building). */
+  listAccessRules (workspaceId: string, now: number): Promise<AccessRule[]>
+  /** Deletes rules that lapsed before `before`; returns how many. */
+  purgeLapsed (before: number): Promise<number>
+}
+
+/** One accepted signal entry on the durable message stream (SPEC §6, DECISIONS §3). */
+export interface StreamRecord {
+  seq: number
+  workspaceId: string
+  /** `schema_version` header: absent (undefined) for v1, 2 for v2. */
+  schemaVersion?: number
+  /** The entry as accepted: for v1 byte-for-byte the v1 entry's JSON text. */
+  payload: string
+  acceptedAt: number
+}
+
+export type StreamRecordInput = Omit<StreamRecord, 'seq'>
+
+export interface SignalStream {
+  /**
+   * Appends durably and atomically; resolves with the assigned sequence numbers, strictly
+   * increasing. A reader never observes seq n+1 before seq n is readable (commit order = seq order),
+   * also with several processes appending at once.
+   */
+  append (records: StreamRecordInput[]): Promise<number[]>
+  /** Records with seq >= from, ascending, at most `limit`. */
+  read (from: number, limit: number): Promise<StreamRecord[]>
+  /** Highest assigned seq, 0 when empty. */
+  head (): Promise<number>
+  getCheckpoint (consumer: string): Promise<number>
+  setCheckpoint (consumer: string, seq: number): Promise<void>
+}
+
+/** Identifies one feed's network content: per list (or the workspace feed), family and action. */
+export interface FeedKey {
+  workspaceId: string
+  /** List id, or '*' for the workspace feed. */
+  listId: string
+  family: Family
+  action: FeedAction
+}
+
+export interface FeedVersion {
+  /** Hash of the feed's network content (format-independent). */
+  contentHash: string
+  /** When this content's current run started (Last-Modified). */
+  since: number
+}
+
+export interface FeedVersionStore {
+  /**
+   * Atomically: when the stored hash equals `contentHash`, return the stored version unchanged;
+   * otherwise store `{contentHash, since: now}` and return it. So content A→B→A gets a new time.
+   */
+  observe (key: FeedKey, contentHash: string, now: number): Promise<FeedVersion>
+  get (key: FeedKey): Promise<FeedVersion | null>
+}
+
+export interface Store {
+  readonly kind: 'embedded' | 'mongodb'
+  readonly workspaces: WorkspaceStore
+  readonly keys: KeyStore
+  readonly lists: ListStore
+  readonly rules: RuleStore
+  readonly stream: SignalStream
+  readonly feedVersions: FeedVersionStore
+  /**
+   * Counters that rise on every change, seen from any process using the same store (the CLI
+   * changes keys while the server runs). Polled by the server (cheap: one read each).
+   * `admin` covers workspaces, keys and lists; `rules` covers rule writes.
+   */
+  revisions (): Promise<{ admin: number, rules: number }>
+  /** Resolves when the store answers; rejects with TF_ERR_STORE_UNAVAILABLE otherwise. */
+  ping (): Promise<void>
+  close (): Promise<void>
+}

@@ -1,0 +1,61 @@
+import t from 'tap'
+import { registry, ThreatfeedError, toThreatfeedError, isThreatfeedError } from '../src/errors.js'
+
+t.test('every registry entry has a TF_ERR_ code, an HTTP status, a fault and a class name', async (t) => {
+  for (const [code, d] of Object.entries(registry)) {
+    t.match(code, /^TF_ERR_[A-Z0-9_]+$/, code)
+    t.ok(d.status >= 400 && d.status <= 599, `${code} status`)
+    t.ok(['caller', 'dependency', 'internal'].includes(d.fault), `${code} fault`)
+    t.match(d.name, /^[A-Z][A-Za-z]+Error$/, `${code} name`)
+    if (d.fault === 'caller') t.ok(d.status < 500 || code === 'TF_ERR_CONFIG', `${code}: caller faults are 4xx`)
+    if (d.fault !== 'caller') t.ok(d.status >= 500, `${code}: dependency and internal faults are 5xx`)
+  }
+})
+
+t.test('message templates are filled in order', async (t) => {
+  const e = new ThreatfeedError('TF_ERR_GEO_LOAD', ['/x.mmdb', 'bad metadata'])
+  t.equal(e.message, 'cannot load geo database /x.mmdb: bad metadata')
+  t.equal(e.status, 500)
+  t.equal(e.code, 'TF_ERR_GEO_LOAD')
+  t.equal(e.errorName, 'GeoDatabaseError')
+  t.ok(isThreatfeedError(e))
+})
+
+t.test('unknown errors become a generic internal error carrying the cause', async (t) => {
+  const cause = new TypeError('boom')
+  const e = toThreatfeedError(cause)
+  t.equal(e.code, 'TF_ERR_INTERNAL')
+  t.equal(e.message, 'internal server error')
+  t.equal(e.cause, cause)
+  t.equal(toThreatfeedError(e), e)
+})
+
+t.test('statuses pinned', async (t) => {
+  t.same(Object.fromEntries(Object.entries(registry).map(([k, v]) => [k, v.status])), {
+    TF_ERR_CONFIG: 500,
+    TF_ERR_INTERNAL: 500,
+    TF_ERR_UNAUTHORIZED: 401,
+    TF_ERR_PAYMENT_REQUIRED: 402,
+    TF_ERR_FORBIDDEN: 403,
+    TF_ERR_NOT_FOUND: 404,
+    TF_ERR_METHOD_NOT_ALLOWED: 405,
+    TF_ERR_RATE_LIMITED: 429,
+    TF_ERR_VALIDATION: 400,
+    TF_ERR_BAD_REQUEST: 400,
+    TF_ERR_RULE_TYPE_REQUIRED: 400,
+    TF_ERR_FEED_BAD_PARAM: 400,
+    TF_ERR_LIST_NOT_FOUND: 404,
+    TF_ERR_LIST_AMBIGUOUS: 409,
+    TF_ERR_FEED_TOO_LARGE: 413,
+    TF_ERR_FEED_UNAVAILABLE: 503,
+    TF_ERR_STORE_UNAVAILABLE: 500,
+    TF_ERR_STORE_CONFLICT: 409,
+    TF_ERR_WORKSPACE_NOT_FOUND: 404,
+    TF_ERR_KEY_NOT_FOUND: 404,
+    TF_ERR_INVALID_ARGUMENT: 400,
+    TF_ERR_NET_PARSE: 400,
+    TF_ERR_GEO_LOAD: 500,
+    TF_ERR_WORKER: 500,
+    TF_ERR_WORKER_TIMEOUT: 500,
+  })
+})
