@@ -73,7 +73,7 @@ export function timeCommandOnce (argv: string[], opts: { stdinFile?: string, cwd
     const t0 = process.hrtime.bigint()
     const child = spawn(argv[0]!, argv.slice(1), { stdio: [fd, 'pipe', 'inherit'], cwd: opts.cwd ?? repoDir, env: opts.env ?? process.env })
     const out: Buffer[] = []
-    child.stdout.on('data', (c: Buffer) => out.push(c))
+    child.stdout!.on('data', (c: Buffer) => out.push(c))
     child.on('error', reject)
     child.on('close', (code) => {
       if (typeof fd === 'number') closeSync(fd)

@@ -1,0 +1,40 @@
+#!/usr/bin/env node
+// Entry point of the `threatfeed` command. Builds the TypeScript sources first when dist/ is
+// missing or older than any source file (so `npm start` works straight after `npm ci`), then
+// runs the compiled CLI.
+import { existsSync, readdirSync, statSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { createRequire } from 'node:module'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const entry = join(root, 'dist', 'src', 'cli', 'run.js')
+const stamp = join(root, 'dist', '.tsbuildinfo')
+
+function newest (dir) {
+  let t = 0
+  if (!existsSync(dir)) return t
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name)
+    t = Math.max(t, e.isDirectory() ? newest(p) : e.name.endsWith('.ts') ? statSync(p).mtimeMs : 0)
+  }
+  return t
+}
+
+const stale = !existsSync(entry) || !existsSync(stamp) ||
+  Math.max(newest(join(root, 'src')), newest(join(root, 'workers'))) > statSync(stamp).mtimeMs
+if (stale && existsSync(join(root, 'src'))) {
+  let tsc
+  try {
+    tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
+  } catch {
+    console.error('threatfeed: dist/ is missing or stale and TypeScript is not installed; run `npm ci` then `npm run build`')
+    process.exit(1)
+  }
+  process.stderr.write('threatfeed: building (tsc -p tsconfig.build.json)…\n')
+  const r = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit', cwd: root })
+  if (r.status !== 0) process.exit(r.status ?? 1)
+}
+
+await import(pathToFileURL(entry).href)

@@ -1,0 +1,70 @@
+/** `threatfeed key create|revoke|ls` (DECISIONS §2): keys are shown once and stored only as hashes. */
+import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
+import { withStore } from './open-store.js'
+import { SCOPES, type ApiKey, type Scope } from '../store/types.js'
+import { generateApiKey, hashApiKey } from '../store/api-key.js'
+
+const help = `Usage: threatfeed key <create|revoke|ls> [options]
+
+  create --workspace ID --scopes signals:write,feeds:read [--json]   → {"id","key"}
+         the key is printed once and stored only as a SHA-256 hash
+  revoke --id KEYID [--json]          refused by a running server within 1 second
+  ls [--workspace ID] [--json]        ids, scopes and state; never the keys`
+
+export function parseScopes (raw: string): Scope[] {
+  const parts = raw.split(',').map((s) => s.trim()).filter((s) => s !== '')
+  if (parts.length === 0) throw new CliError(`--scopes needs at least one of ${SCOPES.join(', ')}`)
+  for (const p of parts) {
+    if (!(SCOPES as readonly string[]).includes(p)) throw new CliError(`unknown scope ${JSON.stringify(p)}; scopes are ${SCOPES.join(', ')}`)
+  }
+  return [...new Set(parts)] as Scope[]
+}
+
+function show (k: ApiKey): Record<string, unknown> {
+  return { id: k.id, workspace: k.workspaceId, scopes: k.scopes, createdAt: new Date(k.createdAt).toISOString(), revoked: k.revokedAt !== null }
+}
+
+const options = { workspace: { type: 'string' }, scopes: { type: 'string' }, id: { type: 'string' } } as const
+
+export const keyCommand: Command = {
+  name: 'key',
+  summary: 'create, revoke and list API keys',
+  help,
+  async run (args: string[], io: CliIo): Promise<number> {
+    const [verb, ...rest] = args
+    if (verb === undefined || verb === '--help' || verb === '-h') return writeHelp(io, help)
+    const { values } = parseOptions(rest, options)
+    if (values.help === true) return writeHelp(io, help)
+    switch (verb) {
+      case 'create': {
+        const workspaceId = requireOption(values, 'workspace')
+        const scopes = parseScopes(requireOption(values, 'scopes'))
+        const key = generateApiKey()
+        const created = await withStore(io, async (s) => {
+          const w = await s.workspaces.get(workspaceId)
+          if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${workspaceId}`, 1)
+          return s.keys.create({ workspaceId, hash: hashApiKey(key), scopes })
+        })
+        if (values.json === true) writeJson(io, { id: created.id, key })
+        else io.stdout.write(`created key ${created.id} (${scopes.join(',')})\n${key}\nStore it now: it is not shown again.\n`)
+        return 0
+      }
+      case 'revoke': {
+        const id = requireOption(values, 'id')
+        const ok = await withStore(io, (s) => s.keys.revoke(id))
+        if (!ok) throw new CliError(`no API key with id ${id}`, 1)
+        if (values.json === true) writeJson(io, { id, revoked: true })
+        else io.stdout.write(`revoked key ${id}\n`)
+        return 0
+      }
+      case 'ls': {
+        const keys = await withStore(io, (s) => s.keys.list(values.workspace))
+        if (values.json === true) writeJson(io, keys.map(show))
+        else for (const k of keys) io.stdout.write(`${k.id}  ${k.workspaceId}  ${k.scopes.join(',')}${k.revokedAt !== null ? '  revoked' : ''}\n`)
+        return 0
+      }
+      default:
+        throw new CliError(`unknown key command ${JSON.stringify(verb)}; see threatfeed key --help`)
+    }
+  },
+}

@@ -1,0 +1,174 @@
+/** `threatfeed list create|update|delete|show|ls` (DECISIONS §4): named feeds with stored defaults and a label selector. */
+import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
+import { checkText, withStore } from './open-store.js'
+import { CONFIDENCES, FAMILIES, FEED_ACTIONS, FORMATS, SEVERITIES, type AccessList, type ListDefaults } from '../store/types.js'
+
+const help = `Usage: threatfeed list <create|update|delete|show|ls> [options]
+
+  create --workspace ID --name NAME [--description TEXT] [--format F] [--family F]
+         [--action A] [--max-entries N] [--confidence C] [--severity S]
+         [--select key=value]... [--json]                        → {"id","name"}
+  update --id ID [same options as create, --workspace excepted] [--clear-select]
+  delete --id ID
+  show --id ID [--json]
+  ls --workspace ID [--json]
+
+  --format      ${FORMATS.join(' | ')}
+  --family      ${FAMILIES.join(' | ')}
+  --action      ${FEED_ACTIONS.join(' | ')}
+  --max-entries entry cap of the list's feeds (default 131072)
+  --confidence  ${CONFIDENCES.join(' | ')}      default for dialect_b rows
+  --severity    ${SEVERITIES.join(' | ')}
+  --select      repeatable; the list publishes the workspace's access rules whose labels
+                hold every key=value (no --select: all of them)`
+
+/** Feed entry caps above this would not fit a response anyone could use. */
+const MAX_ENTRIES_CEILING = 100_000_000
+
+const options = {
+  workspace: { type: 'string' },
+  id: { type: 'string' },
+  name: { type: 'string' },
+  description: { type: 'string' },
+  format: { type: 'string' },
+  family: { type: 'string' },
+  action: { type: 'string' },
+  'max-entries': { type: 'string' },
+  confidence: { type: 'string' },
+  severity: { type: 'string' },
+  select: { type: 'string', multiple: true },
+  'clear-select': { type: 'boolean' },
+} as const
+
+function oneOf<T extends string> (option: string, values: readonly T[], v: string | undefined): T | undefined {
+  if (v === undefined) return undefined
+  if (!(values as readonly string[]).includes(v)) throw new CliError(`--${option} must be one of ${values.join(', ')}, got ${JSON.stringify(v)}`)
+  return v as T
+}
+
+function maxEntries (v: string | undefined): number | undefined {
+  if (v === undefined) return undefined
+  const n = /^\d+$/.test(v) ? Number(v) : NaN
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_ENTRIES_CEILING) throw new CliError(`--max-entries must be a whole number from 1 to ${MAX_ENTRIES_CEILING}, got ${JSON.stringify(v)}`)
+  return n
+}
+
+/** `key=value` pairs; keys follow the label rules of DECISIONS §3 (no `$` prefix, no prototype keys). */
+export function parseSelector (pairs: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = Object.create(null) as Record<string, string>
+  for (const p of pairs) {
+    const eq = p.indexOf('=')
+    if (eq <= 0) throw new CliError(`--select takes key=value, got ${JSON.stringify(p)}`)
+    const key = checkText('select', p.slice(0, eq), 128)
+    const value = checkText('select', p.slice(eq + 1), 1024)
+    if (key.startsWith('$') || key === '__proto__' || key === 'constructor' || key === 'prototype') throw new CliError(`--select key ${JSON.stringify(key)} is not allowed`)
+    if (key in out && out[key] !== value) throw new CliError(`--select gives ${key} twice with different values`)
+    out[key] = value
+  }
+  return { ...out }
+}
+
+function readDefaults (values: Record<string, unknown>): ListDefaults {
+  const d: ListDefaults = {}
+  const format = oneOf('format', FORMATS, values.format as string | undefined)
+  const family = oneOf('family', FAMILIES, values.family as string | undefined)
+  const action = oneOf('action', FEED_ACTIONS, values.action as string | undefined)
+  const max = maxEntries(values['max-entries'] as string | undefined)
+  const confidence = oneOf('confidence', CONFIDENCES, values.confidence as string | undefined)
+  const severity = oneOf('severity', SEVERITIES, values.severity as string | undefined)
+  if (format !== undefined) d.format = format
+  if (family !== undefined) d.family = family
+  if (action !== undefined) d.action = action
+  if (max !== undefined) d.maxEntries = max
+  if (confidence !== undefined) d.confidence = confidence
+  if (severity !== undefined) d.severity = severity
+  if (d.format === 'nftables' && d.family === 'both') throw new CliError('--format nftables needs --family v4 or v6 (an nftables set holds one family)')
+  return d
+}
+
+export function showList (l: AccessList): Record<string, unknown> {
+  return { id: l.id, workspace: l.workspaceId, name: l.name, description: l.description, defaults: l.defaults, selector: l.selector, createdAt: new Date(l.createdAt).toISOString(), updatedAt: new Date(l.updatedAt).toISOString() }
+}
+
+export const listCommand: Command = {
+  name: 'list',
+  summary: 'manage named access-rule lists (feeds)',
+  help,
+  async run (args: string[], io: CliIo): Promise<number> {
+    const [verb, ...rest] = args
+    if (verb === undefined || verb === '--help' || verb === '-h') return writeHelp(io, help)
+    const { values } = parseOptions(rest, options)
+    if (values.help === true) return writeHelp(io, help)
+    const json = values.json === true
+    switch (verb) {
+      case 'create': {
+        const workspaceId = requireOption(values, 'workspace')
+        const name = checkText('name', requireOption(values, 'name'))
+        const description = checkText('description', values.description ?? '', 1000)
+        const defaults = readDefaults(values)
+        const selector = parseSelector(values.select ?? [])
+        const l = await withStore(io, async (s) => {
+          const w = await s.workspaces.get(workspaceId)
+          if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${workspaceId}`, 1)
+          return s.lists.create({ workspaceId, name, description, defaults, selector })
+        })
+        if (json) writeJson(io, { id: l.id, name: l.name })
+        else io.stdout.write(`created list ${l.id} (${l.name})\n`)
+        return 0
+      }
+      case 'update': {
+        const id = requireOption(values, 'id')
+        if (values.workspace !== undefined) throw new CliError('a list cannot move to another workspace')
+        const patch: Partial<Pick<AccessList, 'name' | 'description' | 'defaults' | 'selector'>> = {}
+        if (values.name !== undefined) patch.name = checkText('name', values.name)
+        if (values.description !== undefined) patch.description = checkText('description', values.description, 1000)
+        const defaults = readDefaults(values)
+        const l = await withStore(io, async (s) => {
+          const current = await s.lists.get(id)
+          if (current === null) throw new CliError(`no list with id ${id}`, 1)
+          if (Object.keys(defaults).length > 0) {
+            patch.defaults = { ...current.defaults, ...defaults }
+            if (patch.defaults.format === 'nftables' && patch.defaults.family === 'both') throw new CliError('--format nftables needs --family v4 or v6 (an nftables set holds one family)')
+          }
+          if (values['clear-select'] === true) patch.selector = {}
+          if (values.select !== undefined) patch.selector = { ...(patch.selector ?? current.selector), ...parseSelector(values.select) }
+          if (Object.keys(patch).length === 0) throw new CliError('nothing to update')
+          return s.lists.update(id, patch)
+        })
+        if (l === null) throw new CliError(`no list with id ${id}`, 1)
+        if (json) writeJson(io, showList(l))
+        else io.stdout.write(`updated list ${l.id} (${l.name})\n`)
+        return 0
+      }
+      case 'delete': {
+        const id = requireOption(values, 'id')
+        const ok = await withStore(io, (s) => s.lists.delete(id))
+        if (!ok) throw new CliError(`no list with id ${id}`, 1)
+        if (json) writeJson(io, { id, deleted: true })
+        else io.stdout.write(`deleted list ${id}\n`)
+        return 0
+      }
+      case 'show': {
+        const id = requireOption(values, 'id')
+        const l = await withStore(io, (s) => s.lists.get(id))
+        if (l === null) throw new CliError(`no list with id ${id}`, 1)
+        if (json) writeJson(io, showList(l))
+        else io.stdout.write(JSON.stringify(showList(l), null, 2) + '\n')
+        return 0
+      }
+      case 'ls': {
+        const workspaceId = requireOption(values, 'workspace')
+        const lists = await withStore(io, async (s) => {
+          const w = await s.workspaces.get(workspaceId)
+          if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${workspaceId}`, 1)
+          return s.lists.list(workspaceId)
+        })
+        if (json) writeJson(io, lists.map(showList))
+        else for (const l of lists) io.stdout.write(`${l.id}  ${l.name}\n`)
+        return 0
+      }
+      default:
+        throw new CliError(`unknown list command ${JSON.stringify(verb)}; see threatfeed list --help`)
+    }
+  },
+}

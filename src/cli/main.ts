@@ -1,0 +1,57 @@
+/**
+ * The `threatfeed` command: dispatches the first word to a command group (one file each, beside
+ * this one). Errors go to stderr as `threatfeed: <message>` with a non-zero exit; `--json` output
+ * is always exactly one JSON document on stdout.
+ */
+import type { CliIo, Command } from './command.js'
+import { CliError } from './command.js'
+import { isThreatfeedError } from '../errors.js'
+import { serveCommand } from './serve.js'
+import { workspaceCommand } from './workspace.js'
+import { keyCommand } from './key.js'
+import { listCommand } from './list.js'
+
+export const commands: readonly Command[] = [
+  serveCommand,
+  workspaceCommand,
+  keyCommand,
+  listCommand,
+]
+
+function topHelp (): string {
+  const w = Math.max(...commands.map((c) => c.name.length))
+  return [
+    'Usage: threatfeed <command> [options]',
+    '',
+    'Commands:',
+    ...commands.map((c) => `  ${c.name.padEnd(w)}  ${c.summary}`),
+    '',
+    'Every command takes --help; commands that print a result take --json.',
+    'Configuration comes from the environment (see README): THREATFEED_STORE, THREATFEED_DATA_DIR, …',
+  ].join('\n') + '\n'
+}
+
+/** Runs one command line; resolves with the process exit code. */
+export async function runCli (argv: string[], io: CliIo): Promise<number> {
+  const [name, ...rest] = argv
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.stdout.write(topHelp())
+    return name === undefined ? 2 : 0
+  }
+  const cmd = commands.find((c) => c.name === name)
+  try {
+    if (cmd === undefined) throw new CliError(`unknown command ${JSON.stringify(name)}; see threatfeed --help`)
+    return await cmd.run(rest, io)
+  } catch (e) {
+    if (e instanceof CliError) {
+      io.stderr.write(`threatfeed: ${e.message}\n`)
+      return e.exitCode
+    }
+    if (isThreatfeedError(e)) {
+      io.stderr.write(`threatfeed: ${e.message}${e.cause instanceof Error ? ` (${e.cause.message})` : ''}\n`)
+      return 1
+    }
+    io.stderr.write(`threatfeed: unexpected error: ${(e as Error)?.stack ?? String(e)}\n`)
+    return 1
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * Opens the configured store for one CLI command and closes it afterwards. Commands are short-lived
+ * processes that share the store with a running server (LMDB is multi-process; MongoDB is a
+ * server), so nothing here is cached.
+ */
+import { loadConfig } from '../config.js'
+import { openStore } from '../store/open.js'
+import type { Store } from '../store/types.js'
+import { CliError, type CliIo } from './command.js'
+
+export async function withStore<T> (io: CliIo, fn: (store: Store) => Promise<T>): Promise<T> {
+  const config = loadConfig(io.env)
+  const store = await openStore(config.store === 'mongodb'
+    ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb }
+    : { kind: 'embedded', dataDir: config.dataDir })
+  try {
+    return await fn(store)
+  } finally {
+    await store.close()
+  }
+}
+
+/** Text fields shown in feed headers must not carry control characters (DECISIONS §5). */
+export function checkText (option: string, value: string, maxLength = 200): string {
+  // eslint-disable-next-line no-control-regex -- finding control characters is the point
+  if (/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(value)) throw new CliError(`--${option} must not contain control characters`)
+  if (value.length > maxLength) throw new CliError(`--${option} must be at most ${maxLength} characters`)
+  return value
+}

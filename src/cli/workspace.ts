@@ -1,0 +1,81 @@
+/** `threatfeed workspace create|update|delete|ls` (DECISIONS §2). */
+import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
+import { checkText, withStore } from './open-store.js'
+import { SUBSCRIPTIONS, type Subscription, type Workspace } from '../store/types.js'
+
+const help = `Usage: threatfeed workspace <create|update|delete|ls> [options]
+
+  create --name NAME [--subscription active|inactive] [--json]   → {"id","name"}
+  update --workspace ID [--name NAME] [--subscription active|inactive] [--json]
+  delete --workspace ID [--json]      keys of a deleted workspace answer 401
+  ls [--json]
+
+Changes reach a running server within 1 second.`
+
+function subscription (v: unknown): Subscription | undefined {
+  if (v === undefined) return undefined
+  if (!(SUBSCRIPTIONS as readonly unknown[]).includes(v)) throw new CliError(`--subscription must be one of ${SUBSCRIPTIONS.join(', ')}, got ${JSON.stringify(v)}`)
+  return v as Subscription
+}
+
+function show (w: Workspace): Record<string, unknown> {
+  return { id: w.id, name: w.name, subscription: w.subscription, createdAt: new Date(w.createdAt).toISOString() }
+}
+
+const options = {
+  name: { type: 'string' },
+  subscription: { type: 'string' },
+  workspace: { type: 'string' },
+} as const
+
+export const workspaceCommand: Command = {
+  name: 'workspace',
+  summary: 'create, update, delete and list workspaces',
+  help,
+  async run (args: string[], io: CliIo): Promise<number> {
+    const [verb, ...rest] = args
+    if (verb === undefined || verb === '--help' || verb === '-h') return writeHelp(io, help)
+    const { values } = parseOptions(rest, options)
+    if (values.help === true) return writeHelp(io, help)
+    switch (verb) {
+      case 'create': {
+        const name = checkText('name', requireOption(values, 'name'))
+        const sub = subscription(values.subscription) ?? 'active'
+        const w = await withStore(io, (s) => s.workspaces.create({ name, subscription: sub }))
+        if (values.json === true) writeJson(io, { id: w.id, name: w.name })
+        else io.stdout.write(`created workspace ${w.id} (${w.name})\n`)
+        return 0
+      }
+      case 'update': {
+        const id = requireOption(values, 'workspace')
+        const patch: { name?: string, subscription?: Subscription } = {}
+        if (values.name !== undefined) patch.name = checkText('name', values.name)
+        const sub = subscription(values.subscription)
+        if (sub !== undefined) patch.subscription = sub
+        if (Object.keys(patch).length === 0) throw new CliError('nothing to update: give --name or --subscription')
+        const w = await withStore(io, (s) => s.workspaces.update(id, patch))
+        if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${id}`, 1)
+        if (values.json === true) writeJson(io, show(w))
+        else io.stdout.write(`updated workspace ${w.id}: subscription ${w.subscription}\n`)
+        return 0
+      }
+      case 'delete': {
+        const id = requireOption(values, 'workspace')
+        const ok = await withStore(io, (s) => s.workspaces.delete(id))
+        if (!ok) throw new CliError(`no workspace with id ${id}`, 1)
+        if (values.json === true) writeJson(io, { id, deleted: true })
+        else io.stdout.write(`deleted workspace ${id}\n`)
+        return 0
+      }
+      case 'ls': {
+        const all = await withStore(io, (s) => s.workspaces.list())
+        const live = all.filter((w) => w.deletedAt === null)
+        if (values.json === true) writeJson(io, live.map(show))
+        else for (const w of live) io.stdout.write(`${w.id}  ${w.subscription.padEnd(8)}  ${w.name}\n`)
+        return 0
+      }
+      default:
+        throw new CliError(`unknown workspace command ${JSON.stringify(verb)}; see threatfeed workspace --help`)
+    }
+  },
+}

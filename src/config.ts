@@ -1,0 +1,92 @@
+/**
+ * Environment → one frozen, validated Config. A bad value stops the process with a message that
+ * names the variable (DECISIONS §1). Nothing else in the service reads process.env.
+ */
+import { resolve } from 'node:path'
+import { ThreatfeedError } from './errors.js'
+
+export interface Config {
+  readonly host: string
+  readonly port: number
+  readonly dataDir: string
+  readonly store: 'embedded' | 'mongodb'
+  readonly mongodbUri: string | null
+  readonly mongodbDb: string
+  /** Least time between two rebuilds of one feed (SPEC §8: 30 s). */
+  readonly feedRebuildMs: number
+  readonly geoCountryDb: string | null
+  readonly geoAsnDb: string | null
+  readonly maxBodyBytes: number
+  /** Token bucket per API key: sustained requests per second and burst size. */
+  readonly rateLimitPerSecond: number
+  readonly rateLimitBurst: number
+  /** How often the server polls the store for changes made by other processes (CLI, other nodes). */
+  readonly pollMs: number
+  /** Worker threads of the feed/geo pool. */
+  readonly workers: number
+  readonly logLevel: string
+  /** Grace period for SIGTERM (DECISIONS §6: exit within 10 s). */
+  readonly shutdownMs: number
+}
+
+type Env = Record<string, string | undefined>
+
+function fail (name: string, why: string): never {
+  throw new ThreatfeedError('TF_ERR_CONFIG', [`${name} ${why}`])
+}
+
+function int (env: Env, name: string, dflt: number, min: number, max: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return dflt
+  if (!/^\d+$/.test(raw)) fail(name, `must be a whole number, got ${JSON.stringify(raw)}`)
+  const n = Number(raw)
+  if (!Number.isSafeInteger(n) || n < min || n > max) fail(name, `must be between ${min} and ${max}, got ${raw}`)
+  return n
+}
+
+function oneOf<T extends string> (env: Env, name: string, values: readonly T[], dflt: T): T {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return dflt
+  if (!(values as readonly string[]).includes(raw)) fail(name, `must be one of ${values.join(', ')}, got ${JSON.stringify(raw)}`)
+  return raw as T
+}
+
+function str (env: Env, name: string, dflt: string | null): string | null {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return dflt
+  // eslint-disable-next-line no-control-regex -- finding control characters is the point
+  if (/[\0-\x1f]/.test(raw)) fail(name, 'must not contain control characters')
+  return raw
+}
+
+/**
+ * Reads the configuration from an environment (process.env by default).
+ *
+ * @example
+ *   const config = loadConfig({ PORT: '9090', THREATFEED_DATA_DIR: '/var/lib/threatfeed' })
+ */
+export function loadConfig (env: Env = process.env): Config {
+  const store = oneOf(env, 'THREATFEED_STORE', ['embedded', 'mongodb'] as const, 'embedded')
+  const mongodbUri = str(env, 'THREATFEED_MONGODB_URI', null)
+  if (store === 'mongodb' && mongodbUri === null) fail('THREATFEED_MONGODB_URI', 'is required when THREATFEED_STORE=mongodb')
+  if (mongodbUri !== null && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) fail('THREATFEED_MONGODB_URI', 'must start with mongodb:// or mongodb+srv://')
+  const host = str(env, 'HOST', '0.0.0.0')!
+  return Object.freeze({
+    host,
+    port: int(env, 'PORT', 8080, 0, 65535),
+    dataDir: resolve(str(env, 'THREATFEED_DATA_DIR', './data')!),
+    store,
+    mongodbUri,
+    mongodbDb: str(env, 'THREATFEED_MONGODB_DB', 'threatfeed')!,
+    feedRebuildMs: int(env, 'THREATFEED_FEED_REBUILD_MS', 30_000, 0, 3_600_000),
+    geoCountryDb: str(env, 'THREATFEED_GEO_COUNTRY_DB', null),
+    geoAsnDb: str(env, 'THREATFEED_GEO_ASN_DB', null),
+    maxBodyBytes: int(env, 'THREATFEED_MAX_BODY_BYTES', 8 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    rateLimitPerSecond: int(env, 'THREATFEED_RATE_LIMIT_RPS', 1000, 1, 1_000_000),
+    rateLimitBurst: int(env, 'THREATFEED_RATE_LIMIT_BURST', 2000, 1, 10_000_000),
+    pollMs: int(env, 'THREATFEED_POLL_MS', 250, 10, 60_000),
+    workers: int(env, 'THREATFEED_WORKERS', 2, 1, 64),
+    logLevel: oneOf(env, 'THREATFEED_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+    shutdownMs: int(env, 'THREATFEED_SHUTDOWN_MS', 8_000, 0, 60_000),
+  })
+}

@@ -1,0 +1,126 @@
+/**
+ * The published form of a feed: what the uWebSockets.js thread answers from. Built off-thread by
+ * the pool (workers/), swapped in whole, never mutated.
+ *
+ *   FeedService (per workspace)                       FeedSnapshot (one feed = workspace feed or one list)
+ *   ┌──────────────────────────┐   feedId            ┌──────────────────────────────────────────┐
+ *   │ Map<feedId, FeedSnapshot>├────────────────────►│ expiresAt: earliest rule expiry          │
+ *   └──────────────────────────┘                     │ defaults, limit, name                    │
+ *                                                    │ variants: Map<variantKey, Variant>       │
+ *                                                    └──────────────┬───────────────────────────┘
+ *                                       "plain|v4|block|"           │
+ *                                                    ┌──────────────▼───────────────────────────┐
+ *                                                    │ identity { body, etag, headers, … }      │
+ *                                                    │ gzip     { body, etag, headers, … }      │
+ *                                                    │ status, entries, limit, lastModified     │
+ *                                                    └──────────────────────────────────────────┘
+ *
+ * A swap replaces a FeedSnapshot reference in one assignment, so a request sees either the old or
+ * the new snapshot, never a mix.
+ *
+ * Every variant is built eagerly (measured, bench/snapshot.ts: all 44 variants of a 131,072-entry
+ * feed, both encodings, build within the 1 s budget because gzip reuses unchanged chunks), so a
+ * lookup is synchronous: `snapshot.variants.get(variantKey(params))`. The key set is fixed: 4
+ * formats × 3 families × 2 actions × checksum, except nftables with family `both`, which is not a
+ * variant (an nftables set holds one family: the HTTP side answers 400 with
+ * details.supported ["v4","v6"]), so `get` returns undefined for it.
+ *
+ * How to answer a request from a Variant `v` and its chosen representation `r`
+ * (`v.gzip` when the client accepts gzip, else `v.identity`):
+ * - `v.status` 200: write `r.headers` (Content-Type, ETag, Last-Modified, Cache-Control, Vary,
+ *   X-Feed-Entry-Count, X-Feed-Entry-Limit and, for gzip, Content-Encoding) and `r.body`;
+ *   a conditional hit answers 304 with `r.notModifiedHeaders` and no body.
+ * - `v.status` 413: the entry cap is exceeded; `r.body` is the SPEC 2.9 error JSON
+ *   (details {entries, limit, hint}), `r.headers` carry X-Feed-Entry-Count/-Limit and no
+ *   validators; conditionals do not apply (`r.notModifiedHeaders` is empty).
+ */
+import type { FeedAction, FeedFormat, Family, ListDefaults } from '../store/types.js'
+
+/** Feed id: '*' for the workspace feed (/v1/threat/feeds), else the list UUID. */
+export type FeedId = string
+
+export const WORKSPACE_FEED: FeedId = '*'
+
+export interface VariantParams {
+  format: FeedFormat
+  family: Family
+  action: FeedAction
+  checksum: boolean
+}
+
+/** `${format}|${family}|${action}|${checksum ? 'md5' : ''}`: a small string, built once per request. */
+export function variantKey (p: VariantParams): string {
+  return `${p.format}|${p.family}|${p.action}|${p.checksum ? 'md5' : ''}`
+}
+
+export type HeaderList = ReadonlyArray<readonly [string, string]>
+
+/** One encoded representation of a variant, ready to write. */
+export interface Representation {
+  readonly body: Uint8Array
+  /** Strong entity tag with quotes, e.g. `"plain.v4.block.gzip.1f3a…"`; differs per variant and encoding. */
+  readonly etag: string
+  /** Every header of the response carrying this representation (Content-Length is uWS's). */
+  readonly headers: HeaderList
+  /** The headers of a 304 for it (ETag, Last-Modified, Cache-Control, Vary); empty for a 413. */
+  readonly notModifiedHeaders: HeaderList
+}
+
+export interface Variant {
+  /** 200, or 413 when entries exceed the limit (then bodies are the SPEC 2.9 error JSON). */
+  readonly status: 200 | 413
+  readonly contentType: string
+  readonly identity: Representation
+  readonly gzip: Representation
+  /** Networks (rows for dialect_b) in this variant: X-Feed-Entry-Count. */
+  readonly entries: number
+  /** The entry cap: X-Feed-Entry-Limit. */
+  readonly limit: number
+  /** Last-Modified as epoch ms (second precision) and as the HTTP-date string. */
+  readonly lastModified: number
+  readonly lastModifiedHttp: string
+}
+
+export interface FeedSnapshot {
+  readonly workspaceId: string
+  readonly feedId: FeedId
+  /** dialect_a's first header line: the list name, or the workspace name for the workspace feed. */
+  readonly name: string
+  /** The list's stored defaults (SPEC 2.8); null for the workspace feed. */
+  readonly defaults: ListDefaults | null
+  /** Entry cap: the list's max_entries, else DEFAULT_ENTRY_LIMIT. */
+  readonly limit: number
+  readonly builtAt: number
+  /** Earliest expiresAt of any rule in it (Infinity when none): the snapshot must not be served past it. */
+  readonly expiresAt: number
+  /** Networks per action and family (what the plain variants count); for metrics and logs. */
+  readonly networks: Readonly<Record<FeedAction, { readonly v4: number, readonly v6: number }>>
+  readonly variants: ReadonlyMap<string, Variant>
+}
+
+/** SPEC §8: 131072 entries unless the list's max_entries says otherwise. */
+export const DEFAULT_ENTRY_LIMIT = 131072
+
+/** SPEC 4.3 (fixed by the spec, independent of the rebuild interval). */
+export const CACHE_CONTROL = 'private, max-age=30, must-revalidate'
+export const VARY = 'Accept-Encoding, Authorization'
+
+/**
+ * Content types: every text body is UTF-8 (dialect_a headers may carry non-ASCII list names), so
+ * the charset is always stated; checksum bodies are text/plain; a 413 body is JSON.
+ */
+export const CONTENT_TYPES = {
+  text: 'text/plain; charset=utf-8',
+  csv: 'text/csv; charset=utf-8',
+  json: 'application/json',
+} as const
+
+/**
+ * The variant for some parameters; undefined only for nftables with family `both`.
+ *
+ * @example
+ *   findVariant(snapshot, { format: 'plain', family: 'v4', action: 'block', checksum: false })?.identity.body
+ */
+export function findVariant (snapshot: FeedSnapshot, p: VariantParams): Variant | undefined {
+  return snapshot.variants.get(variantKey(p))
+}

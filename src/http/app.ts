@@ -1,0 +1,143 @@
+/**
+ * The uWebSockets.js application: route registration with metrics, in-flight tracking and the
+ * last-resort error mapping; health, readiness and metrics endpoints; the 404 fallback; listen and
+ * graceful close (DECISIONS §6: stop accepting, finish in-flight requests, then resolve).
+ *
+ * Route modules (signal-routes.ts, feed-routes.ts, openapi-routes.ts) receive a `Router` and the
+ * shared `HttpContext`; they never create the App themselves.
+ */
+import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from 'uWebSockets.js'
+import type { Config } from '../config.js'
+import type { Logger } from '../log.js'
+import type { Store } from '../store/types.js'
+import type { Authenticator } from './auth.js'
+import type { Metrics } from './metrics.js'
+import { RateLimiter } from './rate-limit.js'
+import { beginExchange, sendError, sendBody, sendJson, type ErrorShape, type Exchange } from './respond.js'
+import { ThreatfeedError } from '../errors.js'
+
+export interface Readiness {
+  ready: boolean
+  checks: Record<string, boolean | string>
+}
+
+export interface HttpContext {
+  readonly config: Config
+  readonly store: Store
+  readonly auth: Authenticator
+  readonly metrics: Metrics
+  readonly log: Logger
+  readonly rateLimiter: RateLimiter
+  /** What /readyz reports: store reachable, geo loaded, first snapshot built. */
+  readonly readiness: () => Promise<Readiness>
+}
+
+export type Method = 'get' | 'post' | 'head' | 'put' | 'del' | 'patch' | 'options' | 'any'
+
+/** A handler gets the exchange (aborted flag, status) and the request; it may be sync or async. */
+export type Handler = (ex: Exchange, req: HttpRequest) => void | Promise<void>
+
+export interface Router {
+  readonly app: TemplatedApp
+  /**
+   * Registers a handler. `route` is the metrics label; `shape` picks the error body for anything
+   * the handler throws (or rejects with).
+   */
+  on (method: Method, pattern: string, route: string, shape: ErrorShape, handler: Handler): void
+  /** Every other method on `pattern` answers 405 with `Allow`. */
+  onlyAllow (pattern: string, route: string, shape: ErrorShape, allow: string): void
+}
+
+export interface RouteModule {
+  (router: Router, ctx: HttpContext): void
+}
+
+export interface HttpServer {
+  readonly port: number
+  /** Stops accepting, waits for in-flight requests up to `graceMs`, then closes every connection. */
+  close (graceMs: number): Promise<void>
+  inflight (): number
+}
+
+export async function startHttpServer (ctx: HttpContext, modules: RouteModule[]): Promise<HttpServer> {
+  const app = uWS.App()
+  let inflight = 0
+  let drained: (() => void) | null = null
+  const report = (e: ThreatfeedError): void => { ctx.log.error({ err: e, cause: e.cause, code: e.code }, e.message) }
+
+  const finish = (ex: Exchange, route: string, start: bigint): void => {
+    ctx.metrics.observe(route, ex.aborted ? 499 : ex.status, start)
+    inflight--
+    if (inflight === 0 && drained !== null) drained()
+  }
+
+  const router: Router = {
+    app,
+    on (method, pattern, route, shape, handler) {
+      app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
+        const start = process.hrtime.bigint()
+        const ex = beginExchange(res)
+        inflight++
+        let result: void | Promise<void>
+        try {
+          result = handler(ex, req)
+        } catch (e) {
+          sendError(ex, e, shape, report)
+          finish(ex, route, start)
+          return
+        }
+        if (result instanceof Promise) {
+          result.then(
+            () => { finish(ex, route, start) },
+            (e: unknown) => { sendError(ex, e, shape, report); finish(ex, route, start) },
+          )
+        } else {
+          finish(ex, route, start)
+        }
+      })
+    },
+    onlyAllow (pattern, route, shape, allow) {
+      router.on('any', pattern, route, shape, (ex) => {
+        sendError(ex, new ThreatfeedError('TF_ERR_METHOD_NOT_ALLOWED', [allow]), shape, report, [['Allow', allow]])
+      })
+    },
+  }
+
+  router.on('get', '/healthz', 'healthz', 'signal', (ex) => { sendJson(ex, 200, { status: 'ok' }) })
+  router.on('get', '/readyz', 'readyz', 'signal', async (ex) => {
+    const r = await ctx.readiness()
+    sendJson(ex, r.ready ? 200 : 503, { status: r.ready ? 'ready' : 'not ready', checks: r.checks })
+  })
+  router.on('get', '/metrics', 'metrics', 'signal', async (ex) => {
+    const m = await ctx.metrics.render()
+    sendBody(ex, 200, m.body, m.contentType)
+  })
+  for (const m of modules) m(router, ctx)
+  router.on('any', '/*', 'unknown', 'signal', (ex) => { sendError(ex, new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal', report) })
+
+  const socket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen(ctx.config.host, ctx.config.port, (s) => {
+      if (s === false) reject(new ThreatfeedError('TF_ERR_CONFIG', [`cannot listen on ${ctx.config.host}:${ctx.config.port}`]))
+      else resolve(s)
+    })
+  })
+  const port = uWS.us_socket_local_port(socket)
+  ctx.log.info({ host: ctx.config.host, port }, 'listening')
+
+  return {
+    port,
+    inflight: () => inflight,
+    async close (graceMs) {
+      uWS.us_listen_socket_close(socket)
+      if (inflight > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, graceMs)
+          drained = () => { clearTimeout(timer); resolve() }
+        })
+      }
+      app.close()
+    },
+  }
+}
+
+export { RateLimiter }

@@ -1,0 +1,93 @@
+/**
+ * The one place that writes error responses, and the small helpers every route uses to write JSON.
+ *
+ * uWebSockets.js rules followed here: a response is written only while the request is not
+ * aborted, and always inside `cork` so headers and body leave in one syscall even when the write
+ * happens after an `await`.
+ */
+import type { HttpResponse } from 'uWebSockets.js'
+import { toThreatfeedError, type ThreatfeedError } from '../errors.js'
+
+const REASONS: Record<number, string> = {
+  200: 'OK', 206: 'Partial Content', 304: 'Not Modified', 400: 'Bad Request', 401: 'Unauthorized',
+  402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed',
+  409: 'Conflict', 413: 'Content Too Large', 429: 'Too Many Requests', 500: 'Internal Server Error',
+  503: 'Service Unavailable',
+}
+const STATUS_LINES = new Map<number, string>(Object.entries(REASONS).map(([k, v]) => [Number(k), `${k} ${v}`]))
+
+/** "200 OK" for 200: precomputed, since uWS wants the whole status line. */
+export function statusLine (status: number): string {
+  return STATUS_LINES.get(status) ?? String(status)
+}
+
+/** Per-request state shared by a handler and its onAborted callback. */
+export interface Exchange {
+  readonly res: HttpResponse
+  aborted: boolean
+  /** Status written, for metrics and logs. */
+  status: number
+  /** Close the connection after the answer (set when a body was cut off at the cap). */
+  closeAfter: boolean
+  /** Called once if the client goes away (e.g. to fail a pending body read). */
+  readonly abortListeners: Array<() => void>
+}
+
+/** Registers onAborted first (uWS requires it before any await) and returns the exchange. */
+export function beginExchange (res: HttpResponse): Exchange {
+  const ex: Exchange = { res, aborted: false, status: 0, closeAfter: false, abortListeners: [] }
+  res.onAborted(() => {
+    ex.aborted = true
+    for (const f of ex.abortListeners) f()
+  })
+  return ex
+}
+
+export type Headers = ReadonlyArray<readonly [string, string]>
+
+export function sendJson (ex: Exchange, status: number, body: unknown, headers: Headers = []): void {
+  sendBody(ex, status, JSON.stringify(body), 'application/json', headers)
+}
+
+export function sendBody (ex: Exchange, status: number, body: string | Uint8Array, contentType: string, headers: Headers = []): void {
+  if (ex.aborted) return
+  ex.status = status
+  ex.res.cork(() => {
+    ex.res.writeStatus(statusLine(status))
+    ex.res.writeHeader('Content-Type', contentType)
+    for (const [k, v] of headers) ex.res.writeHeader(k, v)
+    ex.res.end(body, ex.closeAfter)
+  })
+}
+
+/** Error body shapes: the signal interface (SPEC 2.6) and the feed interface (SPEC 2.9). */
+export type ErrorShape = 'signal' | 'feed'
+
+export interface ErrorReport {
+  (error: ThreatfeedError): void
+}
+
+/**
+ * Maps anything thrown to its status and body. Caller faults show their message; dependency and
+ * internal faults are reported (with their cause) and answer with the registry's generic text.
+ */
+export function sendError (ex: Exchange, thrown: unknown, shape: ErrorShape, report: ErrorReport, extraHeaders: Headers = []): void {
+  const e = toThreatfeedError(thrown)
+  if (e.fault !== 'caller') report(e)
+  const headers: Array<readonly [string, string]> = [...extraHeaders]
+  if (e.status === 401) headers.push(['WWW-Authenticate', shape === 'feed' ? 'Bearer, Basic realm="threatfeed"' : 'Bearer'])
+  sendJson(ex, e.status, errorBody(e, shape), headers)
+}
+
+export function errorBody (e: ThreatfeedError, shape: ErrorShape): unknown {
+  if (shape === 'feed') {
+    return { success: false, error: e.message, details: isPlainObject(e.details) ? e.details : {} }
+  }
+  const body: { error: string, message: string, details?: unknown, code: number } = { error: e.errorName, message: e.message, code: e.status }
+  if (Array.isArray(e.details)) body.details = e.details
+  return body
+}
+
+function isPlainObject (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}

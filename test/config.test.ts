@@ -1,0 +1,45 @@
+import t from 'tap'
+import { resolve } from 'node:path'
+import { loadConfig } from '../src/config.js'
+
+t.test('defaults follow DECISIONS §1', async (t) => {
+  const c = loadConfig({})
+  t.equal(c.host, '0.0.0.0')
+  t.equal(c.port, 8080)
+  t.equal(c.dataDir, resolve('./data'))
+  t.equal(c.store, 'embedded')
+  t.equal(c.feedRebuildMs, 30_000)
+  t.equal(c.maxBodyBytes, 8 * 1024 * 1024)
+  t.equal(c.geoCountryDb, null)
+  t.ok(Object.isFrozen(c))
+})
+
+t.test('values are read', async (t) => {
+  const c = loadConfig({ HOST: '127.0.0.1', PORT: '9090', THREATFEED_STORE: 'mongodb', THREATFEED_MONGODB_URI: 'mongodb://db:27017/?replicaSet=rs0', THREATFEED_FEED_REBUILD_MS: '500', THREATFEED_GEO_COUNTRY_DB: '/geo/c.mmdb' })
+  t.equal(c.host, '127.0.0.1')
+  t.equal(c.port, 9090)
+  t.equal(c.store, 'mongodb')
+  t.equal(c.mongodbUri, 'mongodb://db:27017/?replicaSet=rs0')
+  t.equal(c.feedRebuildMs, 500)
+  t.equal(c.geoCountryDb, '/geo/c.mmdb')
+})
+
+const bad: Array<{ description: string, env: Record<string, string>, message: RegExp }> = [
+  { description: 'port not a number', env: { PORT: 'http' }, message: /^invalid configuration: PORT must be a whole number/ },
+  { description: 'port out of range', env: { PORT: '70000' }, message: /^invalid configuration: PORT must be between 0 and 65535/ },
+  { description: 'negative rebuild interval', env: { THREATFEED_FEED_REBUILD_MS: '-1' }, message: /THREATFEED_FEED_REBUILD_MS must be a whole number/ },
+  { description: 'fractional body cap', env: { THREATFEED_MAX_BODY_BYTES: '1.5' }, message: /THREATFEED_MAX_BODY_BYTES must be a whole number/ },
+  { description: 'tiny body cap', env: { THREATFEED_MAX_BODY_BYTES: '10' }, message: /THREATFEED_MAX_BODY_BYTES must be between 1024/ },
+  { description: 'unknown store', env: { THREATFEED_STORE: 'postgres' }, message: /THREATFEED_STORE must be one of embedded, mongodb, got "postgres"/ },
+  { description: 'mongodb without uri', env: { THREATFEED_STORE: 'mongodb' }, message: /THREATFEED_MONGODB_URI is required when THREATFEED_STORE=mongodb/ },
+  { description: 'uri with wrong scheme', env: { THREATFEED_STORE: 'mongodb', THREATFEED_MONGODB_URI: 'http://x' }, message: /THREATFEED_MONGODB_URI must start with mongodb:\/\// },
+  { description: 'control character in a path', env: { THREATFEED_DATA_DIR: 'a\nb' }, message: /THREATFEED_DATA_DIR must not contain control characters/ },
+  { description: 'bad log level', env: { THREATFEED_LOG_LEVEL: 'loud' }, message: /THREATFEED_LOG_LEVEL must be one of/ },
+  { description: 'zero workers', env: { THREATFEED_WORKERS: '0' }, message: /THREATFEED_WORKERS must be between 1 and 64/ },
+]
+
+t.test('a bad value names the variable', async (t) => {
+  for (const c of bad) {
+    t.throws(() => loadConfig(c.env), { code: 'TF_ERR_CONFIG', message: c.message }, c.description)
+  }
+})

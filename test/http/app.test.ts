@@ -1,0 +1,78 @@
+/**
+ * The HTTP front end of the foundation: health, readiness, metrics, unknown routes, and the
+ * revocation path — a key revoked by the CLI in another process is refused by the running server
+ * within 1 s (DECISIONS §1).
+ */
+import t from 'tap'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { loadConfig } from '../../src/config.js'
+import { createLogger } from '../../src/log.js'
+import { startServer } from '../../src/main.js'
+import { Authenticator } from '../../src/http/auth.js'
+import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
+
+const exec = promisify(execFile)
+const dir = mkdtempSync(join(tmpdir(), 'tf-app-'))
+t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+
+const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '100' })
+const server = await startServer(config, createLogger('silent'))
+t.teardown(() => server.stop())
+const base = `http://127.0.0.1:${server.port}`
+
+t.test('healthz and readyz', async (t) => {
+  const h = await fetch(`${base}/healthz`)
+  t.equal(h.status, 200)
+  t.same(await h.json(), { status: 'ok' })
+  const r = await fetch(`${base}/readyz`)
+  const body = await r.json() as { status: string, checks: Record<string, unknown> }
+  t.equal(body.checks.store, true)
+  t.equal(r.status, body.status === 'ready' ? 200 : 503)
+})
+
+t.test('unknown routes answer 404 JSON', async (t) => {
+  for (const [method, path] of [['GET', '/nope'], ['POST', '/v3/signal'], ['DELETE', '/'], ['GET', '/v1/threat']] as const) {
+    const r = await fetch(`${base}${path}`, { method })
+    t.equal(r.status, 404, `${method} ${path}`)
+    t.match(r.headers.get('content-type'), /^application\/json/)
+    t.same(await r.json(), { error: 'NotFoundError', message: 'not found', code: 404 })
+  }
+})
+
+t.test('metrics in Prometheus text format count requests by route and status', async (t) => {
+  await fetch(`${base}/healthz`)
+  await fetch(`${base}/nope`)
+  const r = await fetch(`${base}/metrics`)
+  t.equal(r.status, 200)
+  t.match(r.headers.get('content-type'), /^text\/plain/)
+  const text = await r.text()
+  t.match(text, /threatfeed_http_requests_total\{route="healthz",status="200"\} \d+/)
+  t.match(text, /threatfeed_http_requests_total\{route="unknown",status="404"\} \d+/)
+  t.match(text, /threatfeed_http_request_duration_seconds_bucket\{le="0\.001",route="healthz"\}/)
+  t.match(text, /threatfeed_process_resident_memory_bytes \d+/)
+})
+
+t.test('a key revoked from the CLI in another process is refused within 1 s', async (t) => {
+  const ws = await server.store.workspaces.create({ name: 'acme', subscription: 'active' })
+  const key = generateApiKey()
+  const stored = await server.store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
+  // The server's own authenticator, polling the store as in production.
+  const auth = new Authenticator(server.store, { pollMs: 250 })
+  await auth.start()
+  t.teardown(() => auth.stop())
+  t.ok(auth.authenticate(`Bearer ${key}`, 'feeds:read', 'feeds').ok, 'accepted before revocation')
+
+  await exec(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'key', 'revoke', '--id', stored.id], { env: { ...process.env, THREATFEED_DATA_DIR: dir } })
+  const revokedAt = Date.now()
+  let refusedAfter = -1
+  while (Date.now() - revokedAt < 2000) {
+    const d = auth.authenticate(`Bearer ${key}`, 'feeds:read', 'feeds')
+    if (!d.ok) { refusedAfter = Date.now() - revokedAt; t.equal(d.error.status, 401); break }
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  t.ok(refusedAfter >= 0 && refusedAfter <= 1000, `refused ${refusedAfter} ms after the CLI exited`)
+})

@@ -1,0 +1,42 @@
+/**
+ * `threatfeed serve` as a process: answers /readyz, creates its data directory, and on SIGTERM
+ * stops and exits 0 well within 10 s (DECISIONS §6).
+ */
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+
+t.test('serve starts, answers, and stops on SIGTERM with exit 0', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tf-serve-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const dataDir = join(dir, 'data')
+  const child = spawn(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'serve'], {
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dataDir },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  const lines = createInterface({ input: child.stdout })
+  const logs: Array<Record<string, unknown>> = []
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no "listening" log line within 60 s')), 60_000)
+    lines.on('line', (line) => {
+      const rec = JSON.parse(line) as Record<string, unknown>
+      logs.push(rec)
+      if (rec.msg === 'listening') { clearTimeout(timer); resolve(rec.port as number) }
+    })
+  })
+  t.ok(existsSync(dataDir), 'data directory created')
+  t.ok(logs.every((l) => typeof l.time === 'string' && typeof l.level === 'number'), 'JSON log lines')
+  const h = await fetch(`http://127.0.0.1:${port}/healthz`)
+  t.equal(h.status, 200)
+
+  const t0 = Date.now()
+  child.kill('SIGTERM')
+  const code = await exited
+  t.equal(code, 0, 'exit code 0')
+  t.ok(Date.now() - t0 < 10_000, `stopped in ${Date.now() - t0} ms`)
+  t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
+})
