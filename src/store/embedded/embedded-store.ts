@@ -1,0 +1,70 @@
+/**
+ * The embedded store: LMDB in a data directory, the default backend (DECISIONS §1).
+ *
+ * The server keeps it open for its lifetime; the CLI opens the same directory for one command
+ * and closes it. Both see each other's commits: revisions() renews the read snapshot first, so a
+ * server polling it notices a key revoked from the command line at its next poll.
+ */
+import type { BatchingStore, RuleBatch, RuleBatchResult } from '../batch-types.js'
+import { ThreatfeedError } from '../../errors.js'
+import { EmbeddedFeedVersionStore } from './feed-version-store.js'
+import { EmbeddedKeyStore } from './key-store.js'
+import { EmbeddedListStore } from './list-store.js'
+import { LmdbEnv, META } from './lmdb-env.js'
+import { EmbeddedRuleStore } from './rule-store.js'
+import { EmbeddedSignalStream } from './signal-stream.js'
+import { EmbeddedWorkspaceStore } from './workspace-store.js'
+
+export class EmbeddedStore implements BatchingStore {
+  readonly kind = 'embedded'
+  readonly workspaces: EmbeddedWorkspaceStore
+  readonly keys: EmbeddedKeyStore
+  readonly lists: EmbeddedListStore
+  readonly rules: EmbeddedRuleStore
+  readonly stream: EmbeddedSignalStream
+  readonly feedVersions: EmbeddedFeedVersionStore
+  readonly #env: LmdbEnv
+
+  constructor (env: LmdbEnv) {
+    this.#env = env
+    this.workspaces = new EmbeddedWorkspaceStore(env)
+    this.keys = new EmbeddedKeyStore(env)
+    this.lists = new EmbeddedListStore(env)
+    this.rules = new EmbeddedRuleStore(env)
+    this.stream = new EmbeddedSignalStream(env)
+    this.feedVersions = new EmbeddedFeedVersionStore(env)
+  }
+
+  async revisions (): Promise<{ admin: number, rules: number }> {
+    this.#env.renew()
+    return this.#env.read((dbs) => ({
+      admin: dbs.meta.get(META.adminRevision) ?? 0,
+      rules: dbs.meta.get(META.rulesRevision) ?? 0,
+    }))
+  }
+
+  async ping (): Promise<void> {
+    if (this.#env.closed) throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new Error('the store is closed') })
+    this.#env.read((dbs) => dbs.meta.get(META.streamHead))
+  }
+
+  applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
+    return this.rules.applyRuleBatch(batch)
+  }
+
+  close (): Promise<void> {
+    return this.#env.close()
+  }
+}
+
+/**
+ * Opens (creating if missing) the embedded store in `dataDir`.
+ *
+ * @example
+ *   const store = await openEmbeddedStore('./data')
+ *   const ws = await store.workspaces.create({ name: 'acme', subscription: 'active' })
+ *   await store.close()
+ */
+export async function openEmbeddedStore (dataDir: string): Promise<EmbeddedStore> {
+  return new EmbeddedStore(new LmdbEnv(dataDir))
+}

@@ -1,0 +1,80 @@
+/**
+ * Key layout of the embedded store. Identity (DECISIONS §3) is enforced by construction: a rule's
+ * primary key IS its identity, so a second upsert of the same identity can only overwrite.
+ *
+ *   access-rules      ws␟r␟<ruleRef>              keyed access rule   (workspace, ruleRef)
+ *                     ws␟t␟<type>␟<value>         unkeyed access rule (workspace, target)
+ *   access-by-target  ws␟<type>␟<value>␟<ruleRef> → primary key        (keyed rules only: an
+ *                                                  unkeyed rule's primary key is its target)
+ *   expression-rules  ws␟<kind>␟<ruleRef>
+ *   lists-by-name     ws␟<name>␟<id>              → id
+ *   feed-versions     ws␟<listId>␟<family>␟<action>
+ *
+ * ␟ is U+001F (unit separator). Keys go through lmdb-js's ordered-binary key encoding, which
+ * escapes characters U+0000..U+0004 only in strings shorter than 64 characters and writes longer
+ * ones as raw UTF-8: a U+0000 separator would encode differently in a short range bound than in
+ * the long key it must match (a bug this layout was changed for). U+001F is written as the same
+ * raw byte on both paths. Workspace ids (UUIDs), kinds, target types, canonical target values and
+ * rule refs never hold it, so every key that starts with `prefix + ␟` lies in
+ * [prefix + ␟, prefix + ' '): prefix scans are exact. Free text (a list name) only ever ends a
+ * prefix, and list names are re-checked on the record anyway (they hold no control characters:
+ * the CLI refuses them, DECISIONS §5).
+ */
+import type { FeedKey, RuleKind, Target } from '../types.js'
+
+const SEP = '\u001f'
+/** The character after SEP: the exclusive end of a prefix range. */
+const AFTER_SEP = ' '
+
+/** The [start, end) range of keys that begin with the given components. */
+export interface KeyRange {
+  start: string
+  end: string
+}
+
+function rangeOf (prefix: string): KeyRange {
+  return { start: prefix + SEP, end: prefix + AFTER_SEP }
+}
+
+export function accessRuleKey (workspaceId: string, ruleRef: string | null, target: Target): string {
+  return ruleRef === null
+    ? workspaceId + SEP + 't' + SEP + target.type + SEP + target.value
+    : workspaceId + SEP + 'r' + SEP + ruleRef
+}
+
+export function accessRuleKeyByRef (workspaceId: string, ruleRef: string): string {
+  return workspaceId + SEP + 'r' + SEP + ruleRef
+}
+
+export function targetIndexKey (workspaceId: string, target: Target, ruleRef: string): string {
+  return workspaceId + SEP + target.type + SEP + target.value + SEP + ruleRef
+}
+
+export function targetIndexRange (workspaceId: string, target: Target): KeyRange {
+  return rangeOf(workspaceId + SEP + target.type + SEP + target.value)
+}
+
+export function expressionRuleKey (workspaceId: string, kind: RuleKind, ruleRef: string): string {
+  return workspaceId + SEP + kind + SEP + ruleRef
+}
+
+export function expressionRuleRange (workspaceId: string, kind: RuleKind): KeyRange {
+  return rangeOf(workspaceId + SEP + kind)
+}
+
+/** Every access rule of a workspace, keyed and unkeyed. */
+export function workspaceRange (workspaceId: string): KeyRange {
+  return rangeOf(workspaceId)
+}
+
+export function listNameKey (workspaceId: string, name: string, id: string): string {
+  return workspaceId + SEP + name + SEP + id
+}
+
+export function listNameRange (workspaceId: string, name: string): KeyRange {
+  return rangeOf(workspaceId + SEP + name)
+}
+
+export function feedVersionKey (key: FeedKey): string {
+  return key.workspaceId + SEP + key.listId + SEP + key.family + SEP + key.action
+}

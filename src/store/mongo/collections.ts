@@ -1,0 +1,159 @@
+/**
+ * Collections of the MongoDB store, their document shapes and their indexes.
+ *
+ * Caller-defined maps (rule labels, list selectors) are stored as arrays of {k, v} pairs and
+ * expression-rule `config` as JSON text: a key such as `$where` or `a.b` is then plain data in
+ * a field value, never a field name the server could read as an operator or a path.
+ *
+ * Identity (DECISIONS §3) is one unique index per rule collection. An access rule's `identity`
+ * is `r:<ruleRef>` or `t:<type>:<value>`, so {workspaceId, identity} unique covers both the
+ * keyed and the unkeyed identity without partial indexes, and serves the upsert filter.
+ */
+import { MongoServerError, type Collection, type Db, type Document, type IndexDescription } from 'mongodb'
+import type {
+  Confidence, FeedAction, Family, LabelValue, ListDefaults, Scope, Severity, Subscription, Target,
+} from '../types.js'
+import { isDuplicateKey } from './mongo-client.js'
+
+export interface Pair<V> { k: string, v: V }
+
+export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null }
+export interface KeyDoc { _id: string, workspaceId: string, hash: string, scopes: Scope[], createdAt: number, revokedAt: number | null }
+export interface ListDoc {
+  _id: string
+  workspaceId: string
+  name: string
+  description: string
+  defaults: ListDefaults
+  selector: Array<Pair<string>>
+  createdAt: number
+  updatedAt: number
+}
+
+interface RuleDocCommon {
+  _id: string
+  workspaceId: string
+  labels: Array<Pair<LabelValue>>
+  reason: string | null
+  expiresAt: number | null
+  createdAt: number
+  updatedAt: number
+  seq: number
+}
+
+export interface AccessRuleDoc extends RuleDocCommon {
+  identity: string
+  /** `<type>:<value>`: what delete-by-target matches on. */
+  targetKey: string
+  ruleRef: string | null
+  target: Target
+  action: 'block' | 'allow'
+  name: string | null
+  confidence: Confidence | null
+  severity: Severity | null
+}
+
+export interface ExpressionRuleDoc extends RuleDocCommon {
+  kind: 'waf_rule' | 'smart_firewall_rule'
+  ruleRef: string
+  name: string
+  type: 'custom' | 'generated'
+  expression: string
+  action: string
+  order: number | null
+  shortDescription: string | null
+  /** JSON text of the rule's free-form config. */
+  config: string
+}
+
+/** _id is the seq: unique by construction, and the natural order of a range scan. */
+export interface StreamDoc { _id: number, workspaceId: string, schemaVersion?: number, payload: string, acceptedAt: number }
+export interface CheckpointDoc { _id: string, seq: number }
+export interface FeedVersionDoc {
+  _id: string
+  workspaceId: string
+  listId: string
+  family: Family
+  action: FeedAction
+  contentHash: string
+  since: number
+}
+export interface CounterDoc { _id: string, value: number }
+
+export const COUNTERS = {
+  adminRevision: 'revision:admin',
+  rulesRevision: 'revision:rules',
+  streamHead: 'stream:head',
+} as const
+
+export interface Collections {
+  readonly workspaces: Collection<WorkspaceDoc>
+  readonly keys: Collection<KeyDoc>
+  readonly lists: Collection<ListDoc>
+  readonly accessRules: Collection<AccessRuleDoc>
+  readonly expressionRules: Collection<ExpressionRuleDoc>
+  readonly stream: Collection<StreamDoc>
+  readonly checkpoints: Collection<CheckpointDoc>
+  readonly feedVersions: Collection<FeedVersionDoc>
+  readonly meta: Collection<CounterDoc>
+}
+
+export function collectionsOf (db: Db): Collections {
+  return {
+    workspaces: db.collection('workspaces'),
+    keys: db.collection('keys'),
+    lists: db.collection('lists'),
+    accessRules: db.collection('access_rules'),
+    expressionRules: db.collection('expression_rules'),
+    stream: db.collection('stream'),
+    checkpoints: db.collection('checkpoints'),
+    feedVersions: db.collection('feed_versions'),
+    meta: db.collection('meta'),
+  }
+}
+
+const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
+  ['keys', [
+    { key: { hash: 1 }, name: 'hash_unique', unique: true },
+    { key: { workspaceId: 1 }, name: 'workspace' },
+  ]],
+  ['lists', [{ key: { workspaceId: 1, name: 1 }, name: 'workspace_name' }]],
+  ['accessRules', [
+    { key: { workspaceId: 1, identity: 1 }, name: 'identity_unique', unique: true },
+    { key: { workspaceId: 1, targetKey: 1 }, name: 'workspace_target' },
+    { key: { expiresAt: 1 }, name: 'expiry' },
+  ]],
+  ['expressionRules', [
+    { key: { workspaceId: 1, kind: 1, ruleRef: 1 }, name: 'identity_unique', unique: true },
+    { key: { expiresAt: 1 }, name: 'expiry' },
+  ]],
+]
+
+const NAMESPACE_EXISTS = 48
+
+/**
+ * Creates the collections, the indexes (no-ops when they exist) and the counters up front, so
+ * that no transaction ever creates one implicitly — two transactions doing that at once
+ * conflict, and explicit creation inside a transaction is restricted.
+ */
+export async function prepareCollections (db: Db, c: Collections): Promise<void> {
+  const existing = new Set((await db.listCollections({}, { nameOnly: true }).toArray()).map((x) => x.name))
+  for (const collection of Object.values(c) as Array<Collection<Document>>) {
+    if (existing.has(collection.collectionName)) continue
+    try {
+      await db.createCollection(collection.collectionName)
+    } catch (e) {
+      // Another process starting at the same time created it first.
+      if (!(e instanceof MongoServerError && e.code === NAMESPACE_EXISTS)) throw e
+    }
+  }
+  for (const [name, indexes] of INDEXES) await c[name].createIndexes(indexes)
+  for (const id of Object.values(COUNTERS)) {
+    try {
+      await c.meta.updateOne({ _id: id }, { $setOnInsert: { value: 0 } }, { upsert: true })
+    } catch (e) {
+      // Two processes starting at once: the other one created it.
+      if (!isDuplicateKey(e)) throw e
+    }
+  }
+}

@@ -1,0 +1,77 @@
+/** API keys on MongoDB; {hash} is a unique index, so one hash can never name two keys. */
+import { randomUUID } from 'node:crypto'
+import type { ClientSession } from 'mongodb'
+import { ThreatfeedError } from '../../errors.js'
+import type { ApiKey, KeyStore, Scope } from '../types.js'
+import { COUNTERS, type KeyDoc } from './collections.js'
+import type { MongoContext } from './mongo-context.js'
+import { text } from './values.js'
+
+export class MongoKeyStore implements KeyStore {
+  readonly #ctx: MongoContext
+
+  constructor (ctx: MongoContext) {
+    this.#ctx = ctx
+  }
+
+  async create (input: { workspaceId: string, hash: string, scopes: Scope[] }): Promise<ApiKey> {
+    const doc: KeyDoc = {
+      _id: randomUUID(),
+      workspaceId: text(input.workspaceId),
+      hash: text(input.hash),
+      scopes: input.scopes.map((s) => text(s) as Scope),
+      createdAt: Date.now(),
+      revokedAt: null,
+    }
+    return this.#ctx.write(async (session) => {
+      await requireLiveWorkspace(this.#ctx, doc.workspaceId, session)
+      if (await this.#ctx.c.keys.findOne({ hash: doc.hash }, { session, projection: { _id: 1 } }) !== null) {
+        throw new ThreatfeedError('TF_ERR_STORE_CONFLICT', ['an API key with this hash already exists'])
+      }
+      await this.#ctx.c.keys.insertOne(doc, { session })
+      await this.#ctx.bump(COUNTERS.adminRevision, session)
+      return toKey(doc)
+    })
+  }
+
+  getByHash (hash: string): Promise<ApiKey | null> {
+    return this.#ctx.run(async () => {
+      const doc = await this.#ctx.c.keys.findOne({ hash: text(hash) })
+      return doc === null ? null : toKey(doc)
+    })
+  }
+
+  get (id: string): Promise<ApiKey | null> {
+    return this.#ctx.run(async () => {
+      const doc = await this.#ctx.c.keys.findOne({ _id: text(id) })
+      return doc === null ? null : toKey(doc)
+    })
+  }
+
+  revoke (id: string): Promise<boolean> {
+    return this.#ctx.write(async (session) => {
+      // revokedAt null in the filter: revoking twice keeps the first time and reports false.
+      const res = await this.#ctx.c.keys.updateOne({ _id: text(id), revokedAt: null }, { $set: { revokedAt: Date.now() } }, { session })
+      if (res.modifiedCount === 0) return false
+      await this.#ctx.bump(COUNTERS.adminRevision, session)
+      return true
+    })
+  }
+
+  list (workspaceId?: string): Promise<ApiKey[]> {
+    return this.#ctx.run(async () => {
+      const filter = workspaceId === undefined ? {} : { workspaceId: text(workspaceId) }
+      return (await this.#ctx.c.keys.find(filter).sort({ createdAt: 1, _id: 1 }).toArray()).map(toKey)
+    })
+  }
+}
+
+/** Keys and lists belong to a live workspace; checked inside the writing transaction. */
+export async function requireLiveWorkspace (ctx: MongoContext, workspaceId: string, session: ClientSession): Promise<void> {
+  const ws = await ctx.c.workspaces.findOne({ _id: workspaceId, deletedAt: null }, { session, projection: { _id: 1 } })
+  if (ws === null) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [workspaceId])
+}
+
+function toKey (d: KeyDoc): ApiKey {
+  return { id: d._id, workspaceId: d.workspaceId, hash: d.hash, scopes: [...d.scopes], createdAt: d.createdAt, revokedAt: d.revokedAt }
+}

@@ -1,0 +1,110 @@
+/**
+ * The MongoDB connection: client options, the mapping of driver errors to the registry, and the
+ * transaction runner every multi-document write uses.
+ *
+ * Outage budget (DECISIONS §5): signals answer 500 within 2 s while the database is down. The
+ * server-selection timeout bounds how long an operation waits for a reachable primary, and an
+ * outage error is never retried here — the HTTP client retries instead.
+ */
+import { MongoClient, MongoError, MongoServerError, WriteConcern, type ClientSession, type MongoClientOptions } from 'mongodb'
+import { ThreatfeedError, toThreatfeedError } from '../../errors.js'
+
+/** Below 2 s with room for the request around it. */
+const SERVER_SELECTION_TIMEOUT_MS = 1500
+
+/** Every write is acknowledged by a majority, from their journals (types.ts: durable). */
+export const DURABLE = new WriteConcern('majority', undefined, true)
+
+export const CLIENT_OPTIONS: MongoClientOptions = {
+  serverSelectionTimeoutMS: SERVER_SELECTION_TIMEOUT_MS,
+  connectTimeoutMS: SERVER_SELECTION_TIMEOUT_MS,
+  // A primary that hangs without closing its sockets must not hang requests forever.
+  socketTimeoutMS: 10_000,
+  retryWrites: true,
+  retryReads: true,
+  writeConcern: { w: 'majority', journal: true },
+  readPreference: 'primary',
+  // An absent field stays absent (a v1 stream record has no schemaVersion), never null.
+  ignoreUndefined: true,
+}
+
+/** How long write conflicts between concurrent transactions are retried before giving up. */
+const CONFLICT_RETRY_MS = 10_000
+const DUPLICATE_KEY = 11000
+
+export function isDuplicateKey (e: unknown): boolean {
+  return e instanceof MongoServerError && e.code === DUPLICATE_KEY
+}
+
+/**
+ * A conflict the server reported (another transaction wrote the same document first, or two
+ * upserts raced to insert one identity): retrying the whole transaction resolves it. Network and
+ * server-selection errors are not conflicts: the database is away and we answer 500 now.
+ */
+function isConflict (e: unknown): boolean {
+  return e instanceof MongoServerError && (e.hasErrorLabel('TransientTransactionError') || e.code === DUPLICATE_KEY)
+}
+
+/**
+ * Errors we throw on purpose pass; anything from the driver means the store is unavailable
+ * (a dependency fault: 500, retryable); anything else is our bug (TF_ERR_INTERNAL, also 500).
+ */
+export function toStoreError (e: unknown): ThreatfeedError {
+  if (e instanceof MongoError) return new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: e })
+  return toThreatfeedError(e)
+}
+
+/**
+ * Runs `fn` in a transaction and commits it, retrying the whole transaction on conflicts.
+ *
+ * Not `session.withTransaction`: it retries transient errors — and the driver labels network and
+ * server-selection errors inside a transaction transient — for up to 120 s, far past the 2 s a
+ * signal may wait during an outage. Here only conflicts the server reported are retried, and an
+ * E11000 (two upserts inserting one identity at once) at most once more than that: the retry
+ * finds the winner's document and updates it.
+ */
+export async function runTransaction<T> (client: MongoClient, fn: (session: ClientSession) => Promise<T>, retryForMs = CONFLICT_RETRY_MS): Promise<T> {
+  const session = client.startSession()
+  const deadline = Date.now() + retryForMs
+  let duplicates = 0
+  try {
+    for (let attempt = 0; ; attempt++) {
+      session.startTransaction({ readConcern: { level: 'snapshot' }, writeConcern: DURABLE, readPreference: 'primary' })
+      try {
+        const result = await fn(session)
+        await session.commitTransaction()
+        return result
+      } catch (e) {
+        if (session.inTransaction()) await session.abortTransaction().catch(() => undefined)
+        if (isDuplicateKey(e) && ++duplicates > 1) throw e
+        if (!isConflict(e) || Date.now() >= deadline) throw e
+        await backOff(attempt)
+      }
+    }
+  } finally {
+    await session.endSession().catch(() => undefined)
+  }
+}
+
+/** Jittered exponential back-off, 2..~100 ms, so that conflicting writers stop colliding. */
+function backOff (attempt: number): Promise<void> {
+  const ms = Math.min(100, 2 ** Math.min(attempt, 6)) * (0.5 + Math.random())
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/** The database name: `dbName`, else the one in the URI path, else `threatfeed`. */
+export function resolveDbName (uri: string, dbName: string | undefined): string {
+  if (dbName !== undefined) return dbName
+  const match = /^mongodb(?:\+srv)?:\/\/[^/?]*\/([^?]+)/.exec(uri)
+  return match?.[1] === undefined ? 'threatfeed' : decodeURIComponent(match[1])
+}
+
+/** Constructs the client; a malformed URI is a configuration error, not an outage. */
+export function createClient (uri: string): MongoClient {
+  try {
+    return new MongoClient(uri, CLIENT_OPTIONS)
+  } catch (cause) {
+    // The message is ours: the driver's may quote the URI, credentials included.
+    throw new ThreatfeedError('TF_ERR_CONFIG', ['the MongoDB connection string is not valid'], { cause })
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * The MongoDB store (THREATFEED_STORE=mongodb): several server processes may share it.
+ *
+ * It needs a replica set — a single-node one will do — because the stream's ordering and every
+ * change-plus-revision pair rely on multi-document transactions; a standalone server is refused
+ * at start with a configuration error rather than failing every write later.
+ */
+import type { BatchingStore, RuleBatch, RuleBatchResult } from '../batch-types.js'
+import { ThreatfeedError } from '../../errors.js'
+import { COUNTERS, collectionsOf, prepareCollections } from './collections.js'
+import { createClient, resolveDbName, toStoreError } from './mongo-client.js'
+import { MongoContext } from './mongo-context.js'
+import { MongoFeedVersionStore } from './feed-version-store.js'
+import { MongoKeyStore } from './key-store.js'
+import { MongoListStore } from './list-store.js'
+import { MongoRuleStore } from './rule-store.js'
+import { MongoSignalStream } from './signal-stream.js'
+import { MongoWorkspaceStore } from './workspace-store.js'
+
+const REVISION_IDS = [COUNTERS.adminRevision, COUNTERS.rulesRevision]
+
+export class MongoStore implements BatchingStore {
+  readonly kind = 'mongodb'
+  readonly workspaces: MongoWorkspaceStore
+  readonly keys: MongoKeyStore
+  readonly lists: MongoListStore
+  readonly rules: MongoRuleStore
+  readonly stream: MongoSignalStream
+  readonly feedVersions: MongoFeedVersionStore
+  readonly #ctx: MongoContext
+
+  constructor (ctx: MongoContext) {
+    this.#ctx = ctx
+    this.workspaces = new MongoWorkspaceStore(ctx)
+    this.keys = new MongoKeyStore(ctx)
+    this.lists = new MongoListStore(ctx)
+    this.rules = new MongoRuleStore(ctx)
+    this.stream = new MongoSignalStream(ctx)
+    this.feedVersions = new MongoFeedVersionStore(ctx)
+  }
+
+  /** One round trip for both counters: the server polls this every ~250 ms. */
+  revisions (): Promise<{ admin: number, rules: number }> {
+    return this.#ctx.run(async () => {
+      const docs = await this.#ctx.c.meta.find({ _id: { $in: REVISION_IDS } }).toArray()
+      const value = (id: string): number => docs.find((d) => d._id === id)?.value ?? 0
+      return { admin: value(COUNTERS.adminRevision), rules: value(COUNTERS.rulesRevision) }
+    })
+  }
+
+  ping (): Promise<void> {
+    return this.#ctx.run(async () => {
+      await this.#ctx.client.db('admin').command({ ping: 1 })
+    })
+  }
+
+  applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
+    return this.rules.applyRuleBatch(batch)
+  }
+
+  close (): Promise<void> {
+    return this.#ctx.close()
+  }
+}
+
+/**
+ * Connects, checks that the server can run transactions, and creates indexes and counters.
+ * Rejects with TF_ERR_STORE_UNAVAILABLE when no server answers within the selection timeout.
+ *
+ * @example
+ *   const store = await openMongoStore('mongodb://db1,db2,db3/?replicaSet=rs0', { dbName: 'threatfeed' })
+ */
+export async function openMongoStore (uri: string, opts: { dbName?: string } = {}): Promise<MongoStore> {
+  const client = createClient(uri)
+  try {
+    await client.connect()
+    const hello = await client.db('admin').command({ hello: 1 })
+    if (typeof hello.setName !== 'string' && hello.msg !== 'isdbgrid') {
+      throw new ThreatfeedError('TF_ERR_CONFIG', ['MongoDB must be a replica set (a single-node one will do): the store needs transactions'])
+    }
+    const db = client.db(resolveDbName(uri, opts.dbName))
+    const collections = collectionsOf(db)
+    await prepareCollections(db, collections)
+    return new MongoStore(new MongoContext(client, collections))
+  } catch (e) {
+    await client.close().catch(() => undefined)
+    throw toStoreError(e)
+  }
+}

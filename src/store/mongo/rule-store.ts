@@ -1,0 +1,142 @@
+/**
+ * Rules on MongoDB. Identity is the unique index of each rule collection; an upsert is one
+ * findOneAndUpdate(upsert) on it, and two upserts racing to insert one identity end with one
+ * insert and one update (runTransaction retries the loser, which then finds the winner).
+ */
+import type { AnyBulkWriteOperation, ClientSession, Collection } from 'mongodb'
+import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
+import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, Rule, RuleKind, RuleStore, Target } from '../types.js'
+import { COUNTERS, type AccessRuleDoc, type ExpressionRuleDoc } from './collections.js'
+import type { MongoContext } from './mongo-context.js'
+import {
+  accessByRefFilter, accessByTargetFilter, expressionByRefFilter, liveAt, toAccessRule, toExpressionRule,
+  upsertAccessModel, upsertExpressionModel, type AccessWrite, type ExpressionWrite,
+} from './rule-docs.js'
+import { num, text } from './values.js'
+
+export class MongoRuleStore implements RuleStore {
+  readonly #ctx: MongoContext
+
+  constructor (ctx: MongoContext) {
+    this.#ctx = ctx
+  }
+
+  upsertAccessRule (input: AccessRuleInput): Promise<AccessRule> {
+    return this.#ctx.write(async (session) => {
+      const { filter, update } = upsertAccessModel(input, Date.now())
+      const doc = await this.#ctx.c.accessRules.findOneAndUpdate(filter, update, { session, upsert: true, returnDocument: 'after' })
+      await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      return toAccessRule(present(doc))
+    })
+  }
+
+  upsertExpressionRule (input: ExpressionRuleInput): Promise<ExpressionRule> {
+    return this.#ctx.write(async (session) => {
+      const { filter, update } = upsertExpressionModel(input, Date.now())
+      const doc = await this.#ctx.c.expressionRules.findOneAndUpdate(filter, update, { session, upsert: true, returnDocument: 'after' })
+      await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      return toExpressionRule(present(doc))
+    })
+  }
+
+  deleteByRef (workspaceId: string, kind: RuleKind, ruleRef: string): Promise<boolean> {
+    return this.#ctx.write(async (session) => {
+      const res = kind === 'access_rule'
+        ? await this.#ctx.c.accessRules.deleteOne(accessByRefFilter(workspaceId, ruleRef), { session })
+        : await this.#ctx.c.expressionRules.deleteOne(expressionByRefFilter(workspaceId, kind, ruleRef), { session })
+      if (res.deletedCount === 0) return false
+      await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      return true
+    })
+  }
+
+  deleteAccessByTarget (workspaceId: string, target: Target): Promise<number> {
+    return this.#ctx.write(async (session) => {
+      const res = await this.#ctx.c.accessRules.deleteMany(accessByTargetFilter(workspaceId, target), { session })
+      if (res.deletedCount > 0) await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      return res.deletedCount
+    })
+  }
+
+  list (workspaceId: string, kind: RuleKind, now?: number): Promise<Rule[]> {
+    return this.#ctx.run(async () => {
+      const live = now === undefined ? {} : liveAt(now)
+      if (kind === 'access_rule') {
+        return (await this.#ctx.c.accessRules.find({ workspaceId: text(workspaceId), ...live }).toArray()).map(toAccessRule)
+      }
+      const docs = await this.#ctx.c.expressionRules.find({ workspaceId: text(workspaceId), kind: text(kind) as ExpressionRuleDoc['kind'], ...live }).toArray()
+      return docs.map(toExpressionRule)
+    })
+  }
+
+  listAccessRules (workspaceId: string, now: number): Promise<AccessRule[]> {
+    return this.#ctx.run(async () => {
+      return (await this.#ctx.c.accessRules.find({ workspaceId: text(workspaceId), ...liveAt(now) }).toArray()).map(toAccessRule)
+    })
+  }
+
+  /**
+   * Not one transaction: a purge after a long outage can remove more documents than a
+   * transaction may hold. Each deleteMany is atomic per document and the purge is idempotent;
+   * the revision is raised after the documents are gone, so a reader that sees it sees them gone.
+   */
+  purgeLapsed (before: number): Promise<number> {
+    return this.#ctx.run(async () => {
+      const lapsed = { expiresAt: { $lt: num(before) } }
+      const access = await this.#ctx.c.accessRules.deleteMany(lapsed)
+      const expression = await this.#ctx.c.expressionRules.deleteMany(lapsed)
+      const removed = access.deletedCount + expression.deletedCount
+      if (removed > 0) await this.#ctx.c.meta.updateOne({ _id: COUNTERS.rulesRevision }, { $inc: { value: 1 } })
+      return removed
+    })
+  }
+
+  /**
+   * The ops go out as one ordered bulkWrite per collection, in one transaction with the
+   * checkpoint. Splitting by collection keeps each identity's ops in order: an op only ever
+   * touches rules of its own collection.
+   */
+  applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
+    return this.#ctx.write(async (session) => {
+      const now = Date.now()
+      const access: AccessWrite[] = []
+      const expression: ExpressionWrite[] = []
+      let upserted = 0
+      for (const op of batch.ops) {
+        switch (op.op) {
+          case 'upsertAccessRule': access.push({ updateOne: { ...upsertAccessModel(op.input, now), upsert: true } }); upserted++; break
+          case 'upsertExpressionRule': expression.push({ updateOne: { ...upsertExpressionModel(op.input, now), upsert: true } }); upserted++; break
+          case 'deleteByRef':
+            if (op.kind === 'access_rule') access.push({ deleteOne: { filter: accessByRefFilter(op.workspaceId, op.ruleRef) } })
+            else expression.push({ deleteOne: { filter: expressionByRefFilter(op.workspaceId, op.kind, op.ruleRef) } })
+            break
+          case 'deleteAccessByTarget': access.push({ deleteMany: { filter: accessByTargetFilter(op.workspaceId, op.target) } }); break
+          default: throw new TypeError('unknown rule op')
+        }
+      }
+      const deleted = await bulk(this.#ctx.c.accessRules, access, session) + await bulk(this.#ctx.c.expressionRules, expression, session)
+      if (batch.checkpoint !== undefined) {
+        await this.#ctx.c.checkpoints.updateOne({ _id: text(batch.checkpoint.consumer) }, { $set: { seq: num(batch.checkpoint.seq) } }, { session, upsert: true })
+      }
+      if (upserted + deleted > 0) await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      return { upserted, deleted }
+    })
+  }
+}
+
+/** Runs an ordered bulk write; returns how many documents it deleted. */
+async function bulk<D extends AccessRuleDoc | ExpressionRuleDoc> (
+  collection: Collection<D>,
+  ops: Array<AnyBulkWriteOperation<D>>,
+  session: ClientSession,
+): Promise<number> {
+  if (ops.length === 0) return 0
+  const res = await collection.bulkWrite(ops, { session, ordered: true })
+  return res.deletedCount
+}
+
+/** findOneAndUpdate with upsert and returnDocument 'after' always returns the document. */
+function present<T> (doc: T | null): T {
+  if (doc === null) throw new Error('upsert returned no document')
+  return doc
+}

@@ -1,0 +1,74 @@
+/**
+ * The signal stream on MongoDB, with several server processes appending at once.
+ *
+ * Seqs come from a counter document that is raised INSIDE the transaction that inserts the
+ * records. Two appenders raising it at once conflict; the loser is retried after the winner
+ * committed, so transactions commit in the order of the seqs they took and a reader never sees
+ * seq n+1 while seq n is still invisible (types.ts: commit order = seq order). Incrementing
+ * outside the transaction would let a later, smaller transaction commit first and a consumer
+ * would skip the records of the earlier one for good.
+ */
+import type { SignalStream, StreamRecord, StreamRecordInput } from '../types.js'
+import { COUNTERS, type StreamDoc } from './collections.js'
+import type { MongoContext } from './mongo-context.js'
+import { num, text } from './values.js'
+
+export class MongoSignalStream implements SignalStream {
+  readonly #ctx: MongoContext
+
+  constructor (ctx: MongoContext) {
+    this.#ctx = ctx
+  }
+
+  async append (records: StreamRecordInput[]): Promise<number[]> {
+    if (records.length === 0) return []
+    const n = records.length
+    return this.#ctx.write(async (session) => {
+      const counter = await this.#ctx.c.meta.findOneAndUpdate(
+        { _id: COUNTERS.streamHead },
+        { $inc: { value: n } },
+        { session, returnDocument: 'after' },
+      )
+      if (counter === null) throw new Error('the stream counter is missing')
+      const first = counter.value - n + 1
+      const docs = records.map((r, i) => toDoc(first + i, r))
+      await this.#ctx.c.stream.insertMany(docs, { session, ordered: true })
+      return docs.map((d) => d._id)
+    })
+  }
+
+  read (from: number, limit: number): Promise<StreamRecord[]> {
+    return this.#ctx.run(async () => {
+      if (limit <= 0) return []
+      const docs = await this.#ctx.c.stream.find({ _id: { $gte: num(from) } }).sort({ _id: 1 }).limit(num(limit)).toArray()
+      return docs.map(toRecord)
+    })
+  }
+
+  head (): Promise<number> {
+    return this.#ctx.run(async () => (await this.#ctx.c.meta.findOne({ _id: COUNTERS.streamHead }))?.value ?? 0)
+  }
+
+  getCheckpoint (consumer: string): Promise<number> {
+    return this.#ctx.run(async () => (await this.#ctx.c.checkpoints.findOne({ _id: text(consumer) }))?.seq ?? 0)
+  }
+
+  setCheckpoint (consumer: string, seq: number): Promise<void> {
+    // A transaction only for its retry of the upsert race between two first writers.
+    return this.#ctx.write(async (session) => {
+      await this.#ctx.c.checkpoints.updateOne({ _id: text(consumer) }, { $set: { seq: num(seq) } }, { session, upsert: true })
+    })
+  }
+}
+
+function toDoc (seq: number, r: StreamRecordInput): StreamDoc {
+  const doc: StreamDoc = { _id: seq, workspaceId: text(r.workspaceId), payload: text(r.payload), acceptedAt: num(r.acceptedAt) }
+  if (r.schemaVersion !== undefined) doc.schemaVersion = num(r.schemaVersion)
+  return doc
+}
+
+function toRecord (d: StreamDoc): StreamRecord {
+  return d.schemaVersion === undefined || d.schemaVersion === null
+    ? { seq: d._id, workspaceId: d.workspaceId, payload: d.payload, acceptedAt: d.acceptedAt }
+    : { seq: d._id, workspaceId: d.workspaceId, schemaVersion: d.schemaVersion, payload: d.payload, acceptedAt: d.acceptedAt }
+}

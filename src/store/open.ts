@@ -1,0 +1,27 @@
+/**
+ * The one place that knows both store backends; everything else sees the Store contract.
+ */
+import type { BatchingStore } from './batch-types.js'
+
+export type StoreOptions =
+  | { kind: 'embedded', dataDir: string }
+  | { kind: 'mongodb', uri: string, dbName?: string }
+
+/**
+ * Opens the configured store. Rejects with TF_ERR_STORE_UNAVAILABLE when it cannot be reached
+ * (MongoDB down at start, data directory not writable).
+ *
+ * @example
+ *   const store = await openStore({ kind: 'embedded', dataDir: process.env.THREATFEED_DATA_DIR ?? './data' })
+ *   const { admin } = await store.revisions()
+ */
+export async function openStore (opts: StoreOptions): Promise<BatchingStore> {
+  // Loaded on demand: the CLI opens the embedded store for one command, and the MongoDB driver
+  // alone would add a noticeable share of its start-up time.
+  if (opts.kind === 'embedded') {
+    const { openEmbeddedStore } = await import('./embedded/embedded-store.js')
+    return openEmbeddedStore(opts.dataDir)
+  }
+  const { openMongoStore } = await import('./mongo/mongo-store.js')
+  return openMongoStore(opts.uri, opts.dbName === undefined ? {} : { dbName: opts.dbName })
+}

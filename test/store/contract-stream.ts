@@ -1,0 +1,119 @@
+/** Store contract, stream side: append/read/head, checkpoints, feed versions. */
+import type { StreamRecordInput } from '../../src/store/types.js'
+import type { StoreTest } from './contract.js'
+import { freshWorkspaceId } from './contract-fixtures.js'
+
+function records (workspaceId: string, n: number, from = 0): StreamRecordInput[] {
+  return Array.from({ length: n }, (_, i) => ({ workspaceId, schemaVersion: 2, payload: `{"n":${from + i}}`, acceptedAt: 1000 + from + i }))
+}
+
+export function describeStreamContract (test: StoreTest): void {
+  test('stream: append assigns increasing seqs from 1; read returns records from a seq, ascending', async (t, store) => {
+    const ws = freshWorkspaceId()
+    t.equal(await store.stream.head(), 0, 'empty stream')
+    t.same(await store.stream.read(1, 10), [])
+    t.same(await store.stream.append([]), [], 'an empty append assigns nothing')
+    // v1 records are the entry's JSON text byte for byte, and carry no schema_version at all.
+    const v1 = '{"type":"access_rules","action":"block","ip":"192.0.2.1", "name":"é\\u00e9 ☃"}'
+    t.same(await store.stream.append([{ workspaceId: ws, payload: v1, acceptedAt: 500 }]), [1])
+    t.same(await store.stream.append(records(ws, 3)), [2, 3, 4])
+    t.equal(await store.stream.head(), 4)
+
+    const all = await store.stream.read(1, 100)
+    t.same(all[0], { seq: 1, workspaceId: ws, payload: v1, acceptedAt: 500 })
+    t.notOk('schemaVersion' in (all[0] ?? {}), 'no schemaVersion key on a v1 record')
+    t.same(all[1], { seq: 2, workspaceId: ws, schemaVersion: 2, payload: '{"n":0}', acceptedAt: 1000 })
+    const cases = [
+      { description: 'from the start', from: 1, limit: 2, expected: [1, 2] },
+      { description: 'from the middle', from: 3, limit: 10, expected: [3, 4] },
+      { description: 'from 0 reads from the first', from: 0, limit: 1, expected: [1] },
+      { description: 'past the head', from: 5, limit: 10, expected: [] },
+      { description: 'limit 0', from: 1, limit: 0, expected: [] },
+    ]
+    for (const c of cases) {
+      t.same((await store.stream.read(c.from, c.limit)).map((r) => r.seq), c.expected, c.description)
+    }
+  })
+
+  test('stream: concurrent appends get disjoint, contiguous seqs and the stream has no gap', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const batches = await Promise.all(Array.from({ length: 8 }, (_, b) => store.stream.append(records(ws, 50, b * 50))))
+    for (const seqs of batches) {
+      t.same(seqs, Array.from({ length: 50 }, (_, i) => (seqs[0] ?? 0) + i), 'one append is one contiguous run')
+    }
+    const all = await store.stream.read(1, 1000)
+    t.same(all.map((r) => r.seq), Array.from({ length: 400 }, (_, i) => i + 1))
+    t.equal(await store.stream.head(), 400)
+    // Each record kept the payload it was appended with, at the seq it was given.
+    const bySeq = new Map(all.map((r) => [r.seq, r.payload]))
+    batches.forEach((seqs, b) => {
+      t.same(seqs.map((s) => bySeq.get(s)), records(ws, 50, b * 50).map((r) => r.payload), `batch ${b}`)
+    })
+  })
+
+  test('stream: a reader polling during concurrent appends never sees seq n+1 before seq n', async (t, store) => {
+    const ws = freshWorkspaceId()
+    let done = false
+    let next = 1
+    const gaps: string[] = []
+    const reader = (async () => {
+      while (!done || next <= await store.stream.head()) {
+        const got = await store.stream.read(next, 1000)
+        got.forEach((r, i) => {
+          if (r.seq !== next + i) gaps.push(`expected ${next + i}, read ${r.seq}`)
+        })
+        next += got.length
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    })()
+    await Promise.all(Array.from({ length: 6 }, async (_, w) => {
+      for (let b = 0; b < 5; b++) await store.stream.append(records(ws, 20, (w * 5 + b) * 20))
+    }))
+    done = true
+    await reader
+    t.same(gaps, [], 'every read continued exactly where the last one stopped')
+    t.equal(next - 1, 600, 'and the reader saw every record')
+  })
+
+  test('checkpoints: 0 until set, then the last value, per consumer', async (t, store) => {
+    t.equal(await store.stream.getCheckpoint('rules'), 0)
+    await store.stream.setCheckpoint('rules', 10)
+    await store.stream.setCheckpoint('audit', 3)
+    await store.stream.setCheckpoint('rules', 12)
+    t.equal(await store.stream.getCheckpoint('rules'), 12)
+    t.equal(await store.stream.getCheckpoint('audit'), 3)
+    t.equal(await store.stream.getCheckpoint('other'), 0)
+  })
+
+  test('feed versions: a change starts a new run, the same content keeps it (A→B→A is new)', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const key = { workspaceId: ws, listId: '*', family: 'v4' as const, action: 'block' as const }
+    t.equal(await store.feedVersions.get(key), null)
+    const steps = [
+      { description: 'first content', hash: 'A', now: 100, since: 100 },
+      { description: 'same content later', hash: 'A', now: 200, since: 100 },
+      { description: 'new content', hash: 'B', now: 300, since: 300 },
+      { description: 'back to the first content is a new run', hash: 'A', now: 400, since: 400 },
+      { description: 'unchanged again', hash: 'A', now: 500, since: 400 },
+    ]
+    for (const s of steps) {
+      t.same(await store.feedVersions.observe(key, s.hash, s.now), { contentHash: s.hash, since: s.since }, s.description)
+    }
+    t.same(await store.feedVersions.get(key), { contentHash: 'A', since: 400 })
+
+    const others = [
+      { ...key, listId: '6c1b1a0e-3b8e-4c43-9d6f-2a7f6f1f5a10' },
+      { ...key, family: 'v6' as const },
+      { ...key, family: 'both' as const },
+      { ...key, action: 'allow' as const },
+      { ...key, workspaceId: freshWorkspaceId() },
+    ]
+    for (const other of others) {
+      t.same(await store.feedVersions.observe(other, 'A', 999), { contentHash: 'A', since: 999 }, `independent: ${JSON.stringify(other)}`)
+    }
+    t.same(await store.feedVersions.get(key), { contentHash: 'A', since: 400 }, 'untouched by the others')
+
+    const concurrent = await Promise.all([1, 2, 3, 4].map((n) => store.feedVersions.observe(key, 'C', 600 + n)))
+    t.equal(new Set(concurrent.map((v) => v.since)).size, 1, 'concurrent observers of one change agree on its time')
+  })
+}

@@ -1,0 +1,49 @@
+/**
+ * The store conformance suite (STYLE.md: one suite per interface, run against every
+ * implementation). Every method and invariant of src/store/types.ts and batch-types.ts.
+ *
+ * Each test gets a fresh store from `makeStore` and cleans it up, so the suite runs unchanged on
+ * LMDB in a temp dir and on a throw-away MongoDB database.
+ */
+import type { Test } from 'tap'
+import type { BatchingStore } from '../../src/store/batch-types.js'
+import { describeAdminContract } from './contract-admin.js'
+import { describeRuleContract } from './contract-rules.js'
+import { describeStreamContract } from './contract-stream.js'
+
+export interface StoreHandle {
+  store: BatchingStore
+  /** Closes the store if still open and removes its data. */
+  cleanup (): Promise<void>
+}
+
+export type MakeStore = () => Promise<StoreHandle>
+
+/** Declares one contract test; the body gets a fresh store. */
+export type StoreTest = (title: string, body: (t: Test, store: BatchingStore) => Promise<void>) => void
+
+/**
+ * Registers the whole contract as subtests of `t`.
+ *
+ * @example
+ *   runStoreContract(t, 'lmdb', async () => {
+ *     const dir = t.testdir()
+ *     const store = await openStore({ kind: 'embedded', dataDir: dir })
+ *     return { store, cleanup: () => store.close() }
+ *   })
+ */
+export function runStoreContract (t: Test, name: string, makeStore: MakeStore): void {
+  const storeTest: StoreTest = (title, body) => {
+    void t.test(`${name}: ${title}`, async (t) => {
+      const handle = await makeStore()
+      try {
+        await body(t, handle.store)
+      } finally {
+        await handle.cleanup()
+      }
+    })
+  }
+  describeAdminContract(storeTest)
+  describeRuleContract(storeTest)
+  describeStreamContract(storeTest)
+}

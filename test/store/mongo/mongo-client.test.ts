@@ -1,0 +1,106 @@
+import { MongoNetworkError, MongoServerError, MongoServerSelectionError, type MongoClient } from 'mongodb'
+import t from 'tap'
+import { ThreatfeedError } from '../../../src/errors.js'
+import { createClient, isDuplicateKey, resolveDbName, runTransaction, toStoreError } from '../../../src/store/mongo/mongo-client.js'
+
+t.test('resolveDbName: option, else the URI path, else threatfeed', async (t) => {
+  const cases = [
+    { description: 'explicit name wins', uri: 'mongodb://h/fromuri', dbName: 'given', expected: 'given' },
+    { description: 'name from the path', uri: 'mongodb://h:27017/fromuri?replicaSet=rs0', dbName: undefined, expected: 'fromuri' },
+    { description: 'several hosts', uri: 'mongodb://a:1,b:2,c:3/tf?replicaSet=rs0', dbName: undefined, expected: 'tf' },
+    { description: 'srv', uri: 'mongodb+srv://u:p@cluster.example.net/prod', dbName: undefined, expected: 'prod' },
+    { description: 'no path', uri: 'mongodb://h:27017', dbName: undefined, expected: 'threatfeed' },
+    { description: 'empty path', uri: 'mongodb://h:27017/?replicaSet=rs0', dbName: undefined, expected: 'threatfeed' },
+  ]
+  for (const c of cases) t.equal(resolveDbName(c.uri, c.dbName), c.expected, c.description)
+})
+
+t.test('a malformed connection string is a configuration error that does not quote it', async (t) => {
+  for (const uri of ['http://example.com', 'mongodb://', 'not a uri', 'mongodb://u:secret@h/?w=banana&unknownOption=1x']) {
+    try {
+      createClient(uri)
+      t.fail(`accepted ${uri}`)
+    } catch (e) {
+      t.match(e, { code: 'TF_ERR_CONFIG' }, uri)
+      t.notMatch((e as Error).message, 'secret', 'no credentials in the message')
+    }
+  }
+})
+
+t.test('driver errors become TF_ERR_STORE_UNAVAILABLE with their cause; ours pass; bugs are internal', async (t) => {
+  const network = new MongoNetworkError('connection reset')
+  const mapped = toStoreError(network)
+  t.equal(mapped.code, 'TF_ERR_STORE_UNAVAILABLE')
+  t.equal(mapped.status, 500)
+  t.equal(mapped.cause, network)
+  const ours = new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', ['x'])
+  t.equal(toStoreError(ours), ours)
+  t.equal(toStoreError(new TypeError('x is undefined')).code, 'TF_ERR_INTERNAL')
+  t.ok(isDuplicateKey(new MongoServerError({ message: 'E11000 duplicate key', code: 11000 })))
+  t.notOk(isDuplicateKey(new MongoServerError({ message: 'WriteConflict', code: 112 })))
+  t.notOk(isDuplicateKey(new Error('E11000')))
+})
+
+/** A stand-in for the driver's session that records what runTransaction did. */
+class FakeSession {
+  started = 0
+  committed = 0
+  aborted = 0
+  ended = false
+  commitErrors: unknown[] = []
+  #inTransaction = false
+  startTransaction (): void { this.started++; this.#inTransaction = true }
+  async commitTransaction (): Promise<void> {
+    const e = this.commitErrors.shift()
+    if (e !== undefined) throw e
+    this.#inTransaction = false
+    this.committed++
+  }
+
+  async abortTransaction (): Promise<void> { this.#inTransaction = false; this.aborted++ }
+  inTransaction (): boolean { return this.#inTransaction }
+  async endSession (): Promise<void> { this.ended = true }
+}
+
+const conflict = (): MongoServerError => new MongoServerError({ message: 'WriteConflict', code: 112, errorLabels: ['TransientTransactionError'] })
+const duplicate = (): MongoServerError => new MongoServerError({ message: 'E11000 duplicate key', code: 11000 })
+const network = (): MongoNetworkError => new MongoNetworkError('connection refused', { cause: new Error('ECONNREFUSED') })
+const selection = (): MongoServerSelectionError => Object.assign(Object.create(MongoServerSelectionError.prototype) as MongoServerSelectionError, { message: 'Server selection timed out' })
+
+t.test('runTransaction retries conflicts the server reported, and nothing else', async (t) => {
+  const cases = [
+    { description: 'write conflicts, then success', errors: [conflict(), conflict()], commitErrors: [], resolves: true, attempts: 3 },
+    { description: 'a conflict at commit is retried too', errors: [], commitErrors: [conflict()], resolves: true, attempts: 2 },
+    { description: 'one E11000 (racing upserts) is retried', errors: [duplicate()], commitErrors: [], resolves: true, attempts: 2 },
+    { description: 'a second E11000 is a real duplicate', errors: [duplicate(), duplicate()], commitErrors: [], resolves: false, attempts: 2 },
+    { description: 'a network error fails at once (outage: answer 500 now)', errors: [network()], commitErrors: [], resolves: false, attempts: 1 },
+    { description: 'a server-selection error fails at once', errors: [selection()], commitErrors: [], resolves: false, attempts: 1 },
+    { description: 'our own errors fail at once', errors: [new ThreatfeedError('TF_ERR_STORE_CONFLICT', ['dup'])], commitErrors: [], resolves: false, attempts: 1 },
+  ]
+  for (const c of cases) {
+    const session = new FakeSession()
+    session.commitErrors = [...c.commitErrors]
+    const errors = [...c.errors]
+    const client = { startSession: () => session } as unknown as MongoClient
+    const run = runTransaction(client, async () => {
+      const e = errors.shift()
+      if (e !== undefined) throw e
+      return 'done'
+    })
+    if (c.resolves) t.equal(await run, 'done', c.description)
+    else await t.rejects(run, c.errors.at(-1) as Error, c.description)
+    t.equal(session.started, c.attempts, `${c.description}: attempts`)
+    t.equal(session.committed, c.resolves ? 1 : 0, `${c.description}: commits`)
+    t.ok(session.ended, `${c.description}: session ended`)
+  }
+})
+
+t.test('runTransaction gives up on endless conflicts once its retry time is spent', async (t) => {
+  const session = new FakeSession()
+  const client = { startSession: () => session } as unknown as MongoClient
+  const started = Date.now()
+  await t.rejects(runTransaction(client, async () => { throw conflict() }, 60), { code: 112 })
+  t.ok(Date.now() - started < 1000)
+  t.ok(session.started > 1, 'it did retry')
+  t.equal(session.aborted, session.started, 'every attempt was aborted')
+})
