@@ -10,12 +10,14 @@ import { serveCommand } from './serve.js'
 import { workspaceCommand } from './workspace.js'
 import { keyCommand } from './key.js'
 import { listCommand } from './list.js'
+import { coalesceCommand } from './coalesce.js'
 
 export const commands: readonly Command[] = [
   serveCommand,
   workspaceCommand,
   keyCommand,
   listCommand,
+  coalesceCommand,
 ]
 
 function topHelp (): string {
