@@ -11,6 +11,7 @@ import { workspaceCommand } from './workspace.js'
 import { keyCommand } from './key.js'
 import { listCommand } from './list.js'
 import { coalesceCommand } from './coalesce.js'
+import { exprCommand } from './expr.js'
 
 export const commands: readonly Command[] = [
   serveCommand,
@@ -18,6 +19,7 @@ export const commands: readonly Command[] = [
   keyCommand,
   listCommand,
   coalesceCommand,
+  exprCommand,
 ]
 
 function topHelp (): string {
