@@ -12,6 +12,9 @@ import { keyCommand } from './key.js'
 import { listCommand } from './list.js'
 import { coalesceCommand } from './coalesce.js'
 import { exprCommand } from './expr.js'
+import { rulesCommand } from './rules.js'
+import { streamCommand } from './stream.js'
+import { importCommand } from './import.js'
 
 export const commands: readonly Command[] = [
   serveCommand,
@@ -20,6 +23,9 @@ export const commands: readonly Command[] = [
   listCommand,
   coalesceCommand,
   exprCommand,
+  rulesCommand,
+  streamCommand,
+  importCommand,
 ]
 
 function topHelp (): string {

@@ -1,0 +1,243 @@
+/**
+ * Signal ingestion end to end: POST /v1/signal and /v2/signal with 1000-entry batches over HTTP
+ * into the embedded store (LMDB flushed before every answer, one stream transaction per batch),
+ * at concurrency 1, 4 and 16; entries/s, p50/p99 batch latency, and how long the consumer takes
+ * to apply everything (the sustained rate is the slower of the two).
+ *
+ * Anchor, raced in the same run: a bare uWS server that reads the body, JSON.parses it and
+ * answers 200 — the HTTP floor, with no validation and no disk. Then the CPU parts alone, to show
+ * where the time goes: JSON.parse, Ajv validation, full normalization, the v1 raw-text split,
+ * and the whole ingest pipeline with a stream that does not write.
+ *
+ * Target (issue 5): ≥ 100,000 entries/s with p99 ≤ 50 ms at concurrency 4 for v1 access rules.
+ * Environment: BENCH_INGEST_BATCHES (200 per case), BENCH_INGEST_PROFILE=<dir> (server --cpu-prof).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { hasCommand, median, percentile, repoDir, report, type Ratio, type Row } from './lib/report.js'
+import type { RouteModule } from '../src/http/app.js'
+
+const BATCHES = Number(process.env.BENCH_INGEST_BATCHES ?? 200)
+const PROFILE = process.env.BENCH_INGEST_PROFILE ?? ''
+const BATCH = 1000
+
+// ---------------------------------------------------------------- server child (`--serve`)
+
+async function serve (dataDir: string, anchor: boolean): Promise<void> {
+  if (anchor) {
+    const { default: uWS } = await import('uWebSockets.js')
+    const app = uWS.App()
+    app.post('/*', (res) => {
+      let aborted = false
+      const chunks: Buffer[] = []
+      res.onAborted(() => { aborted = true })
+      res.onData((chunk, last) => {
+        chunks.push(Buffer.from(chunk.slice(0)))
+        if (!last || aborted) return
+        const n = (JSON.parse(Buffer.concat(chunks).toString()) as unknown[]).length
+        res.cork(() => res.writeHeader('Content-Type', 'application/json').end(`{"success":true,"message":"Processed ${n} entries, 0 failed"}`))
+      })
+    })
+    app.listen('127.0.0.1', 0, (s) => { process.stdout.write(JSON.stringify({ port: uWS.us_socket_local_port(s as never), key: '' }) + '\n') })
+    return
+  }
+  const [{ loadConfig }, { createLogger }, { openStore }, api, app, auth, metrics, rl, routes, batch, consumerMod, respond] = await Promise.all([
+    import('../src/config.js'), import('../src/log.js'), import('../src/store/open.js'), import('../src/store/api-key.js'),
+    import('../src/http/app.js'), import('../src/http/auth.js'), import('../src/http/metrics.js'), import('../src/http/rate-limit.js'),
+    import('../src/http/signal-routes.js'), import('../src/ingest/batch.js'), import('../src/stream/consumer.js'), import('../src/http/respond.js'),
+  ])
+  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'warn', THREATFEED_RATE_LIMIT_RPS: '100000', THREATFEED_RATE_LIMIT_BURST: '100000' })
+  const log = createLogger(config.logLevel, process.stderr)
+  const store = await openStore({ kind: 'embedded', dataDir })
+  const ws = await store.workspaces.create({ name: 'bench', subscription: 'active' })
+  const key = api.generateApiKey()
+  await store.keys.create({ workspaceId: ws.id, hash: api.hashApiKey(key), scopes: ['signals:write'] })
+  const consumer = new consumerMod.StreamConsumer(store, { pollMs: config.pollMs, log })
+  await consumer.start()
+  const ingester = new batch.SignalIngester({ stream: store.stream, checks: { asnExists: () => true, checkExpressions: true }, onAppended: (b) => { consumer.offer(b) } })
+  const authenticator = new auth.Authenticator(store, { pollMs: config.pollMs })
+  await authenticator.start()
+  // The bench's own probe: how far the consumer is behind the stream head.
+  const lag: RouteModule = (router) => {
+    router.on('get', '/bench/lag', 'bench', 'signal', async (ex) => {
+      const head = await store.stream.head()
+      respond.sendJson(ex, 200, { head, applied: consumer.position })
+    })
+  }
+  const http = await app.startHttpServer({
+    config, store, auth: authenticator, metrics: new metrics.Metrics(), log, rateLimiter: new rl.RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst), readiness: async () => ({ ready: true, checks: {} }),
+  }, [routes.signalRoutes({ ingester, backlog: () => consumer.backlog }), lag])
+  process.stdout.write(JSON.stringify({ port: http.port, key }) + '\n')
+  process.on('SIGTERM', () => { void http.close(100).then(() => consumer.stop()).then(() => store.close()).then(() => process.exit(0)) })
+}
+
+// ---------------------------------------------------------------- driver
+
+interface Server { child: ChildProcess, port: number, key: string }
+
+function startServer (dataDir: string, anchor: boolean): Promise<Server> {
+  const args = ['--import=tsx', ...(PROFILE !== '' && !anchor ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : []), join(repoDir, 'bench', 'ingest.ts'), '--serve', dataDir, anchor ? 'anchor' : 'threatfeed']
+  // Server on core 0, this client on core 1 (main pins itself), when taskset exists.
+  const argv = hasCommand('taskset') ? ['taskset', '-c', '0', process.execPath, ...args] : [process.execPath, ...args]
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'], cwd: repoDir })
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve({ child, ...(JSON.parse(line) as { port: number, key: string }) }))
+  })
+}
+
+let serial = 0
+/** A 1000-entry batch of fresh targets, so every batch adds rules (the store grows as in production). */
+function makeBody (api: 'v1' | 'v2'): string {
+  const entries: string[] = []
+  for (let i = 0; i < BATCH; i++) {
+    const n = serial++
+    const ip = `${11 + ((n >>> 24) & 63)}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`
+    entries.push(api === 'v1'
+      ? `{"type":"access_rules","action":"block","ip":"${ip}","expiration":3600,"description":"scanner seen by sensor 7"}`
+      : `{"kind":"access_rule","op":"upsert","expires_in":3600,"reason":"scanner seen by sensor 7","labels":{"source":"ids","confidence":"high"},"rule":{"target":{"ip":"${ip}"},"action":"block"}}`)
+  }
+  return `[${entries.join(',')}]`
+}
+
+async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number, batches: number): Promise<{ eps: number, p50: number, p99: number, appliedEps: number | null, shed: number }> {
+  const url = `http://127.0.0.1:${srv.port}/${api}/signal`
+  const headers = { Authorization: `Bearer ${srv.key}`, 'Content-Type': 'application/json' }
+  const bodies = Array.from({ length: batches + 20 }, () => makeBody(api))
+  let shed = 0
+  /**
+   * Posts until accepted; a 429 (the consumer's backlog is full) waits Retry-After, as `threatfeed
+   * import` does. Returns the latency of the accepted request (the waits count in entries/s).
+   */
+  const post = async (body: string): Promise<number> => {
+    for (;;) {
+      const t0 = performance.now()
+      const res = await fetch(url, { method: 'POST', headers, body })
+      const text = await res.text()
+      if (res.status === 200) return performance.now() - t0
+      if (res.status !== 429) throw new Error(`HTTP ${res.status}: ${text.slice(0, 200)}`)
+      shed++
+      await new Promise((resolve) => setTimeout(resolve, Number(res.headers.get('retry-after') ?? 1) * 1000))
+    }
+  }
+  for (let i = 0; i < 20; i++) await post(bodies.pop()!) // warm-up
+  await waitApplied(srv)
+  const latencies: number[] = []
+  const start = performance.now()
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    for (let body = bodies.pop(); body !== undefined; body = bodies.pop()) latencies.push(await post(body))
+  }))
+  const elapsed = (performance.now() - start) / 1000
+  const applied = await waitApplied(srv)
+  const appliedElapsed = applied === null ? null : (applied - start) / 1000
+  return {
+    eps: (batches * BATCH) / elapsed,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    appliedEps: appliedElapsed === null ? null : (batches * BATCH) / appliedElapsed,
+    shed,
+  }
+}
+
+/** Waits until the consumer has applied the whole stream; returns when (performance.now()), null for the anchor. */
+async function waitApplied (srv: Server): Promise<number | null> {
+  if (srv.key === '') return null
+  for (;;) {
+    const { head, applied } = await (await fetch(`http://127.0.0.1:${srv.port}/bench/lag`)).json() as { head: number, applied: number }
+    if (applied >= head) return performance.now()
+    await new Promise((resolve) => setTimeout(resolve, 2))
+  }
+}
+
+/** The CPU parts of one batch, in process: µs per 1000-entry batch, median of 50 rounds. */
+async function cpuRows (): Promise<Row[]> {
+  const { normalizeV1 } = await import('../src/ingest/normalize-v1.js')
+  const { normalizeV2 } = await import('../src/ingest/normalize-v2.js')
+  const { checkSchema } = await import('../src/ingest/validators.js')
+  const { splitJsonArray } = await import('../src/ingest/json-array-splitter.js')
+  const { SignalIngester } = await import('../src/ingest/batch.js')
+  const checks = { asnExists: () => true, checkExpressions: true }
+  const noStream = { append: async (r: unknown[]) => r.map((_, i) => i + 1), read: async () => [], head: async () => 0, getCheckpoint: async () => 0, setCheckpoint: async () => {} }
+  const ingester = new SignalIngester({ stream: noStream, checks })
+  const rows: Row[] = []
+  for (const api of ['v1', 'v2'] as const) {
+    const body = makeBody(api)
+    const entries = JSON.parse(body) as unknown[]
+    const schema = api === 'v1' ? 'SignalEventV1' : 'SignalEnvelopeV2'
+    const normalize = api === 'v1' ? normalizeV1 : normalizeV2
+    const parts: Array<[string, () => unknown]> = [
+      ['JSON.parse', () => JSON.parse(body)],
+      ['Ajv validation alone', () => { for (const e of entries) checkSchema(schema, e, '') }],
+      ['normalize (Ajv + targets + keys)', () => { for (const e of entries) normalize(e, checks) }],
+      ...(api === 'v1' ? [['raw-text split (v1 stream records)', () => splitJsonArray(body)] as [string, () => unknown]] : []),
+      ['whole pipeline, no disk', () => ingester.ingest(api, 'w', Buffer.from(body))],
+    ]
+    for (const [name, fn] of parts) {
+      const runs: number[] = []
+      for (let i = 0; i < 60; i++) {
+        const t0 = performance.now()
+        await fn()
+        if (i >= 10) runs.push((performance.now() - t0) * 1000)
+      }
+      const us = median(runs)
+      rows.push({ case: `cpu ${api}: ${name}`, subject: 'threatfeed', value: us, unit: 'µs/batch', runs, extra: { entriesPerSecond: Math.round(BATCH / (us / 1e6)) } })
+    }
+  }
+  return rows
+}
+
+/** Cold start of the validators: standalone module vs. Ajv compiling the schemas at start. */
+function startupRows (): Row[] {
+  const script = (code: string): number => {
+    const r = spawnSync(process.execPath, ['--import=tsx', '--input-type=module', '-e', code], { cwd: repoDir, encoding: 'utf8' })
+    return Number(r.stdout.trim())
+  }
+  const standalone = `const t=performance.now(); await import('./src/ingest/generated/validators.ts'); console.log(performance.now()-t)`
+  const compile = `const t=performance.now(); const {Ajv}=await import('ajv'); const {schemas}=await import('./src/ingest/schemas.ts'); const a=new Ajv({allowUnionTypes:true,messages:false}); for (const s of Object.values(schemas)) a.compile(s); console.log(performance.now()-t)`
+  const runs = { standalone: [] as number[], compile: [] as number[] }
+  for (let i = 0; i < 3; i++) { runs.standalone.push(script(standalone)); runs.compile.push(script(compile)) }
+  return [
+    { case: 'validators at start', subject: 'standalone (generated)', value: median(runs.standalone), unit: 'ms', runs: runs.standalone },
+    { case: 'validators at start', subject: 'Ajv import + compile', value: median(runs.compile), unit: 'ms', runs: runs.compile },
+  ]
+}
+
+async function main (): Promise<void> {
+  if (hasCommand('taskset')) spawnSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' })
+  const dir = mkdtempSync(join(tmpdir(), 'tf-bench-ingest-'))
+  const rows: Row[] = []
+  const ratios: Ratio[] = []
+  const tf = await startServer(join(dir, 'data'), false)
+  const anchor = await startServer(join(dir, 'anchor'), true)
+  try {
+    for (const api of ['v1', 'v2'] as const) {
+      for (const concurrency of [1, 4, 16]) {
+        // Subjects alternate within a case so that machine drift hits both alike.
+        const a = await runCase(anchor, api, concurrency, BATCHES)
+        const r = await runCase(tf, api, concurrency, BATCHES)
+        const name = `HTTP ${api} c${concurrency}`
+        rows.push({ case: name, subject: 'threatfeed', value: r.eps, unit: 'entries/s', extra: { p50ms: r.p50, p99ms: r.p99, appliedPerSecond: Math.round(r.appliedEps ?? 0), answered429: r.shed } })
+        rows.push({ case: name, subject: 'bare uWS + JSON.parse', value: a.eps, unit: 'entries/s', extra: { p50ms: a.p50, p99ms: a.p99 } })
+        ratios.push({ case: name, label: 'threatfeed / bare uWS entries/s', value: r.eps / a.eps })
+        if (api === 'v1' && concurrency === 4) {
+          const sustained = Math.min(r.eps, r.appliedEps ?? r.eps)
+          ratios.push({ case: name, label: 'sustained entries/s ÷ 100,000 (accepted and applied)', value: sustained / 100_000, target: '≥ 1', pass: sustained >= 100_000 })
+          ratios.push({ case: name, label: 'p99 batch latency ÷ 50 ms', value: r.p99 / 50, target: '≤ 1', pass: r.p99 <= 50 })
+        }
+      }
+    }
+  } finally {
+    tf.child.kill('SIGTERM')
+    anchor.child.kill('SIGKILL')
+    await new Promise((resolve) => tf.child.once('exit', resolve))
+    rmSync(dir, { recursive: true, force: true })
+  }
+  rows.push(...await cpuRows(), ...startupRows())
+  report('ingest', 'Signal ingestion: HTTP end to end into LMDB (durable), 1000-entry batches', rows, ratios, { batchesPerCase: BATCHES, batchSize: BATCH })
+}
+
+if (process.argv[2] === '--serve') await serve(process.argv[3]!, process.argv[4] === 'anchor')
+else await main()

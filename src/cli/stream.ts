@@ -1,0 +1,85 @@
+/**
+ * `threatfeed stream tail|status`: the durable message stream of accepted signals (SPEC §6,
+ * DECISIONS §3). A v1 record's payload is the entry's JSON text exactly as it was sent, and it has
+ * no schema_version header; a v2 record carries schema_version 2 and the canonical envelope.
+ */
+import { CliError, parseOptions, writeHelp, writeJson, type CliIo, type Command } from './command.js'
+import { withStore } from './open-store.js'
+import { DEFAULT_CONSUMER } from '../stream/consumer.js'
+import type { StreamRecord } from '../store/types.js'
+
+const help = `Usage: threatfeed stream <tail|status> [options]
+
+  tail [--from SEQ] [--limit N] [--json]
+        records with seq >= SEQ (default: the last N), at most N (default 100, at most 100000)
+        --json: one JSON array of {seq, workspace, schemaVersion?, acceptedAt, payload};
+        schemaVersion is absent for v1 records, as on the stream
+  status [--json]
+        the stream head and the rule consumer's checkpoint → {"head","checkpoint","lag"}`
+
+const options = {
+  from: { type: 'string' },
+  limit: { type: 'string' },
+} as const
+
+const MAX_LIMIT = 100_000
+
+function wholeNumber (option: string, v: string | undefined, dflt: number, min: number, max: number): number {
+  if (v === undefined) return dflt
+  const n = /^\d+$/.test(v) ? Number(v) : NaN
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new CliError(`--${option} must be a whole number from ${min} to ${max}, got ${JSON.stringify(v)}`)
+  return n
+}
+
+/** The record as printed: schemaVersion only when the record has the header. */
+export function showRecord (r: StreamRecord): Record<string, unknown> {
+  const out: Record<string, unknown> = { seq: r.seq, workspace: r.workspaceId }
+  if (r.schemaVersion !== undefined) out.schemaVersion = r.schemaVersion
+  out.acceptedAt = new Date(r.acceptedAt).toISOString()
+  out.payload = r.payload
+  return out
+}
+
+export const streamCommand: Command = {
+  name: 'stream',
+  summary: 'show the message stream of accepted signals',
+  help,
+  async run (args: string[], io: CliIo): Promise<number> {
+    const [verb, ...rest] = args
+    if (verb === undefined || verb === '--help' || verb === '-h') return writeHelp(io, help)
+    const { values } = parseOptions(rest, options)
+    if (values.help === true) return writeHelp(io, help)
+    const json = values.json === true
+    switch (verb) {
+      case 'tail': {
+        const limit = wholeNumber('limit', values.limit, 100, 1, MAX_LIMIT)
+        const records = await withStore(io, async (s) => {
+          const from = values.from !== undefined
+            ? wholeNumber('from', values.from, 1, 0, Number.MAX_SAFE_INTEGER)
+            : Math.max(1, await s.stream.head() - limit + 1)
+          return s.stream.read(from, limit)
+        })
+        if (json) writeJson(io, records.map(showRecord))
+        else {
+          for (const r of records) {
+            // A v1 payload keeps the sender's line breaks; escaped here so that a record stays one line.
+            const payload = /[\r\n]/.test(r.payload) ? JSON.stringify(r.payload) : r.payload
+            io.stdout.write(`${r.seq}  ${new Date(r.acceptedAt).toISOString()}  ${r.workspaceId}  ${r.schemaVersion === undefined ? '-' : `v${r.schemaVersion}`}  ${payload}\n`)
+          }
+        }
+        return 0
+      }
+      case 'status': {
+        const status = await withStore(io, async (s) => {
+          const [head, checkpoint] = await Promise.all([s.stream.head(), s.stream.getCheckpoint(DEFAULT_CONSUMER)])
+          return { head, checkpoint, lag: head - checkpoint }
+        })
+        if (json) writeJson(io, status)
+        else io.stdout.write(`head ${status.head}, applied up to ${status.checkpoint} (lag ${status.lag})\n`)
+        return 0
+      }
+      default:
+        throw new CliError(`unknown stream command ${JSON.stringify(verb)}; see threatfeed stream --help`)
+    }
+  },
+}

@@ -1,0 +1,182 @@
+/**
+ * One signal batch, from request body to answer (SPEC 2.5, 4.1, 4.2; DECISIONS §3):
+ *
+ *   parse once → (v2) whole-batch rule.type check → each entry: normalize or fail
+ *     → every entry failed: 400 ValidationError with details
+ *     → else append the accepted entries to the stream in one durable write → 200 / 206
+ *
+ * Nothing reaches the rule store from here: the stream is the write-ahead log and the consumer
+ * (src/stream/) applies it. An entry that fails leaves no trace; an acknowledged entry is on
+ * disk before the answer is written.
+ */
+import { ThreatfeedError } from '../errors.js'
+import type { SignalStream, StreamRecordInput } from '../store/types.js'
+import { toV2Payload, type Command } from './commands.js'
+import type { EntryChecks, NormalizeResult } from './entry-rules.js'
+import { splitJsonArray } from './json-array-splitter.js'
+import { normalizeV1 } from './normalize-v1.js'
+import { normalizeV2, RULE_TYPE_MESSAGE } from './normalize-v2.js'
+import { parseBatch } from './parse-body.js'
+import type { EntryFailure } from './validators.js'
+
+export type ApiVersion = 'v1' | 'v2'
+
+/** SPEC 2.5. */
+export interface BatchResponse {
+  success: boolean
+  message: string
+  errors?: string[]
+}
+
+export interface BatchOutcome {
+  readonly status: 200 | 206
+  readonly body: BatchResponse
+  /** Stream seqs of the accepted entries, in entry order. */
+  readonly seqs: readonly number[]
+}
+
+/** One item of SPEC 2.6 `details`. */
+export interface ErrorDetail {
+  field: string
+  message: string
+  value: unknown
+}
+
+/** What one durable append put on the stream, already decoded (see StreamConsumer#offer). */
+export interface AppendedBatch {
+  readonly workspaceId: string
+  readonly acceptedAt: number
+  /** Stream seqs, ascending, one per command. */
+  readonly seqs: readonly number[]
+  readonly commands: readonly Command[]
+}
+
+export interface IngesterOptions {
+  readonly stream: SignalStream
+  readonly checks: EntryChecks
+  /** Called after every successful append (hands the batch to the in-process consumer). */
+  readonly onAppended?: (batch: AppendedBatch) => void
+  readonly now?: () => number
+  /** A store that has not answered by then fails the batch with 500 (DECISIONS §5: within 2 s). */
+  readonly appendTimeoutMs?: number
+}
+
+/** `[3].asn`, `[0].rule.expression`, `[2]` for the entry itself. */
+export function detailField (index: number, path: string): string {
+  return path === '' ? `[${index}]` : `[${index}].${path}`
+}
+
+/** `Entry 3: asn: AS64512 is not in the ASN database`. */
+export function entryReason (index: number, f: EntryFailure): string {
+  return f.path === '' ? `Entry ${index}: ${f.message}` : `Entry ${index}: ${f.path}: ${f.message}`
+}
+
+/**
+ * v2 only (DECISIONS §3): an expression rule being upserted whose `rule.type` is missing, null or
+ * empty rejects the whole batch. Returns the details of every such entry, or null.
+ */
+export function findMissingRuleType (entries: readonly unknown[]): ErrorDetail[] | null {
+  let details: ErrorDetail[] | null = null
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i] as { kind?: unknown, op?: unknown, rule?: unknown } | null
+    if (typeof e !== 'object' || e === null || (e.kind !== 'waf_rule' && e.kind !== 'smart_firewall_rule') || e.op === 'delete') continue
+    const rule = e.rule
+    if (typeof rule !== 'object' || rule === null || Array.isArray(rule)) continue
+    const type = Object.hasOwn(rule, 'type') ? (rule as { type: unknown }).type : undefined
+    if (type === undefined || type === null || type === '') {
+      (details ??= []).push({ field: detailField(i, 'rule.type'), message: RULE_TYPE_MESSAGE, value: type ?? null })
+    }
+  }
+  return details
+}
+
+export class SignalIngester {
+  readonly #stream: SignalStream
+  readonly #checks: EntryChecks
+  readonly #onAppended: (batch: AppendedBatch) => void
+  readonly #now: () => number
+  readonly #appendTimeoutMs: number
+
+  constructor (options: IngesterOptions) {
+    this.#stream = options.stream
+    this.#checks = options.checks
+    this.#onAppended = options.onAppended ?? (() => {})
+    this.#now = options.now ?? Date.now
+    this.#appendTimeoutMs = options.appendTimeoutMs ?? 2000
+  }
+
+  /**
+   * Handles one batch for a workspace. Resolves with a 200/206 outcome; throws ThreatfeedError
+   * for 400 (bad body, every entry failed, v2 rule.type) and 500 (store unavailable).
+   *
+   * @example
+   *   const out = await ingester.ingest('v1', workspaceId, Buffer.from('[{"type":"access_rules","action":"block","ip":"192.0.2.1"}]'))
+   *   // out.status === 200, out.body.message === 'Processed 1 entries, 0 failed'
+   */
+  async ingest (api: ApiVersion, workspaceId: string, body: Buffer): Promise<BatchOutcome> {
+    const { text, entries } = parseBatch(body)
+    if (api === 'v2') {
+      const missing = findMissingRuleType(entries)
+      if (missing !== null) throw new ThreatfeedError('TF_ERR_RULE_TYPE_REQUIRED', [], { details: missing })
+    }
+    const normalize = api === 'v1' ? normalizeV1 : normalizeV2
+    const results: NormalizeResult[] = new Array(entries.length)
+    let failed = 0
+    for (let i = 0; i < entries.length; i++) {
+      const r = normalize(entries[i], this.#checks)
+      results[i] = r
+      if (!r.ok) failed++
+    }
+    if (failed === entries.length) {
+      const details = results.map((r, i) => {
+        const f = (r as { failure: EntryFailure }).failure
+        return { field: detailField(i, f.path), message: f.message, value: f.value }
+      })
+      throw new ThreatfeedError('TF_ERR_VALIDATION', [], { details })
+    }
+
+    const acceptedAt = this.#now()
+    // v1: the entry's own text, byte for byte (SPEC §9.3: the v1 stream format is unchanged).
+    const texts = api === 'v1' ? splitJsonArray(text) : null
+    const records: StreamRecordInput[] = []
+    const commands: Command[] = []
+    for (let i = 0; i < results.length; i++) {
+      const r = results[i]!
+      if (!r.ok) continue
+      commands.push(r.command)
+      records.push(texts !== null
+        ? { workspaceId, payload: texts[i]!, acceptedAt }
+        : { workspaceId, schemaVersion: 2, payload: toV2Payload(r.command), acceptedAt })
+    }
+    const seqs = await this.#append(records)
+    this.#onAppended({ workspaceId, acceptedAt, seqs, commands })
+
+    const message = `Processed ${entries.length} entries, ${failed} failed`
+    if (failed === 0) {
+      return { status: 200, body: api === 'v2' ? { success: true, message, errors: [] } : { success: true, message }, seqs }
+    }
+    const errors: string[] = []
+    for (let i = 0; i < results.length; i++) {
+      const r = results[i]!
+      if (!r.ok) errors.push(entryReason(i, r.failure))
+    }
+    return { status: 206, body: { success: false, message, errors }, seqs }
+  }
+
+  async #append (records: StreamRecordInput[]): Promise<number[]> {
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        reject(new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new Error(`stream append took over ${this.#appendTimeoutMs} ms`) }))
+      }, this.#appendTimeoutMs)
+    })
+    const append = this.#stream.append(records)
+    // After a timeout nobody awaits the append any more; its late failure must not crash the process.
+    append.catch(() => {})
+    try {
+      return await Promise.race([append, timeout])
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+}

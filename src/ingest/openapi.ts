@@ -1,0 +1,183 @@
+/**
+ * The OpenAPI 3.1 document served at GET /openapi.json: both signal endpoints, built from the
+ * very schemas Ajv compiles (schemas.ts), and the feed endpoints of SPEC 4.3/4.4/7.2.
+ * OpenAPI 3.1 schemas are JSON Schema 2020-12, so the Ajv schemas are embedded unchanged (less
+ * their `$id`, which would re-base references inside the document).
+ */
+import { FAMILIES, FEED_ACTIONS, FORMATS } from '../store/types.js'
+import { MAX_BATCH_ENTRIES, schemas } from './schemas.js'
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
+const json = (schema: unknown) => ({ 'application/json': { schema } })
+
+function withoutId (schema: Record<string, unknown>): Record<string, unknown> {
+  const { $id: _id, ...rest } = schema
+  return rest
+}
+
+const batchResponse = {
+  type: 'object',
+  required: ['success', 'message'],
+  properties: {
+    success: { type: 'boolean', description: 'true when every entry was processed' },
+    message: { type: 'string', description: 'Processed <n> entries, <m> failed' },
+    errors: { type: 'array', items: { type: 'string' }, description: 'One `Entry <index>: <reason>` per failed entry (0-based). Present on 206; v2 always includes it' },
+  },
+}
+
+const errorBody = {
+  type: 'object',
+  required: ['error', 'message', 'code'],
+  properties: {
+    error: { type: 'string', description: 'Error class name, e.g. ValidationError, UnauthorizedError' },
+    message: { type: 'string' },
+    details: {
+      type: 'array',
+      description: 'On validation errors: one item per failure; `field` is `[<index>].<path>`',
+      items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' }, value: {} } },
+    },
+    code: { type: 'integer', description: 'The HTTP status' },
+  },
+}
+
+const feedErrorBody = {
+  type: 'object',
+  required: ['success', 'error', 'details'],
+  properties: {
+    success: { const: false },
+    error: { type: 'string' },
+    details: { type: 'object', description: '400: `supported` values; 413: `entries`, `limit`, `hint`; otherwise empty' },
+  },
+}
+
+/** v2 entries with the rule body chosen by kind. */
+const typedEnvelope = {
+  allOf: [
+    ref('SignalEnvelopeV2'),
+    {
+      if: { properties: { kind: { const: 'access_rule' } } },
+      then: { properties: { rule: ref('AccessRuleBody') } },
+      else: { properties: { rule: ref('ExpressionRuleBody') } },
+    },
+  ],
+}
+
+const err = (description: string, headers?: Record<string, unknown>) => ({ description, content: json(ref('ErrorBody')), ...(headers === undefined ? {} : { headers }) })
+const retryAfter = { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } }
+const allow = { Allow: { description: 'POST', schema: { type: 'string' } } }
+
+function signalPath (version: 1 | 2) {
+  const entry = version === 1 ? ref('SignalEventV1') : typedEnvelope
+  const responses: Record<string, unknown> = {
+    200: { description: 'Every entry processed', content: json(ref('BatchResponse')) },
+    206: { description: 'Some entries failed; read `errors`, do not retry the whole batch', content: json(ref('BatchResponse')) },
+    400: err(version === 1
+      ? 'Invalid JSON, data, batch size, Content-Type or UTF-8; every entry failed (ValidationError with details)'
+      : 'As v1, and a missing or empty rule.type on an expression rule (whole batch rejected)'),
+    401: err(version === 1 ? 'Invalid or missing API key' : 'Invalid or missing API key, missing scope or inactive subscription (v2 answers 401 for all)'),
+  }
+  if (version === 1) {
+    responses[402] = err('Subscription required')
+    responses[403] = err('Key lacks the signals:write scope')
+  }
+  responses[405] = err('Method not allowed', allow)
+  responses[429] = err('Too many requests for this key', retryAfter)
+  responses[500] = err('Store unavailable or server error; retry with backoff')
+  return {
+    post: {
+      operationId: `postSignalV${version}`,
+      summary: version === 1 ? 'Submit a batch of v1 signal events' : 'Submit a batch of v2 signal envelopes',
+      security: [{ bearer: [] }],
+      requestBody: {
+        required: true,
+        content: json({ type: 'array', minItems: 1, maxItems: MAX_BATCH_ENTRIES, items: entry }),
+      },
+      responses,
+    },
+  }
+}
+
+const feedParameters = [
+  { name: 'format', in: 'query', schema: { enum: [...FORMATS, 'txt', 'alias_c', 'alias_d'], default: 'plain' }, description: 'Output dialect; txt, alias_c and alias_d mean plain' },
+  { name: 'family', in: 'query', schema: { enum: [...FAMILIES], default: 'both' } },
+  { name: 'action', in: 'query', schema: { enum: [...FEED_ACTIONS], default: 'block' }, description: 'block: the deny list; allow: the never-block list' },
+  { name: 'checksum', in: 'query', schema: { enum: ['md5'] }, description: 'Return the MD5 of the feed body instead of the feed' },
+  { name: 'If-None-Match', in: 'header', schema: { type: 'string' } },
+  { name: 'If-Modified-Since', in: 'header', schema: { type: 'string' } },
+  { name: 'Accept-Encoding', in: 'header', schema: { type: 'string' }, description: 'gzip for a gzip-encoded body' },
+]
+
+const header = (description: string, type = 'string') => ({ description, schema: { type } })
+const feedHeaders = {
+  ETag: header('Strong validator; differs per format, family, action and encoding'),
+  'Last-Modified': header('When the current feed content first appeared'),
+  'Cache-Control': header('private, max-age=30, must-revalidate'),
+  Vary: header('Accept-Encoding, Authorization'),
+  'X-Feed-Entry-Count': header('Networks in the feed', 'integer'),
+  'X-Feed-Entry-Limit': header("The feed's entry cap", 'integer'),
+}
+const feedErr = (description: string) => ({ description, content: json(ref('FeedErrorBody')) })
+
+function feedOperation (list: boolean, method: 'get' | 'head') {
+  const responses: Record<string, unknown> = {
+    200: {
+      description: 'The feed (GET) or its headers (HEAD)',
+      headers: feedHeaders,
+      content: method === 'head' ? undefined : { 'text/plain': { schema: { type: 'string' } }, 'text/csv': { schema: { type: 'string' } } },
+    },
+    304: {
+      description: 'Unchanged since the validator sent; empty body',
+      headers: { ETag: feedHeaders.ETag, 'Last-Modified': feedHeaders['Last-Modified'], 'Cache-Control': feedHeaders['Cache-Control'], Vary: feedHeaders.Vary },
+    },
+    400: feedErr('Unsupported format, family, action or checksum, or a repeated parameter; details.supported lists the values'),
+    401: feedErr('Invalid or missing API key'),
+    402: feedErr('Subscription required'),
+    403: feedErr('Key lacks the feeds:read scope'),
+  }
+  if (list) {
+    responses[404] = feedErr('No such access-rules list')
+    responses[409] = feedErr('The name matches more than one list; address it by UUID')
+  }
+  responses[413] = { ...feedErr('The feed exceeds its entry limit; nothing is returned'), headers: { 'X-Feed-Entry-Count': feedHeaders['X-Feed-Entry-Count'], 'X-Feed-Entry-Limit': feedHeaders['X-Feed-Entry-Limit'] } }
+  responses[500] = feedErr('Internal server error')
+  const parameters = list
+    ? [{ name: 'list', in: 'path', required: true, schema: { type: 'string' }, description: "The list's UUID or name; stored list defaults fill absent parameters" }, ...feedParameters]
+    : feedParameters
+  return {
+    operationId: `${method}${list ? 'ListFeed' : 'WorkspaceFeed'}`,
+    summary: list ? "One list's access rules as a network feed" : "The workspace's access rules as a network feed",
+    security: [{ bearer: [] }, { basic: [] }],
+    parameters,
+    responses,
+  }
+}
+
+/**
+ * @example
+ *   const doc = buildOpenApiDocument()
+ *   doc.paths['/v1/signal'].post.requestBody // array of SignalEventV1, 1..1000
+ */
+export function buildOpenApiDocument (version = '0.1.0') {
+  return {
+    openapi: '3.1.0',
+    info: { title: 'threatfeed', version, description: 'Signal ingestion (v1, v2) and threat feeds' },
+    paths: {
+      '/v1/signal': signalPath(1),
+      '/v2/signal': signalPath(2),
+      '/v1/threat/feeds': { get: feedOperation(false, 'get'), head: feedOperation(false, 'head') },
+      '/v1/threat/feeds/{list}': { get: feedOperation(true, 'get'), head: feedOperation(true, 'head') },
+    },
+    components: {
+      schemas: {
+        ...Object.fromEntries(Object.entries(schemas).map(([name, s]) => [name, withoutId(s)])),
+        BatchResponse: batchResponse,
+        ErrorBody: errorBody,
+        FeedErrorBody: feedErrorBody,
+      },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API_KEY>' },
+        basic: { type: 'http', scheme: 'basic', description: 'Feeds only: username `api`, password the API key' },
+      },
+    },
+  }
+}

@@ -1,0 +1,191 @@
+/**
+ * The stream consumer: applies accepted signals to the rule stores in acceptance order.
+ *
+ *   stream:     … 41 42 43 44 45 46 …
+ *                        ^checkpoint (in the store, moved in the same transaction as the rules)
+ *   each pass:  read up to `batchSize` records after the checkpoint → decode each → one
+ *               applyRuleBatch({ ops, checkpoint: last seq }) → repeat until the head
+ *
+ * Exactly once: the rules and the checkpoint commit together, so after a crash the consumer
+ * resumes at the first record whose effects are not in the store. Read-your-writes (DECISIONS §3,
+ * within 1 s): the ingest path nudges the consumer right after each append; a poll timer picks up
+ * records appended by other processes (a CLI, another server on the same store).
+ *
+ * Records this process appended are handed over already decoded (`offer`): the consumer then
+ * applies them from memory instead of reading back and re-normalizing what it has just written
+ * (a fifth of the ingest path's CPU, measured with bench/ingest.ts --cpu-prof). The handed-over
+ * commands are exactly what decoding the records would give (the canonical v2 payload is a fixed
+ * point of normalization; a v1 record is the entry's own text), so the result is the same; records
+ * appended by other processes, or once the memory is dropped, are read from the store.
+ *
+ * A record that cannot be decoded (an unknown schema_version written by a newer version, a
+ * corrupt payload) is logged and passed over: one poisoned record must not stop every later one.
+ */
+import type { AppendedBatch } from '../ingest/batch.js'
+import type { Logger } from '../log.js'
+import type { BatchingStore, RuleOp } from '../store/batch-types.js'
+import { decodeRecord, toRuleOp } from './apply.js'
+
+export interface ConsumerOptions {
+  /** Checkpoint name; one per consumer of the stream. */
+  readonly name?: string
+  /** How often to look for records appended by other processes. */
+  readonly pollMs: number
+  /**
+   * Most records applied in one transaction. The transaction's callback runs on the event loop,
+   * so this also bounds how long one pass holds up HTTP requests (default 1000: one batch).
+   */
+  readonly batchSize?: number
+  readonly log?: Pick<Logger, 'warn' | 'error'>
+}
+
+export const DEFAULT_CONSUMER = 'rules'
+
+/** Most decoded records kept for the consumer; past that (a consumer far behind) it reads the store. */
+const MAX_OFFERED = 100_000
+
+export class StreamConsumer {
+  readonly #store: BatchingStore
+  readonly #name: string
+  readonly #pollMs: number
+  readonly #batchSize: number
+  readonly #log: Pick<Logger, 'warn' | 'error'> | null
+  #position = 0
+  /** Highest seq known to exist (offered, or read from the store). */
+  #head = 0
+  #running: Promise<void> | null = null
+  #again = false
+  #stopped = false
+  #timer: NodeJS.Timeout | null = null
+  #waiters: Array<{ seq: number, resolve: () => void }> = []
+  /** seq → operation, for records this process appended and the consumer has not applied yet. */
+  #offered = new Map<number, RuleOp>()
+
+  constructor (store: BatchingStore, options: ConsumerOptions) {
+    this.#store = store
+    this.#name = options.name ?? DEFAULT_CONSUMER
+    this.#pollMs = options.pollMs
+    this.#batchSize = options.batchSize ?? 1000
+    this.#log = options.log ?? null
+  }
+
+  /** Loads the checkpoint, catches up with the stream, then polls. */
+  async start (): Promise<void> {
+    this.#position = await this.#store.stream.getCheckpoint(this.#name)
+    this.#head = this.#position
+    this.nudge()
+    await this.#running
+    this.#timer = setInterval(() => { this.nudge() }, this.#pollMs)
+    this.#timer.unref()
+  }
+
+  /** Seq of the last record applied. */
+  get position (): number {
+    return this.#position
+  }
+
+  /** Records known to be on the stream and not applied yet (the ingest path sheds load on it). */
+  get backlog (): number {
+    return Math.max(0, this.#head - this.#position)
+  }
+
+  /** Asks for a pass soon; passes never overlap, and a nudge during a pass causes one more. */
+  nudge (): void {
+    if (this.#stopped) return
+    if (this.#running !== null) {
+      this.#again = true
+      return
+    }
+    this.#running = this.#loop().finally(() => { this.#running = null })
+  }
+
+  /**
+   * Takes a batch this process has just appended (already decoded) and nudges.
+   *
+   * @example
+   *   new SignalIngester({ stream: store.stream, checks, onAppended: (b) => { consumer.offer(b) } })
+   */
+  offer (batch: AppendedBatch): void {
+    this.#head = Math.max(this.#head, batch.seqs[batch.seqs.length - 1] ?? 0)
+    if (this.#offered.size + batch.seqs.length > MAX_OFFERED) this.#offered.clear()
+    else {
+      for (let i = 0; i < batch.seqs.length; i++) {
+        const seq = batch.seqs[i]!
+        if (seq > this.#position) this.#offered.set(seq, toRuleOp(batch.commands[i]!, batch.workspaceId, seq, batch.acceptedAt))
+      }
+    }
+    this.nudge()
+  }
+
+  /**
+   * Resolves true once every record up to `seq` is applied, false after `timeoutMs`.
+   *
+   * @example
+   *   const { seqs } = await ingester.ingest('v1', ws, body)
+   *   await consumer.waitFor(seqs.at(-1)!, 1000) // the rules are in the store
+   */
+  waitFor (seq: number, timeoutMs: number): Promise<boolean> {
+    if (this.#position >= seq) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#waiters = this.#waiters.filter((w) => w !== waiter)
+        resolve(false)
+      }, timeoutMs)
+      const waiter = { seq, resolve: () => { clearTimeout(timer); resolve(true) } }
+      this.#waiters.push(waiter)
+    })
+  }
+
+  /** Stops polling and waits for the pass in progress. */
+  async stop (): Promise<void> {
+    this.#stopped = true
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+    await this.#running
+  }
+
+  async #loop (): Promise<void> {
+    do {
+      this.#again = false
+      try {
+        while (!this.#stopped && await this.#pass()) { /* until the head */ }
+      } catch (e) {
+        // The store is failing: the poll timer tries again; nothing is lost, the checkpoint did not move.
+        this.#log?.error({ err: e }, 'stream consumer: applying records failed; retrying on the next poll')
+        return
+      }
+    } while (this.#again && !this.#stopped)
+  }
+
+  /** Applies the next slice; false when there was nothing to apply. */
+  async #pass (): Promise<boolean> {
+    const from = this.#position + 1
+    const ops: RuleOp[] = []
+    let last = from - 1
+    // The run of records handed over in memory, if the next one is among them.
+    for (let op = this.#offered.get(from); op !== undefined && ops.length < this.#batchSize; op = this.#offered.get(last + 1)) {
+      ops.push(op)
+      last++
+    }
+    if (ops.length === 0) {
+      const records = await this.#store.stream.read(from, this.#batchSize)
+      if (records.length === 0) return false
+      for (const record of records) {
+        const d = decodeRecord(record)
+        if (d.ok) ops.push(d.op)
+        else this.#log?.warn({ seq: record.seq, reason: d.reason }, 'stream consumer: record skipped')
+      }
+      last = records[records.length - 1]!.seq
+    }
+    this.#head = Math.max(this.#head, last)
+    await this.#store.applyRuleBatch({ ops, checkpoint: { consumer: this.#name, seq: last } })
+    for (let seq = from; seq <= last; seq++) this.#offered.delete(seq)
+    this.#position = last
+    if (this.#waiters.length > 0) {
+      const due = this.#waiters.filter((w) => w.seq <= last)
+      this.#waiters = this.#waiters.filter((w) => w.seq > last)
+      for (const w of due) w.resolve()
+    }
+    return true
+  }
+}

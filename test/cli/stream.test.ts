@@ -1,0 +1,66 @@
+import t from 'tap'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { openStore } from '../../src/store/open.js'
+import { streamCommand } from '../../src/cli/stream.js'
+import { runCommand } from '../helpers/cli.js'
+
+const dir = mkdtempSync(join(tmpdir(), 'tf-stream-cli-'))
+t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+const env = { THREATFEED_DATA_DIR: dir }
+
+const T = Date.UTC(2026, 0, 2, 3, 4, 5)
+const v1text = '{ "type":"access_rules",\n "action":"block", "ip":"192.0.2.1" }'
+const store = await openStore({ kind: 'embedded', dataDir: dir })
+await store.stream.append([
+  { workspaceId: 'w1', payload: v1text, acceptedAt: T },
+  { workspaceId: 'w1', schemaVersion: 2, payload: '{"schema_version":2,"kind":"waf_rule","op":"delete","rule_ref":"r"}', acceptedAt: T + 1 },
+  ...Array.from({ length: 5 }, (_, i) => ({ workspaceId: 'w2', payload: `{"n":${i}}`, acceptedAt: T + 2 })),
+])
+await store.stream.setCheckpoint('rules', 4)
+await store.close()
+
+t.test('tail --from SEQ --json: records as stored, schemaVersion only on v2', async (t) => {
+  const r = await runCommand(streamCommand, ['tail', '--from', '1', '--limit', '2', '--json'], { env })
+  t.equal(r.code, 0, r.stderr)
+  t.same(JSON.parse(r.stdout), [
+    { seq: 1, workspace: 'w1', acceptedAt: '2026-01-02T03:04:05.000Z', payload: v1text },
+    { seq: 2, workspace: 'w1', schemaVersion: 2, acceptedAt: '2026-01-02T03:04:05.001Z', payload: '{"schema_version":2,"kind":"waf_rule","op":"delete","rule_ref":"r"}' },
+  ])
+})
+
+t.test('tail without --from shows the last records; past the head is empty', async (t) => {
+  const last = JSON.parse((await runCommand(streamCommand, ['tail', '--limit', '3', '--json'], { env })).stdout) as Array<{ seq: number }>
+  t.same(last.map((x) => x.seq), [5, 6, 7])
+  t.same(JSON.parse((await runCommand(streamCommand, ['tail', '--from', '100', '--json'], { env })).stdout), [])
+})
+
+t.test('text output keeps one record per line', async (t) => {
+  const r = await runCommand(streamCommand, ['tail', '--from', '1', '--limit', '2'], { env })
+  t.same(r.stdout.split('\n'), [
+    `1  2026-01-02T03:04:05.000Z  w1  -  ${JSON.stringify(v1text)}`,
+    '2  2026-01-02T03:04:05.001Z  w1  v2  {"schema_version":2,"kind":"waf_rule","op":"delete","rule_ref":"r"}',
+    '',
+  ])
+})
+
+t.test('status', async (t) => {
+  t.same(JSON.parse((await runCommand(streamCommand, ['status', '--json'], { env })).stdout), { head: 7, checkpoint: 4, lag: 3 })
+  t.equal((await runCommand(streamCommand, ['status'], { env })).stdout, 'head 7, applied up to 4 (lag 3)\n')
+})
+
+t.test('usage errors', async (t) => {
+  const cases: Array<{ args: string[], stderr: RegExp }> = [
+    { args: ['tail', '--from=-1'], stderr: /--from must be a whole number from 0 to/ },
+    { args: ['tail', '--from', 'x'], stderr: /--from must be a whole number/ },
+    { args: ['tail', '--limit', '0'], stderr: /--limit must be a whole number from 1 to 100000, got "0"/ },
+    { args: ['head'], stderr: /unknown stream command "head"/ },
+  ]
+  for (const c of cases) {
+    const r = await runCommand(streamCommand, c.args, { env })
+    t.equal(r.code, 2, c.args.join(' '))
+    t.match(r.stderr, c.stderr)
+  }
+  t.match((await runCommand(streamCommand, [], { env })).stdout, /Usage: threatfeed stream <tail\|status>/)
+})

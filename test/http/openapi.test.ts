@@ -1,0 +1,94 @@
+/**
+ * GET /openapi.json: an OpenAPI 3.1 document whose schemas are the very ones the ingest path
+ * enforces (src/ingest/schemas.ts), describing both signal endpoints and the feed endpoints with
+ * their parameters, headers and statuses (SPEC 4.1–4.4, 7.1, 7.2).
+ */
+import t from 'tap'
+import { Ajv2020 } from 'ajv/dist/2020.js'
+import { startTestServer } from '../helpers/server.js'
+import { buildOpenApiDocument } from '../../src/ingest/openapi.js'
+import { schemas } from '../../src/ingest/schemas.js'
+
+const srv = await startTestServer()
+t.teardown(() => srv.close())
+
+interface Doc {
+  openapi: string
+  paths: Record<string, Record<string, { parameters?: Array<{ name: string, in: string }>, responses: Record<string, { headers?: Record<string, unknown> }>, requestBody?: { content: Record<string, { schema: unknown }> } }>>
+  components: { schemas: Record<string, unknown>, securitySchemes: Record<string, unknown> }
+}
+
+const res = await fetch(`${srv.url}/openapi.json`)
+const doc = await res.json() as Doc
+
+t.test('served as JSON, exactly the built document', async (t) => {
+  t.equal(res.status, 200)
+  t.match(res.headers.get('content-type'), /^application\/json/)
+  t.same(doc, JSON.parse(JSON.stringify(buildOpenApiDocument())))
+  t.equal(doc.openapi, '3.1.0')
+  const head = await fetch(`${srv.url}/openapi.json`, { method: 'HEAD' })
+  t.equal(head.status, 200)
+  t.equal(head.headers.get('content-length'), String(Buffer.byteLength(JSON.stringify(doc))))
+  t.equal(await head.text(), '')
+  const post = await fetch(`${srv.url}/openapi.json`, { method: 'POST' })
+  t.equal(post.status, 405)
+  t.equal(post.headers.get('allow'), 'GET, HEAD')
+})
+
+t.test('the component schemas are the enforced schemas', async (t) => {
+  for (const [name, schema] of Object.entries(schemas)) {
+    const { $id: _id, ...rest } = schema as Record<string, unknown>
+    t.same(doc.components.schemas[name], rest, name)
+  }
+})
+
+t.test('every $ref resolves', async (t) => {
+  const refs: string[] = []
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) v.forEach(walk)
+    else if (typeof v === 'object' && v !== null) {
+      for (const [k, x] of Object.entries(v)) {
+        if (k === '$ref' && typeof x === 'string') refs.push(x)
+        else walk(x)
+      }
+    }
+  }
+  walk(doc)
+  t.ok(refs.length > 10)
+  for (const ref of new Set(refs)) {
+    const name = ref.replace('#/components/schemas/', '')
+    t.ok(ref.startsWith('#/components/schemas/') && name in doc.components.schemas, ref)
+  }
+})
+
+t.test('statuses, parameters and headers of every endpoint', async (t) => {
+  const statuses = (path: string, method: string) => Object.keys(doc.paths[path]![method]!.responses).sort()
+  t.same(statuses('/v1/signal', 'post'), ['200', '206', '400', '401', '402', '403', '405', '429', '500'])
+  t.same(statuses('/v2/signal', 'post'), ['200', '206', '400', '401', '405', '429', '500'])
+  for (const method of ['get', 'head']) {
+    t.same(statuses('/v1/threat/feeds', method), ['200', '304', '400', '401', '402', '403', '413', '500'])
+    t.same(statuses('/v1/threat/feeds/{list}', method), ['200', '304', '400', '401', '402', '403', '404', '409', '413', '500'])
+    const params = doc.paths['/v1/threat/feeds/{list}']![method]!.parameters!.map((p) => `${p.in}:${p.name}`)
+    t.same(params, ['path:list', 'query:format', 'query:family', 'query:action', 'query:checksum', 'header:If-None-Match', 'header:If-Modified-Since', 'header:Accept-Encoding'])
+    t.same(Object.keys(doc.paths['/v1/threat/feeds']![method]!.responses['200']!.headers!), ['ETag', 'Last-Modified', 'Cache-Control', 'Vary', 'X-Feed-Entry-Count', 'X-Feed-Entry-Limit'])
+  }
+  t.same(Object.keys(doc.paths['/v1/threat/feeds']!.get!.responses['304']!.headers!), ['ETag', 'Last-Modified', 'Cache-Control', 'Vary'])
+  t.ok(doc.paths['/v1/signal']!.post!.responses['429']!.headers!['Retry-After'])
+  t.ok(doc.paths['/v2/signal']!.post!.responses['405']!.headers!.Allow)
+  t.same(Object.keys(doc.components.securitySchemes).sort(), ['basic', 'bearer'])
+})
+
+t.test('the documented request bodies accept and refuse what the server does', async (t) => {
+  const ajv = new Ajv2020({ strict: false, allowUnionTypes: true })
+  for (const [name, schema] of Object.entries(doc.components.schemas)) ajv.addSchema(schema as object, `#/components/schemas/${name}`)
+  const v1 = ajv.compile({ ...doc.paths['/v1/signal']!.post!.requestBody!.content['application/json']!.schema as object, components: doc.components })
+  const v2 = ajv.compile({ ...doc.paths['/v2/signal']!.post!.requestBody!.content['application/json']!.schema as object, components: doc.components })
+  t.ok(v1([{ type: 'access_rules', action: 'block', ip: '192.0.2.1' }]))
+  t.notOk(v1([]), '0 entries')
+  t.notOk(v1(Array(1001).fill({ type: 'access_rules', action: 'block', ip: '192.0.2.1' })), '1001 entries')
+  t.notOk(v1([{ type: 'access_rules', action: 'ban' }]))
+  t.ok(v2([{ kind: 'access_rule', op: 'upsert', rule: { target: { ip: '192.0.2.1' }, action: 'Allow' } }]))
+  t.ok(v2([{ kind: 'waf_rule', op: 'upsert', rule_ref: 'r', rule: { type: 'CUSTOM', expression: 'x', action: 'block' } }]))
+  t.notOk(v2([{ kind: 'waf_rule', op: 'upsert', rule_ref: 'r', rule: { target: { ip: '192.0.2.1' } } }]), 'a waf rule with an access body')
+  t.notOk(v2([{ kind: 'access_rule', op: 'upsert', rule: { expression: 'x', action: 'block' } }]), 'an access rule with an expression body')
+})

@@ -1,0 +1,162 @@
+import t, { type Test } from 'tap'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { openStore } from '../../src/store/open.js'
+import type { BatchingStore } from '../../src/store/batch-types.js'
+import type { AccessRule, StreamRecordInput } from '../../src/store/types.js'
+import { StreamConsumer } from '../../src/stream/consumer.js'
+
+async function withStore (t: Test): Promise<BatchingStore> {
+  const dir = mkdtempSync(join(tmpdir(), 'tf-consumer-'))
+  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  t.teardown(async () => { await store.close(); rmSync(dir, { recursive: true, force: true }) })
+  return store
+}
+
+const T0 = 1_700_000_000_000
+const v1 = (workspaceId: string, payload: string, acceptedAt = T0): StreamRecordInput => ({ workspaceId, payload, acceptedAt })
+const v2 = (workspaceId: string, payload: unknown, acceptedAt = T0): StreamRecordInput => ({ workspaceId, schemaVersion: 2, payload: JSON.stringify(payload), acceptedAt })
+const access = async (store: BatchingStore, ws: string) => (await store.rules.list(ws, 'access_rule')) as AccessRule[]
+
+t.test('dispatches on the schema_version header and applies in order', async (t) => {
+  const store = await withStore(t)
+  const consumer = new StreamConsumer(store, { pollMs: 1000 })
+  const warnings: unknown[] = []
+  const logged = new StreamConsumer(store, { pollMs: 1000, name: 'other', log: { warn: (o: unknown) => { warnings.push(o) }, error: () => {} } as never })
+  await store.stream.append([
+    v1('w', '{"type":"access_rules","action":"block","ip":"10.0.0.1/8","expiration":30}'), // 1: legacy, no header
+    { ...v1('w', '{"type":"access_rules","action":"block","country":"de","name":"n"}'), schemaVersion: 1 }, // 2: header 1 = legacy
+    v2('w', { schema_version: 2, kind: 'access_rule', op: 'upsert', rule_ref: 'k1', expires_in: 0, rule: { target: { asn: 'AS64512' }, action: 'allow' } }), // 3
+    v2('w', { schema_version: 2, kind: 'waf_rule', op: 'upsert', rule_ref: 'w1', expires_in: 120, rule: { name: 'w1', type: 'custom', expression: 'not valid at all', action: 'block' } }), // 4: not re-checked
+    { ...v1('w', '{}'), schemaVersion: 3 }, // 5: unknown header → skipped
+    v1('w', 'not json'), // 6: corrupt → skipped
+    v1('w', '{"type":"access_rules","action":"unblock","country":"DE"}'), // 7
+  ])
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  t.equal(consumer.position, 7)
+  t.equal(await store.stream.getCheckpoint('rules'), 7)
+  const rules = await access(store, 'w')
+  t.same(rules.map((r) => [r.target.value, r.action, r.ruleRef, r.expiresAt, r.seq]).sort(), [
+    ['10.0.0.0/8', 'block', null, T0 + 60_000, 1],
+    ['AS64512', 'allow', 'k1', null, 3],
+  ], 'expiry from acceptedAt; the unblock removed DE')
+  const waf = await store.rules.list('w', 'waf_rule')
+  t.match(waf, [{ ruleRef: 'w1', expression: 'not valid at all', expiresAt: T0 + 120_000, seq: 4 }])
+
+  await logged.start()
+  t.teardown(() => logged.stop())
+  t.same(warnings, [{ seq: 5, reason: 'unknown schema_version 3' }, { seq: 6, reason: 'payload is not JSON' }])
+})
+
+t.test('resumes from its checkpoint, and re-application is idempotent', async (t) => {
+  const store = await withStore(t)
+  const block = (ip: string) => v1('w', `{"type":"access_rules","action":"block","ip":"${ip}"}`)
+  await store.stream.append([block('192.0.2.1'), block('192.0.2.2')])
+  const first = new StreamConsumer(store, { pollMs: 1000 })
+  await first.start()
+  await first.stop()
+  const before = await access(store, 'w')
+  t.equal(before.length, 2)
+
+  await store.stream.append([block('192.0.2.3'), v1('w', '{"type":"access_rules","action":"unblock","ip":"192.0.2.1"}')])
+  const second = new StreamConsumer(store, { pollMs: 1000, batchSize: 1 })
+  await second.start()
+  await second.stop()
+  t.equal(second.position, 4)
+  t.same((await access(store, 'w')).map((r) => r.target.value).sort(), ['192.0.2.2/32', '192.0.2.3/32'])
+
+  // Replaying the whole stream again (a lost checkpoint) gives the same rules, no duplicates.
+  const snapshot = (rules: AccessRule[]) => rules.map((r) => ({ id: r.id, target: r.target, expiresAt: r.expiresAt, createdAt: r.createdAt })).sort((a, b) => a.target.value.localeCompare(b.target.value))
+  const applied = snapshot(await access(store, 'w'))
+  await store.stream.setCheckpoint('rules', 0)
+  const replay = new StreamConsumer(store, { pollMs: 1000 })
+  await replay.start()
+  await replay.stop()
+  t.same(snapshot(await access(store, 'w')), applied)
+})
+
+t.test('polls for records appended elsewhere; waitFor resolves or times out', async (t) => {
+  const store = await withStore(t)
+  const consumer = new StreamConsumer(store, { pollMs: 30 })
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  t.equal(await consumer.waitFor(1, 20), false, 'times out when nothing comes')
+  const [seq] = await store.stream.append([v1('w', '{"type":"access_rules","action":"block","asn":"AS3"}')])
+  t.equal(await consumer.waitFor(seq!, 1000), true, 'no nudge: the poll finds it')
+  t.equal(await consumer.waitFor(seq!, 0), true, 'already applied')
+  t.equal((await access(store, 'w')).length, 1)
+})
+
+t.test('a failing store is retried on the next poll; nothing is skipped', async (t) => {
+  const store = await withStore(t)
+  const errors: unknown[] = []
+  let failures = 1
+  const flaky = new Proxy(store, {
+    get (target, prop, receiver) {
+      if (prop === 'applyRuleBatch') {
+        return async (batch: Parameters<BatchingStore['applyRuleBatch']>[0]) => {
+          if (failures-- > 0) throw new Error('disk on fire')
+          return target.applyRuleBatch(batch)
+        }
+      }
+      return Reflect.get(target, prop, receiver) as unknown
+    },
+  })
+  const consumer = new StreamConsumer(flaky, { pollMs: 30, log: { warn: () => {}, error: (o: unknown) => { errors.push(o) } } as never })
+  await store.stream.append([v1('w', '{"type":"access_rules","action":"block","ip":"198.51.100.7"}')])
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  t.equal(consumer.position, 0, 'the first pass failed')
+  t.equal(await consumer.waitFor(1, 1000), true)
+  t.equal(errors.length, 1)
+  t.equal((await access(store, 'w')).length, 1)
+})
+
+t.test('records handed over by the ingester are applied from memory, others read from the store, in order', async (t) => {
+  const { SignalIngester } = await import('../../src/ingest/batch.js')
+  const store = await withStore(t)
+  let readBack = 0
+  const counting = new Proxy(store, {
+    get (target, prop, receiver) {
+      if (prop === 'stream') {
+        return new Proxy(target.stream, {
+          get (s, p, r) {
+            if (p === 'read') return async (from: number, limit: number) => { const out = await s.read(from, limit); readBack += out.length; return out }
+            const v = Reflect.get(s, p, r) as unknown
+            return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(s) : v
+          },
+        })
+      }
+      return Reflect.get(target, prop, receiver) as unknown
+    },
+  })
+  const consumer = new StreamConsumer(counting, { pollMs: 10_000 })
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  const ingester = new SignalIngester({ stream: store.stream, checks: { asnExists: null, checkExpressions: true }, onAppended: (b) => { consumer.offer(b) } })
+  const body = (entries: unknown[]) => Buffer.from(JSON.stringify(entries))
+
+  const a = await ingester.ingest('v1', 'w', body([{ type: 'access_rules', action: 'block', ip: '192.0.2.1' }, { type: 'access_rules', action: 'block', country: 'fr' }]))
+  t.ok(await consumer.waitFor(a.seqs.at(-1)!, 1000))
+  t.equal(readBack, 0, 'nothing read back')
+
+  // Another process appends (no offer), then this one again: the gap is read from the store.
+  await store.stream.append([v1('w', '{"type":"access_rules","action":"unblock","ip":"192.0.2.1"}')])
+  const c = await ingester.ingest('v2', 'w', body([{ kind: 'access_rule', op: 'upsert', rule_ref: 'r', rule: { target: { ip: '192.0.2.1' }, action: 'allow' } }]))
+  t.ok(await consumer.waitFor(c.seqs.at(-1)!, 1000))
+  t.equal(readBack, 2, 'the foreign record, and the offered one after it in the same read')
+  const rules = (await access(store, 'w')).map((r) => [r.target.value, r.ruleRef, r.action]).sort()
+  t.same(rules, [['192.0.2.1/32', 'r', 'allow'], ['FR', null, 'block']], 'the same rules as a replay from the store')
+
+  // Replaying everything from the store gives the same rules (ids aside: the replayed unblock
+  // removes the keyed rule before its upsert is replayed).
+  const view = (rules: Awaited<ReturnType<typeof access>>) => rules.map((r) => ({ ref: r.ruleRef, target: r.target, action: r.action, expiresAt: r.expiresAt, seq: r.seq })).sort((x, y) => x.seq - y.seq)
+  const before = view(await access(store, 'w'))
+  await store.stream.setCheckpoint('rules', 0)
+  const replay = new StreamConsumer(store, { pollMs: 10_000 })
+  await replay.start()
+  await replay.stop()
+  t.same(view(await access(store, 'w')), before)
+})
