@@ -12,6 +12,7 @@ import { keyCommand } from './key.js'
 import { listCommand } from './list.js'
 import { coalesceCommand } from './coalesce.js'
 import { exprCommand } from './expr.js'
+import { geoCommand } from './geo.js'
 import { rulesCommand } from './rules.js'
 import { streamCommand } from './stream.js'
 import { importCommand } from './import.js'
@@ -23,6 +24,7 @@ export const commands: readonly Command[] = [
   listCommand,
   coalesceCommand,
   exprCommand,
+  geoCommand,
   rulesCommand,
   streamCommand,
   importCommand,
