@@ -1,0 +1,447 @@
+/**
+ * Serving feeds over HTTP: threatfeed (uWS, src/http/feed-routes.ts) raced against two anchors in
+ * one run — nginx serving the same bytes as static files (the practical ceiling) and a node:http
+ * front end over the same snapshot with the same auth and ETag logic (what a Node user would
+ * write). Every server runs pinned to core 0 and wrk to core 1; subjects alternate run by run.
+ *
+ * Cases (a 131,072-entry feed, built by the real FeedService from rules in an LMDB store):
+ *   304 polls at 16 and 256 connections, and with a new connection per request;
+ *   200 gzip and 200 identity at 16 and 256 connections;
+ *   256 busy connections with 10,000 idle keep-alive ones next to them (threatfeed only).
+ *
+ * Full-body cases are bound by loopback copies and by wrk itself, and nginx moves ±30 % with the
+ * exact body size: ratios are taken per round (same conditions) and quoted as a median with its
+ * spread. Each row also gives the server's CPU per request (user + system, from /proc): where
+ * the server core is the bottleneck the throughput ratio converges to the inverse CPU ratio, and
+ * on a loaded machine, where wrk often is the bottleneck, it is the steadier figure. Environment: BENCH_FEEDS_SECONDS (5), BENCH_FEEDS_RUNS (3), BENCH_FEEDS_IDLE (10000),
+ * BENCH_FEEDS_ONLY (run only the cases whose name contains it; `idle` for the idle case),
+ * BENCH_FEEDS_PROFILE=<dir> (threatfeed's server writes a --cpu-prof profile there on exit).
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { chmodSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { request } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { ensureCommand, hasCommand, median, repoDir, report, type Ratio, type Row } from './lib/report.js'
+import { openStore } from '../src/store/open.js'
+import { generateApiKey, hashApiKey } from '../src/store/api-key.js'
+import type { RuleOp } from '../src/store/batch-types.js'
+
+const SECONDS = Number(process.env.BENCH_FEEDS_SECONDS ?? 5)
+const RUNS = Number(process.env.BENCH_FEEDS_RUNS ?? 3)
+const IDLE = Number(process.env.BENCH_FEEDS_IDLE ?? 10_000)
+const ONLY = process.env.BENCH_FEEDS_ONLY ?? ''
+const PROFILE = process.env.BENCH_FEEDS_PROFILE ?? ''
+const ENTRIES = 131_072
+const SERVER_CORE = '0'
+const CLIENT_CORE = '1'
+const benchDir = join(repoDir, 'bench', 'feeds')
+
+type Subject = 'threatfeed' | 'nginx' | 'node:http'
+
+interface Server {
+  readonly name: Subject
+  readonly child: ChildProcess
+  readonly port: number
+  readonly path: string
+  /** Headers every request to it carries (authorization for the two that check it). */
+  readonly auth: string
+  etag: string
+  gzipEtag: string
+}
+
+interface WrkResult {
+  rps: number
+  p50Ms: number
+  p99Ms: number
+  bytesPerRequest: number
+  errors: number
+  /** Peak resident memory of the server during the run, MB. */
+  rssMb: number
+  /** Server CPU (user + system) per request, µs, and its share of the one core it runs on. */
+  cpuUsPerRequest: number
+  cpuShare: number
+}
+
+const children = new Set<ChildProcess>()
+const tmp = mkdtempSync(join(tmpdir(), 'tf-bench-feeds-'))
+
+function cleanup (): void {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM')
+  rmSync(tmp, { recursive: true, force: true })
+}
+process.on('exit', cleanup)
+process.on('SIGINT', () => { process.exit(130) })
+
+function freePort (): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address()
+      s.close(() => { resolve(typeof a === 'object' && a !== null ? a.port : 0) })
+    })
+  })
+}
+
+/**
+ * `sh -c 'ulimit -n <hard>; exec taskset -c <core> …'`: open files raised to the hard limit (10,000
+ * idle sockets need it), and thanks to exec the pid is the final program's.
+ */
+function spawnPinned (core: string, argv: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+  const quoted = argv.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ')
+  const child = spawn('sh', ['-c', `ulimit -n $(ulimit -Hn) && exec taskset -c ${core} ${quoted}`], { cwd: repoDir, env, stdio: ['pipe', 'pipe', 'inherit'] })
+  children.add(child)
+  child.on('exit', () => { children.delete(child) })
+  return child
+}
+
+function waitForLine (child: ChildProcess, prefix: string, timeoutMs = 180_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const rl = createInterface({ input: child.stdout! })
+    const timer = setTimeout(() => { reject(new Error(`no "${prefix}" within ${timeoutMs} ms`)) }, timeoutMs)
+    const onExit = (code: number | null): void => { clearTimeout(timer); reject(new Error(`exited with ${code} before "${prefix}"`)) }
+    child.once('exit', onExit)
+    rl.on('line', (line) => {
+      if (!line.startsWith(prefix)) return
+      clearTimeout(timer)
+      child.off('exit', onExit)
+      rl.close()
+      resolve(line.slice(prefix.length).trim())
+    })
+  })
+}
+
+/** The process and its descendants (nginx's worker is a child of its master). */
+function processTree (pid: number): number[] {
+  try {
+    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter((x) => x !== '').map(Number)
+    return [pid, ...kids.flatMap(processTree)]
+  } catch {
+    return [pid]
+  }
+}
+
+/** User + system CPU seconds of a process tree (clock ticks of 1/100 s on Linux). */
+function cpuSeconds (pid: number): number {
+  let ticks = 0
+  for (const p of processTree(pid)) {
+    try {
+      const stat = readFileSync(`/proc/${p}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      ticks += Number(fields[11]) + Number(fields[12])
+    } catch {
+      // The process ended: its time is no longer readable.
+    }
+  }
+  return ticks / 100
+}
+
+function rssMb (pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return m === null ? 0 : Number(m[1]) / 1024
+  } catch {
+    return 0
+  }
+}
+
+/** One GET through node:http (fetch would decode gzip and hide the bytes on the wire). */
+function fetchRaw (server: Server, headers: Record<string, string>): Promise<{ status: number, etag: string, body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const all = { ...headers, ...(server.auth === '' ? {} : { authorization: server.auth }) }
+    const req = request({ host: '127.0.0.1', port: server.port, path: server.path, headers: all, agent: false }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, etag: String(res.headers.etag ?? ''), body: Buffer.concat(chunks) }) })
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+// --- setup --------------------------------------------------------------------------------
+
+async function seedStore (dataDir: string): Promise<{ workspaceId: string, key: string }> {
+  const store = await openStore({ kind: 'embedded', dataDir })
+  const ws = await store.workspaces.create({ name: 'bench', subscription: 'active' })
+  const key = generateApiKey()
+  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['feeds:read'] })
+  // Every other address from 10.0.0.0: 131,072 host routes that never coalesce, so the feed holds
+  // exactly the default cap (a 200, not a 413).
+  const CHUNK = 16_384
+  for (let start = 0; start < ENTRIES; start += CHUNK) {
+    const ops: RuleOp[] = []
+    for (let i = start; i < start + CHUNK; i++) {
+      const a = 0x0a000000 + i * 2
+      const ip = `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}/32`
+      ops.push({ op: 'upsertAccessRule', input: { kind: 'access_rule', workspaceId: ws.id, ruleRef: null, labels: {}, reason: null, expiresAt: null, seq: i + 1, target: { type: 'ip', value: ip }, action: 'block', name: null, confidence: null, severity: null } })
+    }
+    await store.applyRuleBatch({ ops })
+  }
+  await store.close()
+  return { workspaceId: ws.id, key }
+}
+
+async function startNodeServer (name: 'threatfeed' | 'node:http', script: string, dataDir: string, workspaceId: string, key: string): Promise<Server> {
+  const port = await freePort()
+  const profile = PROFILE !== '' && name === 'threatfeed' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : []
+  const child = spawnPinned(SERVER_CORE, [process.execPath, ...profile, '--import=tsx', join(benchDir, script), workspaceId], {
+    ...process.env,
+    THREATFEED_DATA_DIR: dataDir,
+    PORT: String(port),
+  })
+  const ready = Number(await waitForLine(child, 'READY'))
+  return { name, child, port: ready, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', gzipEtag: '' }
+}
+
+async function startNginx (identity: Buffer, gzip: Buffer): Promise<Server> {
+  const prefix = join(tmp, 'nginx')
+  // nginx's worker drops root for `nobody`: it must be able to read the files (mkdtemp is 0700).
+  chmodSync(tmp, 0o755)
+  for (const d of ['logs', 'html', 'tmp']) mkdirSync(join(prefix, d), { recursive: true })
+  writeFileSync(join(prefix, 'html', 'feed.txt'), identity)
+  writeFileSync(join(prefix, 'html', 'feed.txt.gz'), gzip)
+  const port = await freePort()
+  const conf = readFileSync(join(benchDir, 'nginx.conf.template'), 'utf8').replaceAll('{{PREFIX}}', prefix).replaceAll('{{PORT}}', String(port))
+  writeFileSync(join(prefix, 'nginx.conf'), conf)
+  const child = spawnPinned(SERVER_CORE, ['nginx', '-p', prefix, '-c', join(prefix, 'nginx.conf')])
+  const server: Server = { name: 'nginx', child, port, path: '/feed.txt', auth: '', etag: '', gzipEtag: '' }
+  for (let i = 0; ; i++) {
+    try {
+      await fetchRaw(server, {})
+      return server
+    } catch (e) {
+      if (i > 100) throw e
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+}
+
+// --- measuring ----------------------------------------------------------------------------
+
+type Kind = '304' | 'gzip' | 'identity'
+
+function headersFor (server: Server, kind: Kind): string {
+  const lines: string[] = []
+  if (server.auth !== '') lines.push(`Authorization: ${server.auth}`)
+  if (kind === '304') lines.push(`If-None-Match: ${server.etag}`)
+  if (kind === 'gzip') lines.push('Accept-Encoding: gzip')
+  return lines.join('\n')
+}
+
+async function runWrk (server: Server, kind: Kind, connections: number, close = false): Promise<WrkResult> {
+  const pid = server.child.pid!
+  let peak = rssMb(pid)
+  const sampler = setInterval(() => { peak = Math.max(peak, rssMb(pid)) }, 200)
+  const cpuBefore = cpuSeconds(pid)
+  const child = spawn('taskset', ['-c', CLIENT_CORE, 'wrk', '-t1', `-c${connections}`, `-d${SECONDS}s`, '--timeout', '10s', '-s', join(benchDir, 'wrk-report.lua'), `http://127.0.0.1:${server.port}${server.path}`], {
+    env: { ...process.env, WRK_HEADERS: headersFor(server, kind), WRK_CLOSE: close ? '1' : '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const out: Buffer[] = []
+  child.stdout.on('data', (c: Buffer) => out.push(c))
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  clearInterval(sampler)
+  const cpu = cpuSeconds(pid) - cpuBefore
+  const text = Buffer.concat(out).toString()
+  const line = text.split('\n').find((l) => l.startsWith('WRKJSON '))
+  if (code !== 0 || line === undefined) throw new Error(`wrk failed (${code}): ${text}`)
+  const j = JSON.parse(line.slice(8)) as Record<string, number>
+  const requests = j.requests!
+  return {
+    rps: requests / (j.duration_us! / 1e6),
+    p50Ms: j.p50_us! / 1000,
+    p99Ms: j.p99_us! / 1000,
+    bytesPerRequest: requests === 0 ? 0 : j.bytes! / requests,
+    errors: j.connect! + j.read! + j.write! + j.status! + j.timeout!,
+    rssMb: peak,
+    cpuUsPerRequest: requests === 0 ? 0 : (cpu * 1e6) / requests,
+    cpuShare: cpu / (j.duration_us! / 1e6),
+  }
+}
+
+interface Case {
+  readonly name: string
+  readonly kind: Kind
+  readonly connections: number
+  readonly close: boolean
+  readonly subjects: readonly Subject[]
+}
+
+const CASES: readonly Case[] = [
+  { name: '304 poll, 16 conns', kind: '304', connections: 16, close: false, subjects: ['threatfeed', 'nginx', 'node:http'] },
+  { name: '304 poll, 256 conns', kind: '304', connections: 256, close: false, subjects: ['threatfeed', 'nginx', 'node:http'] },
+  { name: '304 poll, new connection per request', kind: '304', connections: 16, close: true, subjects: ['threatfeed', 'nginx', 'node:http'] },
+  { name: '200 gzip, 16 conns', kind: 'gzip', connections: 16, close: false, subjects: ['threatfeed', 'nginx'] },
+  { name: '200 gzip, 256 conns', kind: 'gzip', connections: 256, close: false, subjects: ['threatfeed', 'nginx'] },
+  { name: '200 identity, 16 conns', kind: 'identity', connections: 16, close: false, subjects: ['threatfeed', 'nginx'] },
+  { name: '200 identity, 256 conns', kind: 'identity', connections: 256, close: false, subjects: ['threatfeed', 'nginx'] },
+]
+
+function spread (xs: number[]): string {
+  return `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`
+}
+
+function rowOf (c: string, subject: string, results: WrkResult[]): Row {
+  const rps = results.map((r) => r.rps)
+  return {
+    case: c,
+    subject,
+    value: median(rps),
+    unit: 'req/s',
+    runs: rps,
+    extra: {
+      p50_ms: median(results.map((r) => r.p50Ms)),
+      p99_ms: median(results.map((r) => r.p99Ms)),
+      bytes_per_req: Math.round(median(results.map((r) => r.bytesPerRequest))),
+      errors: results.reduce((a, r) => a + r.errors, 0),
+      rss_mb: Math.round(median(results.map((r) => r.rssMb))),
+      cpu_us_per_req: median(results.map((r) => r.cpuUsPerRequest)),
+      cpu_share: median(results.map((r) => r.cpuShare)),
+    },
+  }
+}
+
+/**
+ * The other side of a race: server CPU per request of the anchor over ours. When the server core
+ * is the bottleneck this is what the throughput ratio converges to; on a loaded machine, where
+ * the client side (wrk) often is, it is the steadier of the two figures. Informative, no target.
+ */
+function cpuRatioOf (c: string, anchor: string, ours: WrkResult[], theirs: WrkResult[]): Ratio {
+  const per = ours.map((r, i) => theirs[i]!.cpuUsPerRequest / r.cpuUsPerRequest)
+  return { case: c, label: `server CPU per request, ${anchor} / threatfeed (per round ${spread(per)})`, value: median(per) }
+}
+
+function ratioOf (c: string, label: string, a: WrkResult[], b: WrkResult[], min: number | null): Ratio {
+  const per = a.map((r, i) => r.rps / b[i]!.rps)
+  const value = median(per)
+  return {
+    case: c,
+    label: `${label} (per round ${spread(per)})`,
+    value,
+    ...(min === null ? {} : { target: `>= ${min}`, pass: value >= min }),
+  }
+}
+
+// --- main ---------------------------------------------------------------------------------
+
+for (const [cmd, pkg] of [['wrk', 'wrk'], ['nginx', 'nginx'], ['taskset', 'util-linux']] as const) {
+  if (!ensureCommand(cmd, pkg)) throw new Error(`bench/feeds needs ${cmd}`)
+}
+if (!hasCommand('sh')) throw new Error('bench/feeds needs sh')
+
+process.stderr.write(`bench/feeds: seeding ${ENTRIES} rules…\n`)
+const dataDir = join(tmp, 'data')
+const { workspaceId, key } = await seedStore(dataDir)
+process.stderr.write('bench/feeds: starting threatfeed and node:http (each builds the feed)…\n')
+const tf = await startNodeServer('threatfeed', 'serve-threatfeed.ts', dataDir, workspaceId, key)
+const node = await startNodeServer('node:http', 'serve-node.ts', dataDir, workspaceId, key)
+
+const identity = await fetchRaw(tf, {})
+const gzipped = await fetchRaw(tf, { 'accept-encoding': 'gzip' })
+if (identity.status !== 200 || gzipped.status !== 200) throw new Error(`threatfeed answered ${identity.status}/${gzipped.status}`)
+const lines = identity.body.toString('latin1').split('\n').length - 1
+if (lines !== ENTRIES) throw new Error(`the feed has ${lines} lines, expected ${ENTRIES}`)
+const nginx = await startNginx(identity.body, gzipped.body)
+
+for (const s of [tf, node, nginx]) {
+  const i = await fetchRaw(s, {})
+  const g = await fetchRaw(s, { 'accept-encoding': 'gzip' })
+  if (!i.body.equals(identity.body) || !g.body.equals(gzipped.body)) throw new Error(`${s.name} does not serve the same bytes (identity ${i.status} ${i.body.length} B, gzip ${g.status} ${g.body.length} B; expected ${identity.body.length} B and ${gzipped.body.length} B)`)
+  s.etag = i.etag
+  s.gzipEtag = g.etag
+  const nm = await fetchRaw(s, { 'if-none-match': s.etag })
+  if (nm.status !== 304) throw new Error(`${s.name} answered ${nm.status} to its own ETag`)
+}
+const servers: Record<Subject, Server> = { threatfeed: tf, nginx, 'node:http': node }
+process.stderr.write(`bench/feeds: identity ${identity.body.length} B, gzip ${gzipped.body.length} B; ${SECONDS} s per run, ${RUNS} rounds\n`)
+
+const rows: Row[] = []
+const ratios: Ratio[] = []
+const byCase = new Map<string, Map<Subject, WrkResult[]>>()
+
+const selected = CASES.filter((c) => c.name.includes(ONLY))
+for (const c of selected) {
+  const results = new Map<Subject, WrkResult[]>(c.subjects.map((s) => [s, []]))
+  for (let round = 0; round < RUNS; round++) {
+    // Rotate the order each round so drift in the machine's state hits every subject alike.
+    const order = c.subjects.map((_, i) => c.subjects[(i + round) % c.subjects.length]!)
+    for (const s of order) {
+      const r = await runWrk(servers[s], c.kind, c.connections, c.close)
+      results.get(s)!.push(r)
+      process.stderr.write(`  ${c.name} ${s}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(1)} µs CPU/req (${(100 * r.cpuShare).toFixed(0)} % of a core)${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
+    }
+  }
+  byCase.set(c.name, results)
+  for (const s of c.subjects) rows.push(rowOf(c.name, s, results.get(s)!))
+}
+
+const get = (c: string, s: Subject): WrkResult[] => byCase.get(c)?.get(s) ?? []
+const ran = (c: string): boolean => byCase.has(c)
+for (const c of ['304 poll, 16 conns', '304 poll, 256 conns'].filter(ran)) {
+  ratios.push(ratioOf(c, 'threatfeed / nginx', get(c, 'threatfeed'), get(c, 'nginx'), 0.85))
+  ratios.push(cpuRatioOf(c, 'nginx', get(c, 'threatfeed'), get(c, 'nginx')))
+  ratios.push(ratioOf(c, 'threatfeed / node:http', get(c, 'threatfeed'), get(c, 'node:http'), 2.5))
+  ratios.push(cpuRatioOf(c, 'node:http', get(c, 'threatfeed'), get(c, 'node:http')))
+}
+for (const c of ['304 poll, new connection per request'].filter(ran)) {
+  ratios.push(ratioOf(c, 'threatfeed / nginx', get(c, 'threatfeed'), get(c, 'nginx'), 1.0))
+  ratios.push(cpuRatioOf(c, 'nginx', get(c, 'threatfeed'), get(c, 'nginx')))
+  ratios.push(ratioOf(c, 'threatfeed / node:http', get(c, 'threatfeed'), get(c, 'node:http'), null))
+  ratios.push(cpuRatioOf(c, 'node:http', get(c, 'threatfeed'), get(c, 'node:http')))
+}
+for (const c of ['200 gzip, 16 conns', '200 gzip, 256 conns', '200 identity, 16 conns', '200 identity, 256 conns'].filter(ran)) {
+  ratios.push(ratioOf(c, 'threatfeed / nginx', get(c, 'threatfeed'), get(c, 'nginx'), c.includes('gzip') ? 1.0 : null))
+  ratios.push(cpuRatioOf(c, 'nginx', get(c, 'threatfeed'), get(c, 'nginx')))
+}
+if (ran('304 poll, 256 conns')) {
+  const p99 = median(get('304 poll, 256 conns', 'threatfeed').map((r) => r.p99Ms))
+  ratios.push({ case: '304 poll, 256 conns', label: 'threatfeed p99 latency, ms', value: p99, target: '<= 3', pass: p99 <= 3 })
+}
+
+// --- idle connections ----------------------------------------------------------------------
+
+if (ONLY === '' || ONLY === 'idle') {
+  process.stderr.write(`bench/feeds: ${IDLE} idle keep-alive connections beside 256 busy ones…\n`)
+  const busy: WrkResult[] = []
+  const withIdle: WrkResult[] = []
+  const stillOpen: number[] = []
+  for (let round = 0; round < RUNS; round++) {
+    busy.push(await runWrk(tf, '304', 256))
+    const idle = spawnPinned(CLIENT_CORE, [process.execPath, '--import=tsx', join(benchDir, 'idle-connections.ts'), String(tf.port), String(IDLE), tf.auth, tf.etag])
+    const opened = Number(await waitForLine(idle, 'READY'))
+    if (opened < IDLE) throw new Error(`only ${opened} of ${IDLE} idle connections opened`)
+    // uWS closes HTTP connections idle for 10 s; the run starts at once and lasts SECONDS.
+    const r = await runWrk(tf, '304', 256)
+    idle.stdin!.write('count\n')
+    stillOpen.push(Number(await waitForLine(idle, 'OPEN')))
+    idle.stdin!.end('quit\n')
+    await new Promise((resolve) => idle.once('exit', resolve))
+    withIdle.push(r)
+    process.stderr.write(`  busy only ${busy.at(-1)!.rps.toFixed(0)} req/s (${busy.at(-1)!.rssMb.toFixed(0)} MB); with idle ${r.rps.toFixed(0)} req/s (${r.rssMb.toFixed(0)} MB), ${stillOpen.at(-1)} still open\n`)
+    await new Promise((resolve) => setTimeout(resolve, 500))
+  }
+  const idleCase = `304 poll, 256 busy + ${IDLE} idle conns`
+  rows.push(rowOf('304 poll, 256 busy conns (idle baseline)', 'threatfeed', busy))
+  rows.push({ ...rowOf(idleCase, 'threatfeed', withIdle), extra: { ...rowOf(idleCase, 'threatfeed', withIdle).extra, idle_still_open: Math.min(...stillOpen) } })
+  ratios.push(ratioOf(idleCase, 'with idle / busy only', withIdle, busy, 0.95))
+  {
+    const extra = median(withIdle.map((r) => r.rssMb)) - median(busy.map((r) => r.rssMb))
+    ratios.push({ case: idleCase, label: 'extra RSS with the idle connections, MB', value: extra, target: '<= 100', pass: extra <= 100 })
+  }
+}
+
+report('feeds', 'Serving feeds over HTTP: threatfeed (uWS) vs nginx static files vs node:http', rows, ratios, {
+  entries: ENTRIES,
+  identityBytes: identity.body.length,
+  gzipBytes: gzipped.body.length,
+  seconds: SECONDS,
+  runs: RUNS,
+  idle: IDLE,
+  pinning: `servers on core ${SERVER_CORE}, wrk on core ${CLIENT_CORE}`,
+})
+for (const s of Object.values(servers)) s.child.kill('SIGTERM')

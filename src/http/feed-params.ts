@@ -1,0 +1,179 @@
+/**
+ * Feed query parameters (SPEC §4.3, DECISIONS §5): `format`, `family`, `action`, `checksum`.
+ *
+ * - Unknown parameters are ignored; a repeated known one, or an unsupported value, is a 400 whose
+ *   `details.supported` lists what is accepted.
+ * - `plain` also answers to `txt`, `alias_c` and `alias_d`.
+ * - A list's stored defaults fill the parameters that are absent (SPEC §2.8); an explicit
+ *   parameter always wins. nftables with family `both` is a 400 once defaults are applied, since a
+ *   set holds one family.
+ *
+ * Pollers send the same query string every time, so parsed queries are memoised (bounded), and
+ * each keeps its resolution without list defaults: the workspace feed then costs one Map lookup.
+ */
+import { ThreatfeedError } from '../errors.js'
+import { variantKey, type VariantParams } from '../feed/snapshot-types.js'
+import { FAMILIES, FEED_ACTIONS, FORMATS, type FeedAction, type FeedFormat, type Family, type ListDefaults } from '../store/types.js'
+
+const FORMAT_ALIASES: Readonly<Record<string, FeedFormat>> = { txt: 'plain', alias_c: 'plain', alias_d: 'plain' }
+const FORMAT_VALUES: readonly string[] = [...FORMATS, ...Object.keys(FORMAT_ALIASES)]
+const CHECKSUM_VALUES: readonly string[] = ['md5']
+const NFTABLES_FAMILIES: readonly string[] = ['v4', 'v6']
+
+const PARAMETERS = ['format', 'family', 'action', 'checksum'] as const
+type Parameter = (typeof PARAMETERS)[number]
+
+const SUPPORTED: Readonly<Record<Parameter, readonly string[]>> = {
+  format: FORMAT_VALUES,
+  family: FAMILIES,
+  action: FEED_ACTIONS,
+  checksum: CHECKSUM_VALUES,
+}
+
+/** A resolved variant: its parameters and its key in FeedSnapshot.variants. */
+export interface ResolvedVariant {
+  readonly params: VariantParams
+  readonly key: string
+}
+
+/** The explicit parameters of one request; null where absent. */
+export interface FeedQuery {
+  readonly format: FeedFormat | null
+  readonly family: Family | null
+  readonly action: FeedAction | null
+  readonly checksum: boolean
+  /** Resolution with no list defaults, computed on first use (an error is kept and rethrown). */
+  base: ResolvedVariant | ThreatfeedError | null
+}
+
+const AMP = 0x26
+const EQUALS = 0x3d
+const PERCENT = 0x25
+const PLUS = 0x2b
+
+/** Longest echo of a bad value in an error message; a query string can be long. */
+const MAX_ECHO = 64
+const MEMO_LIMIT = 1024
+const memo = new Map<string, FeedQuery>()
+
+function badValue (parameter: Parameter, value: string): ThreatfeedError {
+  const shown = value.length > MAX_ECHO ? value.slice(0, MAX_ECHO) + '…' : value
+  return new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`${parameter}: ${JSON.stringify(shown)}`], {
+    details: { parameter, value: shown, supported: SUPPORTED[parameter] },
+  })
+}
+
+function repeated (parameter: Parameter): ThreatfeedError {
+  return new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`repeated parameter: ${parameter}`], {
+    details: { parameter, supported: SUPPORTED[parameter] },
+  })
+}
+
+/** application/x-www-form-urlencoded decoding of one name or value; null when malformed. */
+function decodeComponent (raw: string, start: number, end: number): string | null {
+  const s = raw.slice(start, end)
+  let plain = true
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c === PERCENT || c === PLUS) { plain = false; break }
+  }
+  if (plain) return s
+  try {
+    return decodeURIComponent(s.replaceAll('+', ' '))
+  } catch {
+    return null
+  }
+}
+
+function asParameter (name: string): Parameter | null {
+  return (PARAMETERS as readonly string[]).includes(name) ? name as Parameter : null
+}
+
+function parse (raw: string): FeedQuery {
+  let format: FeedFormat | null = null
+  let family: Family | null = null
+  let action: FeedAction | null = null
+  let checksum = false
+  const seen = new Set<Parameter>()
+  let i = 0
+  while (i <= raw.length) {
+    let end = raw.indexOf('&', i)
+    if (end < 0) end = raw.length
+    if (end > i) {
+      let eq = i
+      while (eq < end && raw.charCodeAt(eq) !== EQUALS) eq++
+      const parameter = asParameter(decodeComponent(raw, i, eq) ?? '')
+      if (parameter !== null) {
+        if (seen.has(parameter)) throw repeated(parameter)
+        seen.add(parameter)
+        const value = eq < end ? decodeComponent(raw, eq + 1, end) : ''
+        if (value === null || !SUPPORTED[parameter].includes(value)) throw badValue(parameter, value ?? raw.slice(eq + 1, end))
+        if (parameter === 'format') format = FORMAT_ALIASES[value] ?? value as FeedFormat
+        else if (parameter === 'family') family = value as Family
+        else if (parameter === 'action') action = value as FeedAction
+        else checksum = true
+      }
+    }
+    i = end + 1
+    if (raw.charCodeAt(end) !== AMP) break
+  }
+  return { format, family, action, checksum, base: null }
+}
+
+/**
+ * Parses a raw query string (without `?`, as uWS getQuery() returns it). Throws
+ * TF_ERR_FEED_BAD_PARAM (400) with `details.supported` on a repeated known parameter or an
+ * unsupported value. The result is shared between requests: treat it as read-only.
+ *
+ * @example
+ *   parseFeedQuery('format=txt&family=v4&utm=x') // { format: 'plain', family: 'v4', action: null, checksum: false, … }
+ */
+export function parseFeedQuery (raw: string): FeedQuery {
+  const hit = memo.get(raw)
+  if (hit !== undefined) return hit
+  const query = parse(raw)
+  // Only well-formed queries are kept, and only so many: a client cycling through junk query
+  // strings must not grow the memo (clearing it is cheap and it refills from the real pollers).
+  if (memo.size >= MEMO_LIMIT) memo.clear()
+  memo.set(raw, query)
+  return query
+}
+
+function resolve (query: FeedQuery, defaults: ListDefaults | null): ResolvedVariant {
+  const params: VariantParams = {
+    format: query.format ?? defaults?.format ?? 'plain',
+    family: query.family ?? defaults?.family ?? 'both',
+    action: query.action ?? defaults?.action ?? 'block',
+    checksum: query.checksum,
+  }
+  if (params.format === 'nftables' && params.family === 'both') {
+    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', ['family "both" with format nftables: an nftables set holds one family'], {
+      details: { parameter: 'family', value: 'both', supported: NFTABLES_FAMILIES },
+    })
+  }
+  return { params, key: variantKey(params) }
+}
+
+/**
+ * Applies a list's stored defaults under the explicit parameters and picks the variant.
+ * `defaults` is null for the workspace feed. Throws TF_ERR_FEED_BAD_PARAM for nftables + both.
+ *
+ * @example
+ *   resolveVariant(parseFeedQuery('family=v6'), { format: 'nftables', family: 'v4' }).key // 'nftables|v6|block|'
+ */
+export function resolveVariant (query: FeedQuery, defaults: ListDefaults | null): ResolvedVariant {
+  if (defaults === null || (defaults.format === undefined && defaults.family === undefined && defaults.action === undefined)) {
+    let base = query.base
+    if (base === null) {
+      try {
+        base = resolve(query, null)
+      } catch (e) {
+        base = e as ThreatfeedError
+      }
+      query.base = base
+    }
+    if (base instanceof ThreatfeedError) throw base
+    return base
+  }
+  return resolve(query, defaults)
+}

@@ -1,0 +1,208 @@
+/**
+ * GET and HEAD /v1/threat/feeds and /v1/threat/feeds/{list} (SPEC §4.3–4.5, §7.2; DECISIONS §2, §5).
+ *
+ * Order of decisions, each a throw that the router turns into the feed error body (SPEC 2.9):
+ *
+ *   authenticate (401/402/403) → list (404/409) → parameters (400) → snapshot → variant
+ *     → 413, or conditional (304), or 200
+ *
+ * Authentication comes first so that neither a list's existence nor a 304 ever leaks to a caller
+ * without access (DECISIONS §2), and conditionals are evaluated only for an answer that would be
+ * 200 (RFC 9110 §13.2.1).
+ *
+ * The steady state of a poll is synchronous and allocation-light: the Authorization header hits
+ * the Authenticator's cache, the query string hits the parameter memo, the list comes from the
+ * in-memory directory, the snapshot from the FeedService, the header blocks from the per-variant
+ * cache; then one ETag compare and one corked write. Only a feed that is not built yet (or has
+ * expired) waits for a build.
+ */
+import type { HttpRequest } from 'uWebSockets.js'
+import { ThreatfeedError, toThreatfeedError } from '../errors.js'
+import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from '../feed/snapshot-types.js'
+import type { ListDefaults } from '../store/types.js'
+import type { HttpContext, RouteModule, Router } from './app.js'
+import type { Exchange } from './respond.js'
+import { prefersGzip } from './accept-encoding.js'
+import { isNotModified } from './conditional.js'
+import { parseFeedQuery, resolveVariant, type ResolvedVariant } from './feed-params.js'
+import { prepareVariant, closesAfter, writeBody, writeHead, writeHeadError, writeNotModified } from './feed-write.js'
+import { decodeListRef, ListDirectory } from './list-resolve.js'
+
+/** What the routes need from the snapshot side (src/feed/feed-service.ts implements it). */
+export interface FeedSource {
+  /** The current snapshot when it is built and not past its expiry; null otherwise. Synchronous. */
+  getSnapshot (workspaceId: string, feedId: FeedId, now: number): FeedSnapshot | null
+  /** Builds (or joins a build of) the snapshot and resolves with it. */
+  awaitSnapshot (workspaceId: string, feedId: FeedId, now: number): Promise<FeedSnapshot>
+}
+
+export interface FeedRouteDeps {
+  readonly feeds: FeedSource
+  /**
+   * The list index. When absent, the module starts its own on ctx.store (polling every
+   * ctx.config.pollMs); pass one to control its life cycle (stop it at shutdown).
+   */
+  readonly lists?: ListDirectory
+}
+
+export const FEEDS_PATH = '/v1/threat/feeds'
+export const FEED_LIST_PATH = '/v1/threat/feeds/:list'
+const ALLOW = 'GET, HEAD'
+
+/** The request fields a decision needs, copied out of uWS's stack-allocated request. */
+interface FeedRequest {
+  readonly head: boolean
+  readonly workspaceId: string
+  readonly rawQuery: string
+  /** Set once the list is resolved ('*' for the workspace feed). */
+  feedId: FeedId
+  /** Set once the list's defaults are known. */
+  variant: ResolvedVariant | null
+  readonly gzip: boolean
+  readonly ifNoneMatch: string
+  readonly ifModifiedSince: string
+  /** uWS closes the connection after this answer (the client asked for it). */
+  readonly close: boolean
+}
+
+/**
+ * The feed routes as a RouteModule for startHttpServer.
+ *
+ * @example
+ *   const http = await startHttpServer(ctx, [signalRoutes(...), feedRoutes({ feeds: feedService })])
+ */
+export function feedRoutes (deps: FeedRouteDeps): RouteModule {
+  return (router: Router, ctx: HttpContext): void => {
+    let lists = deps.lists
+    if (lists === undefined) {
+      const own = new ListDirectory(ctx.store, {
+        pollMs: ctx.config.pollMs,
+        onError: (e) => { ctx.log.warn({ err: e }, 'list reload failed; serving the previous lists') },
+      })
+      own.start().catch((e: unknown) => { ctx.log.warn({ err: e }, 'initial list load failed; retrying on the next poll') })
+      lists = own
+    }
+    const handler = createFeedHandler(deps.feeds, lists, ctx)
+    const headError = (ex: Exchange, e: unknown, close: boolean): void => {
+      const error = toThreatfeedError(e)
+      if (error.fault !== 'caller') ctx.log.error({ err: error, cause: error.cause, code: error.code }, error.message)
+      writeHeadError(ex, error, close)
+    }
+    for (const [path, route, isList] of [[FEEDS_PATH, 'feeds', false], [FEED_LIST_PATH, 'feeds_list', true]] as const) {
+      router.on('get', path, route, 'feed', (ex, req) => handler(ex, req, false, isList))
+      // HEAD errors are written here, without the body the router's error writer would send.
+      router.on('head', path, route, 'feed', (ex, req) => {
+        const close = closesAfter(req.getHeader('connection'))
+        try {
+          const pending = handler(ex, req, true, isList)
+          if (pending !== undefined) return pending.catch((e: unknown) => { headError(ex, e, close) })
+        } catch (e) {
+          headError(ex, e, close)
+        }
+      })
+      router.onlyAllow(path, route, 'feed', ALLOW)
+    }
+  }
+}
+
+type FeedHandler = (ex: Exchange, req: HttpRequest, head: boolean, isList: boolean) => void | Promise<void>
+
+function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpContext): FeedHandler {
+  const counters = feedCounters(ctx)
+
+  const answer = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot): void | Promise<void> => {
+    const variant = snapshot.variants.get(r.variant!.key)
+    if (variant === undefined) throw missingVariant(r)
+    const prepared = prepareVariant(variant)
+    const rep = r.gzip ? prepared.gzip : prepared.identity
+    if (rep.notModified !== null && isNotModified(r.ifNoneMatch, r.ifModifiedSince, rep.etag, variant.lastModifiedHttp, variant.lastModified)) {
+      writeNotModified(ex, rep.notModified, r.close)
+      return
+    }
+    if (r.head) {
+      writeHead(ex, rep, r.close)
+      return
+    }
+    counters.bytes(r.gzip, rep.body.byteLength)
+    return writeBody(ex, rep, r.close)
+  }
+
+  const wait = async (ex: Exchange, r: FeedRequest): Promise<void> => {
+    counters.waits.inc()
+    const snapshot = await feeds.awaitSnapshot(r.workspaceId, r.feedId, Date.now())
+    if (ex.aborted) return
+    await answer(ex, r, snapshot)
+  }
+
+  const listOf = async (workspaceId: string, ref: string): Promise<{ id: string, defaults: ListDefaults }> => {
+    await lists.refresh()
+    return lists.resolve(workspaceId, ref)
+  }
+
+  const serve = (ex: Exchange, r: FeedRequest, feedId: FeedId, defaults: ListDefaults | null): void | Promise<void> => {
+    r.feedId = feedId
+    r.variant = resolveVariant(parseFeedQuery(r.rawQuery), defaults)
+    const snapshot = feeds.getSnapshot(r.workspaceId, feedId, Date.now())
+    return snapshot === null ? wait(ex, r) : answer(ex, r, snapshot)
+  }
+
+  // No closure is created per request: under tsx (keepNames) every named closure costs a
+  // defineProperty call, and in any build it is garbage a 304 does not need.
+  return (ex, req, head, isList) => {
+    const decision = ctx.auth.authenticate(req.getHeader('authorization'), 'feeds:read', 'feeds')
+    if (!decision.ok) throw decision.error
+    // Everything the answer needs is copied out of `req` now: it is invalid after any await.
+    const r: FeedRequest = {
+      head,
+      workspaceId: decision.principal.workspace.id,
+      rawQuery: req.getQuery() ?? '',
+      feedId: WORKSPACE_FEED,
+      variant: null,
+      gzip: prefersGzip(req.getHeader('accept-encoding')),
+      ifNoneMatch: req.getHeader('if-none-match'),
+      ifModifiedSince: req.getHeader('if-modified-since'),
+      close: closesAfter(req.getHeader('connection')),
+    }
+    if (!isList) return serve(ex, r, WORKSPACE_FEED, null)
+    const ref = decodeListRef(req.getParameter(0) ?? '')
+    if (ref === null || ref === '') throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+    if (lists.loaded) {
+      const list = lists.resolve(r.workspaceId, ref)
+      return serve(ex, r, list.id, list.defaults)
+    }
+    // Only right after start-up, before the first list load finished.
+    return listOf(r.workspaceId, ref).then((list) => ex.aborted ? undefined : serve(ex, r, list.id, list.defaults))
+  }
+}
+
+function missingVariant (r: FeedRequest): ThreatfeedError {
+  // A snapshot holds every variant (SPEC: all formats, families, actions and checksum), so this
+  // is a bug on the building side, not something the caller can fix.
+  return new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`snapshot ${r.workspaceId}/${r.feedId} has no variant ${r.variant?.key}`) })
+}
+
+interface FeedCounters {
+  readonly waits: { inc: () => void }
+  bytes (gzip: boolean, n: number): void
+}
+
+/**
+ * Operator metrics beyond the router's requests-by-route-and-status (which already counts 200 and
+ * 304 per feed route): body bytes sent per encoding (what gzip saves), and polls that had to wait
+ * for a snapshot build (a cold or expired feed). Registered once per registry.
+ */
+function feedCounters (ctx: HttpContext): FeedCounters {
+  const registry = ctx.metrics.registry
+  const bytesName = 'threatfeed_feed_body_bytes_total'
+  const waitsName = 'threatfeed_feed_snapshot_waits_total'
+  const bytes = registry.getSingleMetric(bytesName) as ReturnType<typeof ctx.metrics.counter> | undefined ??
+    ctx.metrics.counter(bytesName, 'Feed body bytes sent, by content encoding', ['encoding'])
+  const waits = registry.getSingleMetric(waitsName) as ReturnType<typeof ctx.metrics.counter> | undefined ??
+    ctx.metrics.counter(waitsName, 'Feed requests that waited for a snapshot build')
+  const gzipBytes = bytes.labels('gzip')
+  const identityBytes = bytes.labels('identity')
+  return {
+    waits,
+    bytes: (gzip, n) => { (gzip ? gzipBytes : identityBytes).inc(n) },
+  }
+}

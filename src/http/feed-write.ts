@@ -1,0 +1,199 @@
+/**
+ * Writing feed answers: 200 (or 413) with its body, HEAD, and 304 (SPEC §4.3, DECISIONS §5).
+ *
+ * The snapshot builder lists every header of a representation (src/feed/snapshot-types.ts); this
+ * file turns those lists into wire bytes once per variant of a snapshot, not per request (STYLE:
+ * hot paths), cached against the Variant object, so a new snapshot naturally gets new blocks and
+ * old ones go with it:
+ *
+ *   Variant ──WeakMap──► PreparedVariant { identity, gzip }
+ *                          └─ PreparedRepresentation
+ *                               statusLine   "200 OK" / "413 Content Too Large"  (bytes)
+ *                               full         headers of GET                     (one block)
+ *                               head         headers of GET + Content-Length    (one block)
+ *                               notModified  ETag, Last-Modified, Cache-Control, Vary (one block)
+ *
+ * A header block goes out as ONE writeHeader call: the first header's name is the key and the
+ * rest of the block (`value\r\nName: value\r\n…`) the value. uWS copies a header into its output
+ * buffer verbatim, so the wire bytes are those of one call per header, but a poll crosses into
+ * C++ twice instead of eight times, and as byte buffers nothing is re-encoded to UTF-8 per call.
+ * Every value is ours (tags, dates, numbers, fixed text; list names never reach a header), not
+ * request data, so no CR/LF can be smuggled in; prepareVariant refuses one anyway. uWS adds Date.
+ *
+ * Bodies go out with tryEnd/onWritable: a 2 MB feed to a slow reader waits in our (shared,
+ * immutable) snapshot buffer rather than being copied into a per-connection uWS buffer, so 256
+ * slow pollers of a large feed cost no memory of their own.
+ */
+import { ThreatfeedError } from '../errors.js'
+import type { HeaderList, Representation, Variant } from '../feed/snapshot-types.js'
+import { errorBody, statusLine, type Exchange } from './respond.js'
+
+/** A header list as one writeHeader call: `key` is the first name, `value` everything after it. */
+export interface HeaderBlock {
+  readonly key: Uint8Array
+  readonly value: Uint8Array
+}
+
+export interface PreparedRepresentation {
+  readonly etag: string
+  readonly body: Uint8Array
+  readonly status: 200 | 413
+  readonly statusLine: Uint8Array
+  /** Headers of a GET answer (Content-Length is added by uWS from the body). */
+  readonly full: HeaderBlock
+  /** The same plus the Content-Length of the body a GET would send (HEAD). */
+  readonly head: HeaderBlock
+  /** Headers of a 304; null for a 413, which conditionals never turn into a 304. */
+  readonly notModified: HeaderBlock | null
+}
+
+export interface PreparedVariant {
+  readonly identity: PreparedRepresentation
+  readonly gzip: PreparedRepresentation
+}
+
+const STATUS_200 = Buffer.from('200 OK')
+const STATUS_304 = Buffer.from('304 Not Modified')
+const STATUS_413 = Buffer.from('413 Content Too Large')
+const CONNECTION = Buffer.from('Connection')
+const CLOSE = Buffer.from('close')
+const CRLF = /[\r\n]/
+
+const prepared = new WeakMap<Variant, PreparedVariant>()
+
+function toBlock (headers: HeaderList): HeaderBlock {
+  const [first, ...rest] = headers
+  if (first === undefined) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('a feed representation has no headers') })
+  let text = first[1]
+  for (const [name, value] of rest) text += `\r\n${name}: ${value}`
+  for (const [name, value] of headers) {
+    if (CRLF.test(name) || CRLF.test(value)) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`header ${JSON.stringify(name)} holds a line break`) })
+  }
+  return { key: Buffer.from(first[0], 'latin1'), value: Buffer.from(text, 'latin1') }
+}
+
+function prepareRepresentation (variant: Variant, rep: Representation): PreparedRepresentation {
+  return {
+    etag: rep.etag,
+    body: rep.body,
+    status: variant.status,
+    statusLine: variant.status === 200 ? STATUS_200 : STATUS_413,
+    full: toBlock(rep.headers),
+    head: toBlock([...rep.headers, ['Content-Length', String(rep.body.byteLength)]]),
+    notModified: variant.status === 200 && rep.notModifiedHeaders.length > 0 ? toBlock(rep.notModifiedHeaders) : null,
+  }
+}
+
+/**
+ * The prepared wire form of a variant, built on first use and kept as long as the variant is.
+ *
+ * @example
+ *   const rep = prepareVariant(variant)[gzip ? 'gzip' : 'identity']
+ */
+export function prepareVariant (variant: Variant): PreparedVariant {
+  let p = prepared.get(variant)
+  if (p === undefined) {
+    p = { identity: prepareRepresentation(variant, variant.identity), gzip: prepareRepresentation(variant, variant.gzip) }
+    prepared.set(variant, p)
+  }
+  return p
+}
+
+/**
+ * True when uWS is going to close the connection after this answer, so the answer must say
+ * `Connection: close` (RFC 9112 §9.6; clients that pool connections, wrk among them, count a
+ * silent close as a failed read). uWS 20.51 closes after any request whose Connection value is
+ * exactly five characters long — meant as `close`, in any case — and keeps every other connection
+ * open, including the list form `keep-alive, close` (a uWS limitation: it offers no way to close
+ * after endWithoutBody, whose closeConnection flag aborts the process). Mirroring that rule keeps
+ * the header truthful; test/http/feed-write.test.ts pins the behaviour.
+ *
+ * @example
+ *   closesAfter('close')      // true
+ *   closesAfter('keep-alive') // false
+ */
+export function closesAfter (connection: string): boolean {
+  return connection.length === 5
+}
+
+/**
+ * 304: ETag, Last-Modified, Cache-Control, Vary (and Date from uWS), no body and no
+ * Content-Length (RFC 9110 §15.4.5). One corked write.
+ */
+export function writeNotModified (ex: Exchange, headers: HeaderBlock, close: boolean): void {
+  if (ex.aborted) return
+  ex.status = 304
+  const res = ex.res
+  res.cork(() => {
+    res.writeStatus(STATUS_304).writeHeader(headers.key, headers.value)
+    if (close) res.writeHeader(CONNECTION, CLOSE)
+    res.endWithoutBody()
+  })
+}
+
+/**
+ * HEAD: the GET headers with the Content-Length GET would send, and no body.
+ *
+ * Content-Length is written as a header rather than through `endWithoutBody(length)`: in uWS
+ * 20.51 that call leaves the response waiting for `length` body bytes, so the keep-alive
+ * connection dies (tested in test/http/feed-head.test.ts).
+ */
+export function writeHead (ex: Exchange, rep: PreparedRepresentation, close: boolean): void {
+  if (ex.aborted) return
+  ex.status = rep.status
+  const res = ex.res
+  res.cork(() => {
+    res.writeStatus(rep.statusLine).writeHeader(rep.head.key, rep.head.value)
+    if (close) res.writeHeader(CONNECTION, CLOSE)
+    res.endWithoutBody()
+  })
+}
+
+/**
+ * GET: status, headers and body. Returns a promise only when the socket pushed back; it settles
+ * when the last byte is handed to the kernel or the client goes away (so the router's in-flight
+ * count and latency cover the whole transfer).
+ */
+export function writeBody (ex: Exchange, rep: PreparedRepresentation, close: boolean): Promise<void> | undefined {
+  if (ex.aborted) return undefined
+  ex.status = rep.status
+  const res = ex.res
+  const body = rep.body
+  const total = body.byteLength
+  let pending: Promise<void> | undefined
+  res.cork(() => {
+    res.writeStatus(rep.statusLine).writeHeader(rep.full.key, rep.full.value)
+    if (close) res.writeHeader(CONNECTION, CLOSE)
+    const start = res.getWriteOffset()
+    const [ok, done] = res.tryEnd(body, total)
+    if (ok || done) return
+    pending = new Promise<void>((resolve) => {
+      ex.abortListeners.push(resolve)
+      res.onWritable((offset) => {
+        // offset counts body bytes written so far; resume from there, without copying.
+        const [more, finished] = res.tryEnd(body.subarray(offset - start), total)
+        if (finished) resolve()
+        return more
+      })
+    })
+  })
+  return pending
+}
+
+/**
+ * An error answer to HEAD: the status and headers of the feed error GET would send (SPEC 2.9),
+ * with its Content-Length and no body. respond.ts writes bodies, which must not follow a HEAD
+ * answer: the client would read them as the start of the next response on the connection.
+ */
+export function writeHeadError (ex: Exchange, e: ThreatfeedError, close: boolean): void {
+  if (ex.aborted) return
+  ex.status = e.status
+  const length = String(Buffer.byteLength(JSON.stringify(errorBody(e, 'feed'))))
+  const res = ex.res
+  res.cork(() => {
+    res.writeStatus(statusLine(e.status)).writeHeader('Content-Type', 'application/json').writeHeader('Content-Length', length)
+    if (e.status === 401) res.writeHeader('WWW-Authenticate', 'Bearer, Basic realm="threatfeed"')
+    if (close) res.writeHeader(CONNECTION, CLOSE)
+    res.endWithoutBody()
+  })
+}

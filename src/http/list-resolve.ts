@@ -1,0 +1,152 @@
+/**
+ * `{list}` of GET /v1/threat/feeds/{list} → the access-rules list (SPEC §4.4, DECISIONS §2, §4).
+ *
+ * - By UUID first, then by name, always within the caller's workspace: another workspace's list
+ *   answers 404 exactly like a list that does not exist, so ids cannot be probed.
+ * - A name held by several lists is 409 (names need not be unique; address the list by UUID).
+ *
+ * A feed poll must not touch the store, so every list lives in memory, indexed per workspace.
+ * The directory reloads the whole set when the store's admin revision moves (the Authenticator
+ * does the same for keys): a list created, renamed or deleted from the CLI in another process is
+ * seen within one poll interval (DECISIONS §1: 1 s). During a store outage the last index keeps
+ * answering.
+ */
+import { ThreatfeedError } from '../errors.js'
+import type { AccessList, Store } from '../store/types.js'
+
+interface WorkspaceLists {
+  readonly byId: ReadonlyMap<string, AccessList>
+  readonly byName: ReadonlyMap<string, readonly AccessList[]>
+}
+
+/** Every list, per workspace. Built once per reload, never mutated. */
+export type ListIndex = ReadonlyMap<string, WorkspaceLists>
+
+const EMPTY: WorkspaceLists = { byId: new Map(), byName: new Map() }
+const UUID_LENGTH = 36
+
+/**
+ * Indexes lists by workspace, id and name.
+ *
+ * @example
+ *   const index = indexLists(await store.lists.list())
+ */
+export function indexLists (lists: readonly AccessList[]): ListIndex {
+  const index = new Map<string, { byId: Map<string, AccessList>, byName: Map<string, AccessList[]> }>()
+  for (const list of lists) {
+    let ws = index.get(list.workspaceId)
+    if (ws === undefined) {
+      ws = { byId: new Map(), byName: new Map() }
+      index.set(list.workspaceId, ws)
+    }
+    ws.byId.set(list.id, list)
+    const named = ws.byName.get(list.name)
+    if (named === undefined) ws.byName.set(list.name, [list])
+    else named.push(list)
+  }
+  return index
+}
+
+/**
+ * Decodes the raw path segment (uWS hands it over percent-encoded); null when malformed, which
+ * the caller answers as 404 since no list can have that name.
+ */
+export function decodeListRef (raw: string): string | null {
+  if (!raw.includes('%')) return raw
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Finds the list `ref` (UUID or name, already decoded) of one workspace. Throws
+ * TF_ERR_LIST_NOT_FOUND (404) or TF_ERR_LIST_AMBIGUOUS (409).
+ *
+ * @example
+ *   resolveList(index, principal.workspace.id, 'tor-exits') // AccessList
+ */
+export function resolveList (index: ListIndex, workspaceId: string, ref: string): AccessList {
+  const ws = index.get(workspaceId) ?? EMPTY
+  // Ids are lowercase UUIDs; a client may well send one in capitals.
+  const byId = ws.byId.get(ref) ?? (ref.length === UUID_LENGTH ? ws.byId.get(ref.toLowerCase()) : undefined)
+  if (byId !== undefined) return byId
+  const named = ws.byName.get(ref)
+  if (named === undefined) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+  if (named.length > 1) {
+    throw new ThreatfeedError('TF_ERR_LIST_AMBIGUOUS', [], { details: { name: ref, matches: named.length } })
+  }
+  return named[0]!
+}
+
+export interface ListDirectoryOptions {
+  /** How often the admin revision is polled. */
+  readonly pollMs: number
+  /** Called when a reload fails; the previous index keeps serving. */
+  readonly onError?: (e: unknown) => void
+}
+
+/**
+ * The in-memory list index, kept current by polling the admin revision.
+ *
+ * @example
+ *   const lists = new ListDirectory(store, { pollMs: 250 })
+ *   await lists.start()
+ *   const list = lists.resolve(workspaceId, 'tor-exits')
+ */
+export class ListDirectory {
+  readonly #store: Pick<Store, 'lists' | 'revisions'>
+  readonly #pollMs: number
+  readonly #onError: (e: unknown) => void
+  #index: ListIndex | null = null
+  #revision = -1
+  #timer: NodeJS.Timeout | null = null
+  #loading: Promise<void> | null = null
+
+  constructor (store: Pick<Store, 'lists' | 'revisions'>, options: ListDirectoryOptions) {
+    this.#store = store
+    this.#pollMs = options.pollMs
+    this.#onError = options.onError ?? (() => {})
+  }
+
+  /** Loads every list, then polls. Resolves after the first load. */
+  async start (): Promise<void> {
+    if (this.#timer === null) {
+      this.#timer = setInterval(() => { this.refresh().catch(this.#onError) }, this.#pollMs)
+      this.#timer.unref()
+    }
+    await this.refresh()
+  }
+
+  stop (): void {
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+  }
+
+  /** True once a first index is in memory: resolve() can answer synchronously. */
+  get loaded (): boolean {
+    return this.#index !== null
+  }
+
+  /** Reloads when the admin revision moved (or always when forced). Concurrent calls share one load. */
+  refresh (force = false): Promise<void> {
+    this.#loading ??= (async () => {
+      try {
+        const { admin } = await this.#store.revisions()
+        if (!force && admin === this.#revision && this.#index !== null) return
+        this.#index = indexLists(await this.#store.lists.list())
+        this.#revision = admin
+      } finally {
+        this.#loading = null
+      }
+    })()
+    return this.#loading
+  }
+
+  /** Synchronous lookup; throws 404/409 errors (see resolveList), or 503 before the first load. */
+  resolve (workspaceId: string, ref: string): AccessList {
+    if (this.#index === null) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE')
+    return resolveList(this.#index, workspaceId, ref)
+  }
+}

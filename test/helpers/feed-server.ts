@@ -1,0 +1,303 @@
+/**
+ * A real uWS server with the feed routes, a temporary LMDB store, workspaces and keys, for the
+ * HTTP tests of test/http/feed*.test.ts.
+ *
+ * The snapshots it serves come from a `FeedSource` the test chooses: `StaticFeedSource` (below)
+ * holds snapshots built by `buildTestSnapshot`, whose bodies, tags, dates and caps the test sets
+ * exactly (413, Last-Modified, cold builds); the end-to-end test passes the real FeedService.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createHash } from 'node:crypto'
+import { gzipSync } from 'node:zlib'
+import { request } from 'node:http'
+import { loadConfig } from '../../src/config.js'
+import { createLogger } from '../../src/log.js'
+import { Authenticator } from '../../src/http/auth.js'
+import { Metrics } from '../../src/http/metrics.js'
+import { RateLimiter, startHttpServer, type HttpContext, type HttpServer, type RouteModule } from '../../src/http/app.js'
+import { feedRoutes, type FeedSource } from '../../src/http/feed-routes.js'
+import { ListDirectory } from '../../src/http/list-resolve.js'
+import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded/embedded-store.js'
+import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
+import { CACHE_CONTROL, CONTENT_TYPES, VARY, variantKey, type FeedId, type FeedSnapshot, type Representation, type Variant } from '../../src/feed/snapshot-types.js'
+import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Workspace } from '../../src/store/types.js'
+
+export interface FeedServer {
+  readonly base: string
+  readonly port: number
+  readonly store: EmbeddedStore
+  readonly metrics: Metrics
+  readonly lists: ListDirectory
+  /** Active workspace with a `feeds:read` key (`key`), and keys for the other outcomes. */
+  readonly workspace: Workspace
+  readonly key: string
+  readonly signalsOnlyKey: string
+  readonly inactiveKey: string
+  readonly revokedKey: string
+  /** A second active workspace (with its own feeds:read key) for isolation tests. */
+  readonly otherWorkspace: Workspace
+  readonly otherKey: string
+  stop (): Promise<void>
+}
+
+async function createKey (store: EmbeddedStore, workspaceId: string, scopes: Scope[]): Promise<{ key: string, id: string }> {
+  const key = generateApiKey()
+  const stored = await store.keys.create({ workspaceId, hash: hashApiKey(key), scopes })
+  return { key, id: stored.id }
+}
+
+/**
+ * Starts the server. `feeds` is built after the store exists (so a real FeedService can use it).
+ *
+ * @example
+ *   const source = new StaticFeedSource()
+ *   const s = await startFeedServer(() => source)
+ *   t.teardown(() => s.stop())
+ */
+export interface FeedServerOptions {
+  /** Route modules besides the feed routes. */
+  extra?: RouteModule[]
+  /** Environment for loadConfig. */
+  env?: Record<string, string>
+  /** Load the list directory before serving (default true); false leaves the first load to the first list request. */
+  loadLists?: boolean
+}
+
+export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<HttpContext, 'config' | 'log' | 'metrics'>) => FeedSource | Promise<FeedSource>, options: FeedServerOptions = {}): Promise<FeedServer> {
+  const { extra = [], env = {}, loadLists = true } = options
+  const dir = mkdtempSync(join(tmpdir(), 'tf-feed-http-'))
+  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '50', ...env })
+  const store = await openEmbeddedStore(dir)
+  const log = createLogger('silent')
+  const workspace = await store.workspaces.create({ name: 'acme', subscription: 'active' })
+  const otherWorkspace = await store.workspaces.create({ name: 'globex', subscription: 'active' })
+  const inactive = await store.workspaces.create({ name: 'initech', subscription: 'inactive' })
+  const read = await createKey(store, workspace.id, ['feeds:read'])
+  const signalsOnly = await createKey(store, workspace.id, ['signals:write'])
+  const inactiveKey = await createKey(store, inactive.id, ['feeds:read'])
+  const revoked = await createKey(store, workspace.id, ['feeds:read'])
+  await store.keys.revoke(revoked.id)
+  const other = await createKey(store, otherWorkspace.id, ['feeds:read'])
+
+  const metrics = new Metrics()
+  const auth = new Authenticator(store, { pollMs: config.pollMs })
+  await auth.start()
+  const lists = new ListDirectory(store, { pollMs: config.pollMs })
+  if (loadLists) await lists.start()
+  const ctx: HttpContext = {
+    config,
+    store,
+    auth,
+    metrics,
+    log,
+    rateLimiter: new RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst),
+    readiness: async () => ({ ready: true, checks: {} }),
+  }
+  const http: HttpServer = await startHttpServer(ctx, [feedRoutes({ feeds: await feeds(store, ctx), lists }), ...extra])
+  return {
+    base: `http://127.0.0.1:${http.port}`,
+    port: http.port,
+    store,
+    metrics,
+    lists,
+    workspace,
+    key: read.key,
+    signalsOnlyKey: signalsOnly.key,
+    inactiveKey: inactiveKey.key,
+    revokedKey: revoked.key,
+    otherWorkspace,
+    otherKey: other.key,
+    async stop () {
+      await http.close(1000)
+      auth.stop()
+      lists.stop()
+      await store.close()
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** Waits until the server's list directory sees the store's current lists (it polls every 50 ms). */
+export async function syncLists (server: FeedServer): Promise<void> {
+  await server.lists.refresh()
+}
+
+export interface RawResponse {
+  status: number
+  headers: Record<string, string>
+  /** Raw header lines as received, to check exact names and that nothing is duplicated. */
+  rawHeaders: string[]
+  body: Buffer
+}
+
+/**
+ * One request through node:http with exactly the given headers (fetch adds Accept-Encoding and
+ * decodes gzip by itself, which would hide what the server sent).
+ */
+export function rawRequest (base: string, path: string, options: { method?: string, headers?: Record<string, string> } = {}): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const req = request(base + path, { method: options.method ?? 'GET', headers: options.headers ?? {}, agent: false }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => {
+        const headers: Record<string, string> = {}
+        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v
+        resolve({ status: res.statusCode ?? 0, headers, rawHeaders: res.rawHeaders, body: Buffer.concat(chunks) })
+      })
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+export function bearer (key: string): Record<string, string> {
+  return { authorization: `Bearer ${key}` }
+}
+
+export function basic (key: string, user = 'api'): Record<string, string> {
+  return { authorization: `Basic ${Buffer.from(`${user}:${key}`).toString('base64')}` }
+}
+
+// --- snapshots built by the test -----------------------------------------------------------
+
+export interface TestFeedOptions {
+  workspaceId: string
+  feedId: FeedId
+  /** Networks of the deny feed; the allow feed gets the first one only. */
+  networks: string[]
+  lastModified: number
+  limit?: number
+  expiresAt?: number
+  /** dialect_a header name. */
+  name?: string
+}
+
+function md5 (b: Uint8Array): string {
+  return createHash('md5').update(b).digest('hex')
+}
+
+function representation (body: Uint8Array, key: string, encoding: 'i' | 'g', variant: { status: number, contentType: string, entries: number, limit: number, lastModifiedHttp: string }): Representation {
+  const etag = `"${key.replaceAll('|', '-')}-${encoding}-${md5(body).slice(0, 16)}"`
+  const ok = variant.status === 200
+  const headers: Array<readonly [string, string]> = [
+    ['Content-Type', variant.contentType],
+    ['Cache-Control', CACHE_CONTROL],
+    ['Vary', VARY],
+    ['X-Feed-Entry-Count', String(variant.entries)],
+    ['X-Feed-Entry-Limit', String(variant.limit)],
+  ]
+  // As the real builder does: a 413 carries no validators, so no conditional applies to it.
+  if (ok) headers.push(['ETag', etag], ['Last-Modified', variant.lastModifiedHttp])
+  if (encoding === 'g') headers.push(['Content-Encoding', 'gzip'])
+  return {
+    body,
+    etag,
+    headers,
+    notModifiedHeaders: ok ? [['ETag', etag], ['Last-Modified', variant.lastModifiedHttp], ['Cache-Control', CACHE_CONTROL], ['Vary', VARY]] : [],
+  }
+}
+
+function renderTestBody (format: string, family: string, action: string, networks: string[], o: TestFeedOptions): string {
+  const nets = networks.filter((n) => family === 'both' || (family === 'v4') === !n.includes(':'))
+  switch (format) {
+    case 'plain': return nets.map((n) => n + '\n').join('')
+    case 'dialect_a': return `# ${o.name ?? 'feed'}\n# All access rules\n# action: ${action}\n# family: ${family}\n# generated: ${new Date(o.lastModified).toISOString()}\n# entries: ${nets.length}\n` + nets.map((n) => n + '\n').join('')
+    case 'dialect_b': return nets.map((n) => `${n.replace(/\/(32|128)$/, '')},${/\/(32|128)$/.test(n) ? 'IP' : 'IP Range'},high,high\n`).join('')
+    default: return nets.length === 0 ? '' : `elements = { ${nets.join(', ')} }\n`
+  }
+}
+
+/**
+ * Every variant of one feed, built the simple way (the real builder lives in src/feed/): the
+ * HTTP layer only needs status, bodies, tags, counts and dates to be consistent.
+ */
+export function buildTestSnapshot (o: TestFeedOptions): FeedSnapshot {
+  const limit = o.limit ?? 131072
+  const variants = new Map<string, Variant>()
+  const lastModified = Math.floor(o.lastModified / 1000) * 1000
+  for (const format of FORMATS) {
+    for (const family of FAMILIES) {
+      for (const action of FEED_ACTIONS) {
+        const networks = action === 'block' ? o.networks : o.networks.slice(0, 1)
+        const text = renderTestBody(format, family, action, networks, o)
+        const entries = networks.filter((n) => family === 'both' || (family === 'v4') === !n.includes(':')).length
+        for (const checksum of [false, true]) {
+          const key = variantKey({ format, family, action, checksum })
+          const tooLarge = entries > limit
+          const payload = tooLarge
+            ? JSON.stringify({ success: false, error: 'feed exceeds its entry limit', details: { entries, limit, hint: 'raise the list max_entries or narrow the selection' } })
+            : checksum ? md5(Buffer.from(text)) : text
+          const body = Buffer.from(payload)
+          const lastModifiedHttp = new Date(lastModified).toUTCString()
+          const status = tooLarge ? 413 as const : 200 as const
+          const contentType = tooLarge ? CONTENT_TYPES.json : format === 'dialect_b' && !checksum ? CONTENT_TYPES.csv : CONTENT_TYPES.text
+          const shape = { status, contentType, entries, limit, lastModifiedHttp }
+          if (format === 'nftables' && family === 'both') continue
+          variants.set(key, {
+            status,
+            contentType,
+            identity: representation(body, key, 'i', shape),
+            gzip: representation(gzipSync(body), key, 'g', shape),
+            entries,
+            limit,
+            lastModified,
+            lastModifiedHttp,
+          })
+        }
+      }
+    }
+  }
+  const count = (nets: string[]): { v4: number, v6: number } => ({ v4: nets.filter((n) => !n.includes(':')).length, v6: nets.filter((n) => n.includes(':')).length })
+  return {
+    workspaceId: o.workspaceId,
+    feedId: o.feedId,
+    name: o.name ?? 'feed',
+    defaults: null,
+    limit,
+    builtAt: Date.now(),
+    expiresAt: o.expiresAt ?? Infinity,
+    networks: { block: count(o.networks), allow: count(o.networks.slice(0, 1)) },
+    variants,
+  }
+}
+
+/**
+ * A FeedSource over snapshots the test sets. `getSnapshot` answers only what is set and not
+ * expired; `awaitSnapshot` waits until the test sets one (a cold feed), counting the waits.
+ */
+export class StaticFeedSource implements FeedSource {
+  readonly #snapshots = new Map<string, FeedSnapshot>()
+  readonly #waiters = new Map<string, Array<(s: FeedSnapshot) => void>>()
+  awaited = 0
+
+  set (snapshot: FeedSnapshot): void {
+    const id = `${snapshot.workspaceId}/${snapshot.feedId}`
+    this.#snapshots.set(id, snapshot)
+    for (const w of this.#waiters.get(id) ?? []) w(snapshot)
+    this.#waiters.delete(id)
+  }
+
+  delete (workspaceId: string, feedId: FeedId): void {
+    this.#snapshots.delete(`${workspaceId}/${feedId}`)
+  }
+
+  getSnapshot (workspaceId: string, feedId: FeedId, now: number): FeedSnapshot | null {
+    const s = this.#snapshots.get(`${workspaceId}/${feedId}`)
+    return s !== undefined && now < s.expiresAt ? s : null
+  }
+
+  awaitSnapshot (workspaceId: string, feedId: FeedId, now: number): Promise<FeedSnapshot> {
+    this.awaited++
+    const s = this.getSnapshot(workspaceId, feedId, now)
+    if (s !== null) return Promise.resolve(s)
+    const id = `${workspaceId}/${feedId}`
+    return new Promise((resolve) => {
+      const list = this.#waiters.get(id) ?? []
+      list.push(resolve)
+      this.#waiters.set(id, list)
+    })
+  }
+}
