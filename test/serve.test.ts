@@ -32,6 +32,15 @@ t.test('serve starts, answers, and stops on SIGTERM with exit 0', async (t) => {
   t.ok(logs.every((l) => typeof l.time === 'string' && typeof l.level === 'number'), 'JSON log lines')
   const h = await fetch(`http://127.0.0.1:${port}/healthz`)
   t.equal(h.status, 200)
+  // With no geo configuration the embedded default is used (DB-IP Lite country, ASN built from the
+  // registry CSV into the data directory), and the service becomes ready.
+  let ready = 0
+  for (let i = 0; i < 400 && ready !== 200; i++) {
+    ready = (await fetch(`http://127.0.0.1:${port}/readyz`)).status
+    if (ready !== 200) await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  t.equal(ready, 200, '/readyz 200')
+  t.ok(existsSync(join(dataDir, 'geo', 'asn.mmdb')), 'default ASN database built in the data directory')
 
   const t0 = Date.now()
   child.kill('SIGTERM')

@@ -8,6 +8,8 @@ const code = await runCli(process.argv.slice(2), {
   env: process.env,
   isTTY: process.stderr.isTTY === true,
 })
-// serve resolves only after shutdown; other commands end here. Let stdout drain, then exit.
+// Commands (and `serve`, once shut down) end here. Handles such as a MongoDB connection pool or a
+// keep-alive agent must not keep the process alive; stdout to a pipe or file is written
+// synchronously on Linux, so nothing printed is lost.
 process.exitCode = code
-if (process.argv[2] !== 'serve') setImmediate(() => process.exit(code))
+setImmediate(() => process.exit(code))

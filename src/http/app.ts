@@ -13,7 +13,7 @@ import type { Store } from '../store/types.js'
 import type { Authenticator } from './auth.js'
 import type { Metrics } from './metrics.js'
 import { RateLimiter } from './rate-limit.js'
-import { beginExchange, sendError, sendBody, sendJson, type ErrorShape, type Exchange } from './respond.js'
+import { beginExchange, errorBody, sendError, sendBody, sendJson, type ErrorShape, type Exchange } from './respond.js'
 import { ThreatfeedError } from '../errors.js'
 
 export interface Readiness {
@@ -65,7 +65,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
   let drained: (() => void) | null = null
   const report = (e: ThreatfeedError): void => { ctx.log.error({ err: e, cause: e.cause, code: e.code }, e.message) }
 
-  const finish = (ex: Exchange, route: string, start: bigint): void => {
+  const finish = (ex: Exchange, route: string, start: number): void => {
     ctx.metrics.observe(route, ex.aborted ? 499 : ex.status, start)
     inflight--
     if (inflight === 0 && drained !== null) drained()
@@ -75,7 +75,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
     app,
     on (method, pattern, route, shape, handler) {
       app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
-        const start = process.hrtime.bigint()
+        const start = performance.now()
         const ex = beginExchange(res)
         inflight++
         let result: void | Promise<void>
@@ -113,6 +113,16 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
     sendBody(ex, 200, m.body, m.contentType)
   })
   for (const m of modules) m(router, ctx)
+  // HEAD is never routed to GET handlers by uWS; an unknown path answers 404 without a body
+  // (RFC 9110 §9.3.2), with the Content-Length a GET would have, so keep-alive survives.
+  const notFound = JSON.stringify(errorBody(new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal'))
+  router.on('head', '/*', 'unknown', 'signal', (ex) => {
+    ex.status = 404
+    ex.res.cork(() => {
+      ex.res.writeStatus('404 Not Found').writeHeader('Content-Type', 'application/json').writeHeader('Content-Length', String(Buffer.byteLength(notFound)))
+      ex.res.endWithoutBody()
+    })
+  })
   router.on('any', '/*', 'unknown', 'signal', (ex) => { sendError(ex, new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal', report) })
 
   const socket = await new Promise<us_listen_socket>((resolve, reject) => {

@@ -1,44 +1,69 @@
 /**
  * Prometheus metrics (DECISIONS §6): requests by route and status, a latency histogram, process
- * figures. Label children are cached per (route, status) so the hot path does one Map lookup and
- * two increments, not prom-client's label hashing.
+ * figures, plus the gauges and counters other components register.
+ *
+ * The request counter and the latency histogram are on the hot path of every feed poll, where
+ * prom-client's per-call label handling measured about 5 µs — a quarter of a 304. So they are
+ * plain numbers in per-(route, status) slots, updated with two additions and a short bucket scan,
+ * and written out in the Prometheus text format only when /metrics is scraped.
  */
 import { Counter, Histogram, Registry, collectDefaultMetrics, Gauge } from 'prom-client'
 
+/** Upper bounds of the latency buckets, in seconds. */
+const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5] as const
+const BUCKET_MS = BUCKETS.map((b) => b * 1000)
+
+class RouteLatency {
+  readonly counts = new Float64Array(BUCKETS.length + 1)
+  sum = 0
+  n = 0
+  constructor (readonly route: string) {}
+}
+
+class RequestCount {
+  n = 0
+  constructor (readonly route: string, readonly status: number) {}
+}
+
+/** Label values are route names and numbers we choose, but escape anyway (text format §label values). */
+function label (v: string): string {
+  return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
+}
+
 export class Metrics {
   readonly registry = new Registry()
-  readonly #requests: Counter<'route' | 'status'>
-  readonly #latency: Histogram<'route'>
-  readonly #children = new Map<string, { inc: () => void }>()
-  readonly #latencyChildren = new Map<string, { observe: (v: number) => void }>()
+  readonly #requests = new Map<string, RequestCount>()
+  readonly #latency = new Map<string, RouteLatency>()
 
   constructor () {
     collectDefaultMetrics({ register: this.registry, prefix: 'threatfeed_' })
-    this.#requests = new Counter({ name: 'threatfeed_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['route', 'status'], registers: [this.registry] })
-    this.#latency = new Histogram({
-      name: 'threatfeed_http_request_duration_seconds',
-      help: 'HTTP request latency by route',
-      labelNames: ['route'],
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-      registers: [this.registry],
-    })
   }
 
-  /** Counts one answered request; `startNs` from process.hrtime.bigint() at arrival. */
-  observe (route: string, status: number, startNs: bigint): void {
+  /** Arrival time for `observe` (performance.now(): a double, cheaper than hrtime.bigint()). */
+  static now (): number {
+    return performance.now()
+  }
+
+  /** Counts one answered request; `startMs` from Metrics.now() at arrival. */
+  observe (route: string, status: number, startMs: number): void {
     const key = route + ' ' + status
-    let c = this.#children.get(key)
+    let c = this.#requests.get(key)
     if (c === undefined) {
-      c = this.#requests.labels(route, String(status))
-      this.#children.set(key, c)
+      c = new RequestCount(route, status)
+      this.#requests.set(key, c)
     }
-    c.inc()
-    let h = this.#latencyChildren.get(route)
+    c.n++
+    let h = this.#latency.get(route)
     if (h === undefined) {
-      h = this.#latency.labels(route)
-      this.#latencyChildren.set(route, h)
+      h = new RouteLatency(route)
+      this.#latency.set(route, h)
     }
-    h.observe(Number(process.hrtime.bigint() - startNs) / 1e9)
+    const ms = performance.now() - startMs
+    let i = 0
+    while (i < BUCKET_MS.length && ms > BUCKET_MS[i]!) i++
+    h.counts[i]!++
+    h.sum += ms / 1000
+    h.n++
   }
 
   /** A gauge owned by another component (snapshot age, entries per feed…). */
@@ -54,7 +79,31 @@ export class Metrics {
     return new Histogram({ name, help, labelNames, buckets, registers: [this.registry] })
   }
 
+  #renderRequests (): string {
+    const out: string[] = [
+      '# HELP threatfeed_http_requests_total HTTP requests by route and status',
+      '# TYPE threatfeed_http_requests_total counter',
+    ]
+    for (const c of this.#requests.values()) out.push(`threatfeed_http_requests_total{route="${label(c.route)}",status="${c.status}"} ${c.n}`)
+    out.push(
+      '# HELP threatfeed_http_request_duration_seconds HTTP request latency by route',
+      '# TYPE threatfeed_http_request_duration_seconds histogram',
+    )
+    for (const h of this.#latency.values()) {
+      const r = label(h.route)
+      let cumulative = 0
+      for (let i = 0; i < BUCKETS.length; i++) {
+        cumulative += h.counts[i]!
+        out.push(`threatfeed_http_request_duration_seconds_bucket{le="${BUCKETS[i]}",route="${r}"} ${cumulative}`)
+      }
+      out.push(`threatfeed_http_request_duration_seconds_bucket{le="+Inf",route="${r}"} ${h.n}`)
+      out.push(`threatfeed_http_request_duration_seconds_sum{route="${r}"} ${h.sum}`)
+      out.push(`threatfeed_http_request_duration_seconds_count{route="${r}"} ${h.n}`)
+    }
+    return out.join('\n') + '\n'
+  }
+
   async render (): Promise<{ contentType: string, body: string }> {
-    return { contentType: this.registry.contentType, body: await this.registry.metrics() }
+    return { contentType: this.registry.contentType, body: this.#renderRequests() + await this.registry.metrics() }
   }
 }

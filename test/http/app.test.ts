@@ -14,12 +14,13 @@ import { createLogger } from '../../src/log.js'
 import { startServer } from '../../src/main.js'
 import { Authenticator } from '../../src/http/auth.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
+import { ASN_TEST_DB, COUNTRY_TEST_DB } from '../helpers/server.js'
 
 const exec = promisify(execFile)
 const dir = mkdtempSync(join(tmpdir(), 'tf-app-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 
-const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '100' })
+const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '100', THREATFEED_GEO_COUNTRY_DB: COUNTRY_TEST_DB, THREATFEED_GEO_ASN_DB: ASN_TEST_DB })
 const server = await startServer(config, createLogger('silent'))
 t.teardown(() => server.stop())
 const base = `http://127.0.0.1:${server.port}`
@@ -31,7 +32,15 @@ t.test('healthz and readyz', async (t) => {
   const r = await fetch(`${base}/readyz`)
   const body = await r.json() as { status: string, checks: Record<string, unknown> }
   t.equal(body.checks.store, true)
+  t.equal(body.checks.geo, true)
   t.equal(r.status, body.status === 'ready' ? 200 : 503)
+  // The first snapshot is built shortly after start; then the service is ready.
+  let ready = r.status === 200
+  for (let i = 0; i < 200 && !ready; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    ready = (await fetch(`${base}/readyz`)).status === 200
+  }
+  t.ok(ready, 'ready once the first snapshot is built')
 })
 
 t.test('unknown routes answer 404 JSON', async (t) => {
@@ -43,6 +52,15 @@ t.test('unknown routes answer 404 JSON', async (t) => {
   }
 })
 
+t.test('HEAD of an unknown route: 404 headers, no body, connection kept', async (t) => {
+  const r = await fetch(`${base}/nope`, { method: 'HEAD' })
+  t.equal(r.status, 404)
+  t.equal(r.headers.get('content-length'), String(JSON.stringify({ error: 'NotFoundError', message: 'not found', code: 404 }).length))
+  t.equal(await r.text(), '')
+  const again = await fetch(`${base}/healthz`)
+  t.equal(again.status, 200)
+})
+
 t.test('metrics in Prometheus text format count requests by route and status', async (t) => {
   await fetch(`${base}/healthz`)
   await fetch(`${base}/nope`)
@@ -52,7 +70,12 @@ t.test('metrics in Prometheus text format count requests by route and status', a
   const text = await r.text()
   t.match(text, /threatfeed_http_requests_total\{route="healthz",status="200"\} \d+/)
   t.match(text, /threatfeed_http_requests_total\{route="unknown",status="404"\} \d+/)
-  t.match(text, /threatfeed_http_request_duration_seconds_bucket\{le="0\.001",route="healthz"\}/)
+  t.match(text, /threatfeed_http_request_duration_seconds_bucket\{le="0\.001",route="healthz"\} \d+/)
+  t.match(text, /threatfeed_http_request_duration_seconds_bucket\{le="\+Inf",route="healthz"\} [1-9]\d*/)
+  t.match(text, /threatfeed_http_request_duration_seconds_count\{route="healthz"\} [1-9]\d*/)
+  // Buckets are cumulative: each is at least the one before.
+  const buckets = [...text.matchAll(/threatfeed_http_request_duration_seconds_bucket\{le="[^"]+",route="healthz"\} (\d+)/g)].map((m) => Number(m[1]))
+  t.same(buckets, [...buckets].sort((a, b) => a - b), 'cumulative buckets')
   t.match(text, /threatfeed_process_resident_memory_bytes \d+/)
 })
 
