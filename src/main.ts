@@ -4,19 +4,46 @@
 import { loadConfig, type Config } from './config.js'
 import { createLogger, type Logger } from './log.js'
 import { openStore } from './store/open.js'
-import type { Store } from './store/types.js'
+import type { BatchingStore } from './store/batch-types.js'
 import { Authenticator } from './http/auth.js'
 import { Metrics } from './http/metrics.js'
 import { RateLimiter } from './http/rate-limit.js'
-import { startHttpServer, type HttpContext, type Readiness, type RouteModule } from './http/app.js'
+import { startHttpServer, type HttpContext, type Readiness } from './http/app.js'
+import { signalRoutes } from './http/signal-routes.js'
+import { openapiRoutes } from './http/openapi-routes.js'
+import { feedRoutes } from './http/feed-routes.js'
+import { ListDirectory } from './http/list-resolve.js'
+import { SignalIngester } from './ingest/batch.js'
+import { buildOpenApiDocument } from './ingest/openapi.js'
+import { StreamConsumer } from './stream/consumer.js'
+import { createPool } from './pool/pool.js'
+import { FeedService } from './feed/feed-service.js'
+import { registerFeedMetrics } from './feed/metrics.js'
+import { loadGeoIndex } from './geo/load.js'
+import { watchGeo } from './geo/watch.js'
+import { ensureDefaultAsnDb, defaultCountryDb } from './geo/default-db.js'
+import type { GeoIndex } from './geo/geo-index.js'
 import { isThreatfeedError } from './errors.js'
 
 export interface RunningServer {
   readonly port: number
   readonly config: Config
-  readonly store: Store
+  readonly store: BatchingStore
   /** Stops accepting, finishes in-flight requests, flushes and closes the store. */
   stop (): Promise<void>
+}
+
+/** Worker tasks longer than this are abandoned (their worker replaced); the last snapshot keeps serving. */
+const TASK_TIMEOUT_MS = 60_000
+
+/** The configured geo databases, or the embedded default (DECISIONS §1), building the ASN one on first use. */
+async function geoPaths (config: Config, log: Logger): Promise<{ countryDb: string, asnDb: string }> {
+  const countryDb = config.geoCountryDb ?? defaultCountryDb()
+  const asnDb = config.geoAsnDb ?? await ensureDefaultAsnDb(config.dataDir, {
+    progress: process.stderr.isTTY === true,
+    onBuilt: (s) => { log.info({ path: s.path, version: s.version, ms: Math.round(s.ms) }, 'built the default ASN database') },
+  })
+  return { countryDb, asnDb }
 }
 
 /** Starts every component and the HTTP server; used by `threatfeed serve` and by tests. */
@@ -25,11 +52,41 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb }
     : { kind: 'embedded', dataDir: config.dataDir })
   const metrics = new Metrics()
+  const paths = await geoPaths(config, log)
+  let geo: GeoIndex = await loadGeoIndex(paths)
+  log.info({ countries: geo.countries().length, asns: geo.asns().length, ...paths }, 'geo databases loaded')
+
   const auth = new Authenticator(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'key reload failed; serving the previous keys') } })
   await auth.start()
 
+  const consumer = new StreamConsumer(store, { pollMs: config.pollMs, log })
+  await consumer.start()
+  const ingester = new SignalIngester({
+    stream: store.stream,
+    checks: { asnExists: (asn) => geo.hasAsn(asn), checkExpressions: true },
+    onAppended: (batch) => { consumer.offer(batch) },
+  })
+
+  const pool = createPool({ workers: config.workers, taskTimeoutMs: TASK_TIMEOUT_MS })
+  const feeds = new FeedService({
+    store,
+    pool,
+    config: { feedRebuildMs: config.feedRebuildMs, pollMs: config.pollMs },
+    log,
+    metrics: registerFeedMetrics(metrics),
+    geo,
+  })
+  await feeds.start()
+  const geoWatcher = watchGeo(paths, (next) => {
+    geo = next
+    feeds.setGeo(next)
+    log.info({ countries: next.countries().length, asns: next.asns().length }, 'geo databases reloaded')
+  }, (err) => { log.error({ err, code: err.code }, `${err.message}; keeping the previous geo databases`) })
+  const lists = new ListDirectory(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'list reload failed') } })
+  await lists.start()
+
   const readiness = async (): Promise<Readiness> => {
-    const checks: Record<string, boolean | string> = {}
+    const checks: Record<string, boolean | string> = { geo: true, snapshot: feeds.ready() || 'first snapshot not built yet' }
     try {
       await store.ping()
       checks.store = true
@@ -48,8 +105,11 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst),
     readiness,
   }
-  const modules: RouteModule[] = []
-  const http = await startHttpServer(ctx, modules)
+  const http = await startHttpServer(ctx, [
+    signalRoutes({ ingester, backlog: () => consumer.backlog }),
+    feedRoutes({ feeds, lists }),
+    openapiRoutes(buildOpenApiDocument()),
+  ])
 
   let stopping: Promise<void> | null = null
   return {
@@ -57,9 +117,16 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     config,
     store,
     stop () {
+      // Order: stop taking requests and let in-flight ones finish (their writes are awaited),
+      // then the background work, then the store, which flushes on close.
       stopping ??= (async () => {
         await http.close(config.shutdownMs)
+        geoWatcher.close()
+        lists.stop()
         auth.stop()
+        await feeds.stop()
+        await consumer.stop()
+        await pool.destroy()
         await store.close()
       })()
       return stopping
@@ -85,6 +152,7 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     server = await startServer(config, log)
   } catch (e) {
     log.fatal({ err: e, code: isThreatfeedError(e) ? e.code : undefined }, `cannot start: ${(e as Error).message}`)
+    process.stderr.write(`threatfeed: cannot start: ${(e as Error).message}\n`)
     return 1
   }
   return new Promise<number>((resolve) => {

@@ -13,6 +13,7 @@ import { listCommand } from './list.js'
 import { coalesceCommand } from './coalesce.js'
 import { exprCommand } from './expr.js'
 import { geoCommand } from './geo.js'
+import { feedCommand } from './feed.js'
 import { rulesCommand } from './rules.js'
 import { streamCommand } from './stream.js'
 import { importCommand } from './import.js'
@@ -25,6 +26,7 @@ export const commands: readonly Command[] = [
   coalesceCommand,
   exprCommand,
   geoCommand,
+  feedCommand,
   rulesCommand,
   streamCommand,
   importCommand,

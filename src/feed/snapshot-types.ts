@@ -18,12 +18,17 @@
  * A swap replaces a FeedSnapshot reference in one assignment, so a request sees either the old or
  * the new snapshot, never a mix.
  *
- * Every variant is built eagerly (measured, bench/snapshot.ts: all 44 variants of a 131,072-entry
- * feed, both encodings, build within the 1 s budget because gzip reuses unchanged chunks), so a
- * lookup is synchronous: `snapshot.variants.get(variantKey(params))`. The key set is fixed: 4
- * formats × 3 families × 2 actions × checksum, except nftables with family `both`, which is not a
- * variant (an nftables set holds one family: the HTTP side answers 400 with
- * details.supported ["v4","v6"]), so `get` returns undefined for it.
+ * Eager or lazy, decided by measurement (bench/snapshot.ts, a 131,072-entry feed): every variant's
+ * work is eager — rendering, MD5, gzip (reusing the previous build's compressed chunks), ETags,
+ * entry counts, headers — so a lookup is synchronous, `snapshot.variants.get(variantKey(params))`,
+ * and a 304 never waits. Bodies that are one contiguous span of the build's buffers (plain, every
+ * `both`, dialect_b, nftables, checksums) are views; bodies made of several spans (gzip bodies are
+ * runs of cached compressed chunks, dialect_a v4/v6 put a header before the shared lines) are
+ * copied together on first read of `body` and kept. All 44 variants held as separate copies cost
+ * 16 MB per such feed; with shared spans a snapshot holds ~11 MB, and a body nobody asks for costs
+ * nothing more. The key set is fixed: 4 formats × 3 families × 2 actions × checksum, except
+ * nftables with family `both`, which is not a variant (an nftables set holds one family: the HTTP
+ * side answers 400 with details.supported ["v4","v6"]), so `get` returns undefined for it.
  *
  * How to answer a request from a Variant `v` and its chosen representation `r`
  * (`v.gzip` when the client accepts gzip, else `v.identity`):
@@ -57,6 +62,7 @@ export type HeaderList = ReadonlyArray<readonly [string, string]>
 
 /** One encoded representation of a variant, ready to write. */
 export interface Representation {
+  /** The bytes to send. May be assembled on first read (a memcpy, once); read it only to send it. */
   readonly body: Uint8Array
   /** Strong entity tag with quotes, e.g. `"plain.v4.block.gzip.1f3a…"`; differs per variant and encoding. */
   readonly etag: string

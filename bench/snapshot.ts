@@ -1,0 +1,395 @@
+/**
+ * Snapshot building on a 131,072-entry feed: 100,000-odd random IPs, 20 countries and 50 ASNs,
+ * expanded with the real registry databases (DB-IP Lite country MMDB from node_modules and the ASN
+ * MMDB that ensureDefaultGeo builds from @ip-location-db/asn), carved, rendered in all four
+ * dialects, three families, both actions, with checksums, identity and gzip: the 44 variants.
+ *
+ * Raced against a straightforward build (the anchor): the same networks rendered per variant with
+ * template strings, `zlib.gzipSync` and MD5 per body, on one thread — what a first version would do.
+ *
+ * Targets (issue 6): full rebuild ≤ 1 s; rebuild after one added IP ≤ 200 ms; RSS with ten such
+ * lists built ≤ 400 MB. Also: the gzip level table behind GZIP_LEVEL (src/feed/render/gzip.ts).
+ *
+ * BENCH_SNAPSHOT_RUNS sets the runs per case (default 5).
+ */
+import { createHash } from 'node:crypto'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import os, { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
+import { gzipSync } from 'node:zlib'
+import { median, repoDir, report, type Ratio, type Row } from './lib/report.js'
+import { buildSnapshot, type FeedDefinition, type FeedTasks } from '../src/feed/build-snapshot.js'
+import { FeedService } from '../src/feed/feed-service.js'
+import { inProcessTasks } from '../src/feed/in-process-tasks.js'
+import { LastModifiedKeeper } from '../src/feed/last-modified.js'
+import { computeNetworks } from '../src/feed/render/compute-networks.js'
+import type { ChunkCache } from '../src/pool/protocol.js'
+import type { FeedSnapshot } from '../src/feed/snapshot-types.js'
+import { ensureDefaultGeo } from '../src/geo/default-db.js'
+import type { GeoIndex } from '../src/geo/geo-index.js'
+import { loadGeoIndex } from '../src/geo/load.js'
+import { formatCidr4, formatCidr6, formatRange4, formatRange6 } from '../src/net/format.js'
+import { NetworkSetBuilder } from '../src/net/network-set.js'
+import { createPool } from '../src/pool/pool.js'
+import { openEmbeddedStore } from '../src/store/embedded/embedded-store.js'
+import type { AccessRule, AccessRuleInput } from '../src/store/types.js'
+import { allTargets, groupTargets, selectRules, toRuleTable, type RuleTable } from '../src/feed/rule-table.js'
+
+const RUNS = Number(process.env.BENCH_SNAPSHOT_RUNS ?? 5)
+const TARGET_ENTRIES = 131_072
+const COUNTRIES = 20
+const ASNS = 50
+const IPS = 100_000
+
+setFlagsFromString('--expose-gc')
+const gc = runInNewContext('gc') as () => void
+
+function makeRandom (seed: number): () => number {
+  let s = seed >>> 0
+  return () => {
+    s ^= s << 13; s >>>= 0
+    s ^= s >>> 17
+    s ^= s << 5; s >>>= 0
+    return s
+  }
+}
+
+/** `count` consecutive items (sorted by size) whose networks add up closest to `total`. */
+function window<T> (items: T[], size: (x: T) => number, count: number, total: number): T[] {
+  const sorted = [...items].sort((a, b) => size(a) - size(b))
+  let best = 0
+  let bestGap = Infinity
+  let sum = 0
+  for (let i = 0; i < sorted.length; i++) {
+    sum += size(sorted[i]!)
+    if (i >= count) sum -= size(sorted[i - count]!)
+    if (i >= count - 1 && Math.abs(sum - total) < bestGap) { bestGap = Math.abs(sum - total); best = i - count + 1 }
+  }
+  return sorted.slice(best, best + count)
+}
+
+function ipText (a: number): string {
+  return `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}/32`
+}
+
+/** Picks the geo targets and the number of random IPs that make exactly TARGET_ENTRIES networks. */
+function chooseTargets (geo: GeoIndex): { countries: string[], asns: number[], ips: string[] } {
+  const prefixes = (p: { v4: Uint32Array, v6: Uint32Array }): number => p.v4.length / 2 + p.v6.length / 5
+  // About 14,000 networks of countries and 17,000 of ASNs, so that ~100,000 IPs reach the target.
+  const countries = window(geo.countries(), (c) => prefixes(geo.expandCountry(c)), COUNTRIES, 14_000)
+  const asns = window(geo.asns().filter((a) => prefixes(geo.expandAsn(a)) > 0), (a) => prefixes(geo.expandAsn(a)), ASNS, 17_000)
+  const rnd = makeRandom(0x5eed)
+  const pool: number[] = Array.from({ length: IPS + 20_000 }, () => rnd())
+  const count = (n: number): number => {
+    const b = new NetworkSetBuilder(n, 1024)
+    for (const c of countries) b.addPacked(geo.expandCountry(c))
+    for (const a of asns) b.addPacked(geo.expandAsn(a))
+    for (let i = 0; i < n; i++) b.addV4(pool[i]!, 32)
+    return b.build().count()
+  }
+  let lo = IPS - 20_000
+  let hi = pool.length
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1
+    if (count(mid) < TARGET_ENTRIES) lo = mid + 1
+    else hi = mid
+  }
+  return { countries, asns, ips: pool.slice(0, lo).map(ipText) }
+}
+
+let seq = 1
+function ruleInput (workspaceId: string, type: 'ip' | 'asn' | 'country', value: string): AccessRuleInput {
+  return { workspaceId, kind: 'access_rule', ruleRef: null, labels: {}, reason: null, expiresAt: null, seq: seq++, target: { type, value }, action: 'block', name: null, confidence: null, severity: null }
+}
+
+/** The anchor: every variant rendered with strings, gzipSync and MD5, one body at a time. */
+function naiveBuild (rules: RuleTable, geo: GeoIndex, level: number): number {
+  const selection = selectRules(rules, null, Date.now())
+  const networks = computeNetworks({ geo: { version: 0 }, block: groupTargets(rules, selection.block, null), allow: [], carve: allTargets(rules, selection.carve), meta: '' }, geo)
+  let bytes = 0
+  for (const action of [networks.block, networks.allow]) {
+    const v4: string[] = []
+    const v6: string[] = []
+    const r4: string[] = []
+    const r6: string[] = []
+    const { v4: p4, v6: p6 } = action.total
+    for (let k = 0; k < p4.length; k += 2) {
+      v4.push(formatCidr4(p4[k]!, p4[k + 1]!))
+      r4.push(`${p4[k + 1] === 32 ? formatCidr4(p4[k]!, 32).slice(0, -3) + ',IP' : formatRange4(p4[k]!, p4[k + 1]!) + ',IP Range'},high,high`)
+    }
+    for (let k = 0; k < p6.length; k += 5) {
+      v6.push(formatCidr6(p6, k, p6[k + 4]!))
+      r6.push(`${p6[k + 4] === 128 ? formatCidr6(p6, k, 128).slice(0, -4) + ',IP' : formatRange6(p6, k, p6[k + 4]!) + ',IP Range'},high,high`)
+    }
+    const lines = (a: string[]): string => a.length === 0 ? '' : a.join('\n') + '\n'
+    const header = (family: string, n: number): string => `# feed\n# All access rules\n# action: block\n# family: ${family}\n# generated: 2025-01-01T00:00:00Z\n# entries: ${n}\n`
+    const bodies = [
+      lines(v4), lines(v6), lines([...v4, ...v6]),
+      header('v4', v4.length) + lines(v4), header('v6', v6.length) + lines(v6), header('both', v4.length + v6.length) + lines([...v4, ...v6]),
+      lines(r4), lines(r6), lines([...r4, ...r6]),
+      v4.length === 0 ? '' : `elements = { ${v4.join(', ')} }\n`, v6.length === 0 ? '' : `elements = { ${v6.join(', ')} }\n`,
+    ]
+    for (const text of bodies) {
+      const body = Buffer.from(text)
+      const md5 = Buffer.from(createHash('md5').update(body).digest('hex'))
+      const gz = gzipSync(body, { level })
+      createHash('sha1').update(gz).digest()
+      gzipSync(md5, { level })
+      bytes += body.length + gz.length
+    }
+  }
+  return bytes
+}
+
+function gzipBytes (s: FeedSnapshot): number {
+  let n = 0
+  for (const v of s.variants.values()) n += v.gzip.body.byteLength
+  return n
+}
+
+/** Wall time, and CPU time of the whole process (all threads) in ms. */
+async function timed<T> (fn: () => Promise<T>): Promise<{ ms: number, cpu: number, value: T }> {
+  const c0 = process.cpuUsage()
+  const t0 = performance.now()
+  const value = await fn()
+  const c = process.cpuUsage(c0)
+  return { ms: performance.now() - t0, cpu: (c.user + c.system) / 1000, value }
+}
+
+function loadAverage (): string {
+  return os.loadavg().map((x) => x.toFixed(1)).join(' ')
+}
+
+async function main (): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'tf-bench-snapshot-'))
+  const rows: Row[] = []
+  const ratios: Ratio[] = []
+  try {
+    process.stderr.write('bench: geo databases (DB-IP Lite country; ASN built from @ip-location-db/asn, cached)\n')
+    const geoPaths = await ensureDefaultGeo(join(tmpdir(), 'threatfeed-bench-geo'))
+    const geo = await loadGeoIndex(geoPaths)
+    const { countries, asns, ips } = chooseTargets(geo)
+    process.stderr.write(`bench: ${ips.length} IPs + ${countries.length} countries + ${asns.length} ASNs\n`)
+
+    const store = await openEmbeddedStore(dir)
+    const ws = await store.workspaces.create({ name: 'bench', subscription: 'active' })
+    const inputs = [
+      ...countries.map((c) => ruleInput(ws.id, 'country', c)),
+      ...asns.map((a) => ruleInput(ws.id, 'asn', `AS${a}`)),
+      ...ips.map((ip) => ruleInput(ws.id, 'ip', ip)),
+    ]
+    for (let i = 0; i < inputs.length; i += 10_000) {
+      await store.applyRuleBatch({ ops: inputs.slice(i, i + 10_000).map((input) => ({ op: 'upsertAccessRule' as const, input })) })
+    }
+    const fetchRuns: number[] = []
+    const tableRuns: number[] = []
+    let stored: AccessRule[] = []
+    let rules = toRuleTable([])
+    for (let i = 0; i < RUNS; i++) {
+      const r = await timed(() => store.rules.listAccessRules(ws.id, Date.now()))
+      fetchRuns.push(r.ms)
+      stored = r.value
+      const t = await timed(async () => toRuleTable(stored))
+      tableRuns.push(t.ms)
+      rules = t.value
+    }
+    rows.push({ case: `store fetch of ${rules.length} rules (main thread)`, subject: 'store.rules.listAccessRules (LMDB)', value: median(fetchRuns), unit: 'ms', runs: fetchRuns })
+    rows.push({ case: `store fetch of ${rules.length} rules (main thread)`, subject: 'toRuleTable', value: median(tableRuns), unit: 'ms', runs: tableRuns })
+
+    const pool = createPool({ workers: 2, taskTimeoutMs: 120_000 })
+    pool.setGeo(geo.toTransferable())
+    const lastModified = new LastModifiedKeeper(store.feedVersions, { timeoutMs: 5000 })
+    const def: FeedDefinition = { workspaceId: ws.id, workspaceName: ws.name, list: null }
+    const build = (tasks: FeedTasks, rs: RuleTable, caches?: Map<string, ChunkCache>, gzipLevel?: number): Promise<{ snapshot: FeedSnapshot, caches: Map<string, ChunkCache> }> =>
+      buildSnapshot(def, rs, { tasks, lastModified, now: Date.now(), ...(caches !== undefined ? { caches } : {}), ...(gzipLevel !== undefined ? { gzipLevel } : {}) })
+    // Warm-up: worker start, JIT, geo index delivery.
+    const warm = await build(pool, rules)
+    const entries = warm.snapshot.variants.get('plain|both|block|')!.entries
+    process.stderr.write(`bench: ${entries} entries in the feed; ${warm.snapshot.variants.size} variants\n`)
+
+    // Full rebuild (no chunk cache) in the pool vs the anchor, alternating.
+    const full: number[] = []
+    const anchor: number[] = []
+    const anchorCpu: number[] = []
+    const inProcess: number[] = []
+    const inProcessCpu: number[] = []
+    const local = inProcessTasks(geo)
+    for (let i = 0; i < RUNS; i++) {
+      full.push((await timed(() => build(pool, rules))).ms)
+      const a = await timed(async () => naiveBuild(rules, geo, 6))
+      anchor.push(a.ms)
+      anchorCpu.push(a.cpu)
+      const l = await timed(() => build(local, rules))
+      inProcess.push(l.ms)
+      inProcessCpu.push(l.cpu)
+    }
+    const fullCase = `full rebuild, ${entries} entries, 44 variants × identity+gzip`
+    rows.push({ case: fullCase, subject: 'threatfeed (pool, 2 workers)', value: median(full), unit: 'ms', runs: full, extra: { min: Math.min(...full) } })
+    rows.push({ case: fullCase, subject: 'threatfeed (in-process, one thread)', value: median(inProcess), unit: 'ms', runs: inProcess, extra: { cpuMs: median(inProcessCpu) } })
+    rows.push({ case: fullCase, subject: 'anchor: strings + gzipSync per body', value: median(anchor), unit: 'ms', runs: anchor, extra: { cpuMs: median(anchorCpu) } })
+    ratios.push({ case: 'full rebuild', label: 'threatfeed pool / anchor (wall)', value: median(full) / median(anchor) })
+    ratios.push({ case: 'full rebuild', label: 'threatfeed in-process / anchor (CPU)', value: median(inProcessCpu) / median(anchorCpu) })
+    ratios.push({ case: 'full rebuild', label: 'threatfeed pool ms / 1000 ms budget', value: median(full) / 1000, target: '≤ 1', pass: median(full) <= 1000 })
+
+    // Rebuild after one added IP: the previous build's chunks are reused.
+    const incremental: number[] = []
+    const incrementalLocal: number[] = []
+    const incrementalCpu: number[] = []
+    let caches = (await build(pool, rules)).caches
+    let localCaches = (await build(local, rules)).caches
+    const extra = makeRandom(0xadd)
+    for (let i = 0; i < RUNS; i++) {
+      stored = [...stored, { ...stored[stored.length - 1]!, id: `extra-${i}`, target: { type: 'ip', value: ipText(extra()) }, seq: seq++ }]
+      const table = toRuleTable(stored)
+      const r = await timed(() => build(pool, table, caches))
+      caches = r.value.caches
+      incremental.push(r.ms)
+      const l = await timed(() => build(local, table, localCaches))
+      localCaches = l.value.caches
+      incrementalLocal.push(l.ms)
+      incrementalCpu.push(l.cpu)
+    }
+    rows.push({ case: 'rebuild after one added IP', subject: 'threatfeed (pool, chunk reuse)', value: median(incremental), unit: 'ms', runs: incremental, extra: { min: Math.min(...incremental) } })
+    rows.push({ case: 'rebuild after one added IP', subject: 'threatfeed (in-process, one thread)', value: median(incrementalLocal), unit: 'ms', runs: incrementalLocal, extra: { cpuMs: median(incrementalCpu) } })
+    ratios.push({ case: 'rebuild after one added IP', label: 'threatfeed pool ms / 200 ms budget', value: median(incremental) / 200, target: '≤ 1', pass: median(incremental) <= 200 })
+    ratios.push({ case: 'rebuild after one added IP', label: 'incremental / full rebuild (pool)', value: median(incremental) / median(full) })
+
+    // The gzip level table: full in-process builds (one thread), so CPU time is the work itself,
+    // whatever else the machine runs; levels alternate run by run.
+    const levels: Record<number, { cpu: number[], bytes: number }> = { 1: { cpu: [], bytes: 0 }, 4: { cpu: [], bytes: 0 }, 6: { cpu: [], bytes: 0 }, 9: { cpu: [], bytes: 0 } }
+    for (let i = 0; i < RUNS; i++) {
+      for (const level of [1, 4, 6, 9]) {
+        const r = await timed(() => build(local, rules, undefined, level))
+        levels[level]!.cpu.push(r.cpu)
+        levels[level]!.bytes = gzipBytes(r.value.snapshot)
+      }
+    }
+    for (const [level, l] of Object.entries(levels)) {
+      rows.push({ case: 'gzip level (full in-process build, CPU time)', subject: `level ${level}`, value: median(l.cpu), unit: 'ms', runs: l.cpu, extra: { gzipBytes: l.bytes } })
+    }
+    const cpuOf = (level: number): number => median(levels[level]!.cpu)
+    for (const level of [1, 4, 9]) {
+      ratios.push({ case: 'gzip level', label: `level ${level} / level 6 build CPU`, value: cpuOf(level) / cpuOf(6) })
+      ratios.push({ case: 'gzip level', label: `level ${level} / level 6 gzip bytes`, value: levels[level]!.bytes / levels[6]!.bytes })
+    }
+
+    await pool.destroy()
+    // RSS with ten such lists built and held by the FeedService (plus the workspace feed), measured
+    // in a fresh process: this one carries the high-water marks of everything above (the anchor's
+    // strings among them), and RSS never gives those back.
+    for (let i = 0; i < 10; i++) await store.lists.create({ workspaceId: ws.id, name: `list-${i}`, description: `bench list ${i}`, defaults: { maxEntries: 200_000 }, selector: {} })
+    await store.close()
+    // Twice: as the service runs in production (compiled, dist/), and from the sources under tsx
+    // (whose loader adds to the main thread and to each worker).
+    const rssRuns: Array<{ subject: string, argv: string[] }> = [{ subject: 'FeedService, fresh process, tsx', argv: [...process.execArgv, fileURLToPath(import.meta.url)] }]
+    if (ensureBuilt()) rssRuns.unshift({ subject: 'FeedService, fresh process, compiled (dist/)', argv: ['--expose-gc', writeDistChild(dir)] })
+    for (const run of rssRuns) {
+      const child = spawnSync(process.execPath, run.argv, {
+        env: { ...process.env, BENCH_SNAPSHOT_RSS_CHILD: dir, BENCH_SNAPSHOT_GEO: JSON.stringify(geoPaths) },
+        stdio: ['ignore', 'pipe', 'inherit'],
+        encoding: 'utf8',
+      })
+      if (child.status !== 0) throw new Error(`the RSS child (${run.subject}) exited with ${child.status}`)
+      const m = JSON.parse(child.stdout) as { baseline: number, rss: number, heap: number, external: number, buildAllMs: number, anonMiB?: number, fileMiB?: number }
+      rows.push({
+        case: 'ten 131,072-entry lists + the workspace feed built',
+        subject: run.subject,
+        value: m.rss,
+        unit: 'MiB RSS',
+        extra: { beforeServiceMiB: m.baseline, anonMiB: m.anonMiB ?? 'n/a', fileMiB: m.fileMiB ?? 'n/a', snapshotBuffersMiB: m.external, heapMiB: m.heap, buildAllMs: m.buildAllMs },
+      })
+      ratios.push({ case: `RSS, ten lists (${run.subject})`, label: 'RSS MiB / 400 MiB budget', value: m.rss / 400, target: '≤ 1', pass: m.rss <= 400 })
+      if (m.anonMiB !== undefined) ratios.push({ case: `RSS, ten lists (${run.subject})`, label: 'anonymous RSS (mapped files — LMDB data, node — left out) / 400 MiB', value: m.anonMiB / 400, target: '≤ 1', pass: m.anonMiB <= 400 })
+    }
+
+    report('snapshot', 'Snapshot building (issue 6)', rows, ratios, { entries, ips: ips.length, countries, asns, geo: geoPaths, loadAverage: loadAverage() })
+    process.stdout.write(`load average at the end: ${loadAverage()} (${os.cpus().length} CPUs; other work on the machine inflates wall times)\n`)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/** Brings dist/ up to date (tsc is incremental); false when it did not produce the feed service. */
+function ensureBuilt (): boolean {
+  const r = spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: repoDir, stdio: ['ignore', 'ignore', 'inherit'] })
+  if (r.status !== 0) process.stderr.write('bench: tsc reported errors; measuring the emitted files anyway\n')
+  return existsSync(join(repoDir, 'dist/src/feed/feed-service.js'))
+}
+
+/** The RSS child for the compiled service: measureRss below, in JavaScript, importing dist/. */
+function writeDistChild (dir: string): string {
+  const dist = (p: string): string => JSON.stringify(pathToFileURL(join(repoDir, 'dist', p)).href)
+  const file = join(dir, 'rss-child.mjs')
+  writeFileSync(file, `
+import { readFileSync } from 'node:fs'
+import { openEmbeddedStore } from ${dist('src/store/embedded/embedded-store.js')}
+import { loadGeoIndex } from ${dist('src/geo/load.js')}
+import { createPool } from ${dist('src/pool/pool.js')}
+import { FeedService } from ${dist('src/feed/feed-service.js')}
+function rssSplit () {
+  const status = readFileSync('/proc/self/status', 'utf8')
+  const kb = (key) => Number(new RegExp('^' + key + ':\\\\s+(\\\\d+) kB', 'm').exec(status)?.[1] ?? NaN)
+  return { anonMiB: Math.round(kb('RssAnon') / 1024), fileMiB: Math.round(kb('RssFile') / 1024) }
+}
+const mib = (n) => Math.round(n / 2 ** 20)
+const store = await openEmbeddedStore(process.env.BENCH_SNAPSHOT_RSS_CHILD)
+const geo = await loadGeoIndex(JSON.parse(process.env.BENCH_SNAPSHOT_GEO))
+const pool = createPool({ workers: 2, taskTimeoutMs: 120000 })
+globalThis.gc()
+const baseline = mib(process.memoryUsage().rss)
+const service = new FeedService({ store, pool, config: { feedRebuildMs: 3600000, pollMs: 1000 }, log: { info () {}, warn () {}, error () {}, debug () {} }, geo })
+const t0 = performance.now()
+await service.start()
+while (!service.ready()) await new Promise((resolve) => setTimeout(resolve, 20))
+const buildAllMs = Math.round(performance.now() - t0)
+globalThis.gc()
+const m = process.memoryUsage()
+process.stdout.write(JSON.stringify({ baseline, rss: mib(m.rss), heap: mib(m.heapUsed), external: mib(m.external), buildAllMs, ...rssSplit() }) + '\\n')
+await service.stop()
+await pool.destroy()
+await store.close()
+`)
+  return file
+}
+
+/**
+ * RSS split (Linux): anonymous memory is the process's own; file-backed pages are mapped files —
+ * node itself and, above all, LMDB's data file, which the kernel can drop at will.
+ */
+function rssSplit (): { anonMiB?: number, fileMiB?: number } {
+  try {
+    const status = readFileSync('/proc/self/status', 'utf8')
+    const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN)
+    return { anonMiB: Math.round(kb('RssAnon') / 1024), fileMiB: Math.round(kb('RssFile') / 1024) }
+  } catch {
+    return {}
+  }
+}
+
+/** The child of the RSS case: the server's feed side alone — store, geo, pool, FeedService. */
+async function measureRss (dir: string): Promise<void> {
+  const mib = (n: number): number => Math.round(n / 2 ** 20)
+  const store = await openEmbeddedStore(dir)
+  const geo = await loadGeoIndex(JSON.parse(process.env.BENCH_SNAPSHOT_GEO!) as { countryDb: string, asnDb: string })
+  const pool = createPool({ workers: 2, taskTimeoutMs: 120_000 })
+  gc()
+  const baseline = mib(process.memoryUsage().rss)
+  const service = new FeedService({ store, pool, config: { feedRebuildMs: 3_600_000, pollMs: 1000 }, log: { info () {}, warn () {}, error () {}, debug () {} }, geo })
+  const t0 = performance.now()
+  await service.start()
+  while (!service.ready()) await new Promise((resolve) => setTimeout(resolve, 20))
+  const buildAllMs = Math.round(performance.now() - t0)
+  gc()
+  const m = process.memoryUsage()
+  process.stdout.write(JSON.stringify({ baseline, rss: mib(m.rss), heap: mib(m.heapUsed), external: mib(m.external), buildAllMs, ...rssSplit() }) + '\n')
+  await service.stop()
+  await pool.destroy()
+  await store.close()
+}
+
+if (process.env.BENCH_SNAPSHOT_RSS_CHILD !== undefined) await measureRss(process.env.BENCH_SNAPSHOT_RSS_CHILD)
+else await main()

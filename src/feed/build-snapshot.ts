@@ -1,0 +1,230 @@
+/**
+ * One feed's rules → one FeedSnapshot. The same path serves the server (tasks run in the pool)
+ * and `threatfeed feed get` (tasks run in-process), so an operator sees exactly what an appliance
+ * receives.
+ *
+ *   select rules (labels) ─► compute task ─► Last-Modified per (family, action) ─► 6 render tasks ─► assemble
+ *       main thread           worker           store (feedVersions.observe)         workers          main thread
+ *
+ * The main thread does the O(rules) selection and the O(variants) assembly; everything O(networks)
+ * — expansion, coalescing, carving, rendering, MD5, gzip — runs in tasks, and their results come
+ * back as transferred buffers that the snapshot's bodies view without copying.
+ */
+import type { AccessList, FeedAction, FeedKey } from '../store/types.js'
+import { FEED_ACTIONS } from '../store/types.js'
+import type { ActionNetworks, ChunkCache, ComputeResult, ComputeTask, RenderResult, RenderTask, RenderedRepresentation, WireFamily, WireStream } from '../pool/protocol.js'
+import { GZIP_LEVEL } from './render/gzip.js'
+import { allTargets, groupTargets, selectRules, type RuleTable } from './rule-table.js'
+import type { LastModifiedKeeper } from './last-modified.js'
+import {
+  CACHE_CONTROL, CONTENT_TYPES, DEFAULT_ENTRY_LIMIT, VARY, variantKey,
+  type FeedId, type FeedSnapshot, type HeaderList, type Representation, type Variant,
+} from './snapshot-types.js'
+
+/** What runs the O(networks) work: the pool (src/pool/pool.ts) or in-process (in-process-tasks.ts). */
+export interface FeedTasks {
+  compute (task: Omit<ComputeTask, 'geo'>): Promise<ComputeResult>
+  render (task: RenderTask): Promise<RenderResult>
+}
+
+export interface FeedDefinition {
+  workspaceId: string
+  workspaceName: string
+  /** The list this feed publishes; null for the workspace feed. */
+  list: AccessList | null
+}
+
+export interface BuildOptions {
+  tasks: FeedTasks
+  lastModified: LastModifiedKeeper
+  /** Rules lapsed at `now` are left out; Last-Modified of a new content is `now`. */
+  now: number
+  /** Compressed chunks of this feed's previous build, by `${action}|${stream}` (see gzip.ts). */
+  caches?: ReadonlyMap<string, ChunkCache>
+  gzipLevel?: number
+}
+
+export interface BuildResult {
+  snapshot: FeedSnapshot
+  caches: Map<string, ChunkCache>
+  /** Targets that could not be read (corrupt rules), left out. */
+  invalid: number
+}
+
+const STREAMS: readonly WireStream[] = ['lines', 'rows', 'nft']
+const FAMILIES: readonly WireFamily[] = ['v4', 'v6', 'both']
+const WORKSPACE_DESCRIPTION = 'All access rules'
+
+export function feedIdOf (def: FeedDefinition): FeedId {
+  return def.list?.id ?? '*'
+}
+
+function httpDate (ms: number): string {
+  return new Date(ms).toUTCString()
+}
+
+const EMPTY = new Uint8Array(0)
+
+/**
+ * A representation whose body is spans of the task's buffers: a single span is a view, several
+ * are copied together on first use and kept (a memcpy of at most a few MB, once per snapshot and
+ * body — and only for the bodies clients ask for).
+ */
+class SpanRepresentation implements Representation {
+  readonly etag: string
+  readonly headers: HeaderList
+  readonly notModifiedHeaders: HeaderList
+  readonly #sources: readonly Uint8Array[]
+  readonly #spans: readonly number[]
+  readonly #length: number
+  #body: Uint8Array | null
+
+  constructor (sources: readonly Uint8Array[], r: RenderedRepresentation, headers: HeaderList, notModifiedHeaders: HeaderList) {
+    this.etag = r.etag
+    this.headers = headers
+    this.notModifiedHeaders = notModifiedHeaders
+    this.#sources = sources
+    this.#spans = r.spans
+    this.#length = r.length
+    this.#body = r.spans.length === 0 ? EMPTY : r.spans.length === 3 ? sources[r.spans[0]!]!.subarray(r.spans[1]!, r.spans[1]! + r.spans[2]!) : null
+  }
+
+  get body (): Uint8Array {
+    if (this.#body === null) {
+      const out = new Uint8Array(this.#length)
+      let o = 0
+      for (let k = 0; k < this.#spans.length; k += 3) {
+        const src = this.#sources[this.#spans[k]!]!
+        out.set(src.subarray(this.#spans[k + 1]!, this.#spans[k + 1]! + this.#spans[k + 2]!), o)
+        o += this.#spans[k + 2]!
+      }
+      this.#body = out
+    }
+    return this.#body
+  }
+}
+
+function representation (sources: readonly Uint8Array[], r: RenderedRepresentation, common: HeaderList, gzip: boolean, validators: boolean, lastModifiedHttp: string): Representation {
+  const headers: Array<readonly [string, string]> = [...common]
+  if (validators) headers.push(['ETag', r.etag], ['Last-Modified', lastModifiedHttp])
+  if (gzip) headers.push(['Content-Encoding', 'gzip'])
+  const notModified: HeaderList = validators ? [['ETag', r.etag], ['Last-Modified', lastModifiedHttp], ['Cache-Control', CACHE_CONTROL], ['Vary', VARY]] : []
+  return new SpanRepresentation(sources, r, headers, notModified)
+}
+
+function assemble (action: FeedAction, result: RenderResult, since: Readonly<Record<WireFamily, number>>, limit: number, into: Map<string, Variant>): void {
+  const sources = [new Uint8Array(result.arena), result.cache.bytes]
+  for (const v of result.variants) {
+    const lastModified = Math.floor(since[v.family] / 1000) * 1000
+    const lastModifiedHttp = httpDate(lastModified)
+    const ok = v.status === 200
+    const contentType = !ok ? CONTENT_TYPES.json : v.format === 'dialect_b' && !v.checksum ? CONTENT_TYPES.csv : CONTENT_TYPES.text
+    const common: HeaderList = [
+      ['Content-Type', contentType],
+      ['Cache-Control', CACHE_CONTROL],
+      ['Vary', VARY],
+      ['X-Feed-Entry-Count', String(v.entries)],
+      ['X-Feed-Entry-Limit', String(limit)],
+    ]
+    into.set(variantKey({ format: v.format, family: v.family, action, checksum: v.checksum }), {
+      status: v.status,
+      contentType,
+      identity: representation(sources, v.identity, common, false, ok, lastModifiedHttp),
+      gzip: representation(sources, v.gzip, common, true, ok, lastModifiedHttp),
+      entries: v.entries,
+      limit,
+      lastModified,
+      lastModifiedHttp,
+    })
+  }
+}
+
+function countOf (n: ActionNetworks): { v4: number, v6: number } {
+  return { v4: n.total.v4.length / 2, v6: n.total.v6.length / 5 }
+}
+
+/**
+ * Builds every variant of one feed.
+ *
+ * @example
+ *   const { snapshot } = await buildSnapshot({ workspaceId, workspaceName: 'acme', list: null }, toRuleTable(rules),
+ *     { tasks: inProcessTasks(geo), lastModified: new LastModifiedKeeper(store.feedVersions, { timeoutMs: 2000 }), now: Date.now() })
+ *   snapshot.variants.get('plain|v4|block|')?.identity.body
+ */
+export async function buildSnapshot (def: FeedDefinition, rules: RuleTable, opts: BuildOptions): Promise<BuildResult> {
+  const { list, workspaceId } = def
+  const now = opts.now
+  const defaults = list?.defaults ?? null
+  const selection = selectRules(rules, list, now)
+  const name = list?.name ?? def.workspaceName
+  const description = list === null ? WORKSPACE_DESCRIPTION : list.description
+  const limit = list?.defaults.maxEntries ?? DEFAULT_ENTRY_LIMIT
+  const listId = feedIdOf(def)
+
+  const networks = await opts.tasks.compute({
+    block: groupTargets(rules, selection.block, defaults),
+    allow: groupTargets(rules, selection.allow, defaults),
+    carve: allTargets(rules, selection.carve),
+    meta: `${name}\n${description}`,
+  })
+
+  // Last-Modified comes from the store, but only dialect_a's header needs it to render: rendering
+  // starts at once with the time the keeper predicts, and the store's answer arrives meanwhile.
+  // When it differs (another node saw the content first, or this process just started), the
+  // lines stream of that action is rendered again with the store's time.
+  const perFamily = (f: (family: WireFamily) => number): Record<WireFamily, number> => ({ v4: f('v4'), v6: f('v6'), both: f('both') })
+  const keyOf = (action: FeedAction, family: WireFamily): FeedKey => ({ workspaceId, listId, family, action })
+  const predicted = {
+    block: perFamily((family) => opts.lastModified.predict(keyOf('block', family), networks.block.hash[family], now)),
+    allow: perFamily((family) => opts.lastModified.predict(keyOf('allow', family), networks.allow.hash[family], now)),
+  }
+  const observed = Promise.all(FEED_ACTIONS.flatMap((action) => FAMILIES.map(async (family) => {
+    const v = await opts.lastModified.observe(keyOf(action, family), networks[action].hash[family], now)
+    return { action, family, since: v.since }
+  })))
+
+  const level = opts.gzipLevel ?? GZIP_LEVEL
+  const jobs = FEED_ACTIONS.flatMap((action) => STREAMS.map((stream) => ({ action, stream })))
+  const render = (action: FeedAction, stream: WireStream, generated: Record<WireFamily, number>): Promise<RenderResult> => opts.tasks.render({
+    stream,
+    action,
+    networks: networks[action],
+    name,
+    description,
+    generated,
+    limit,
+    listFeed: list !== null,
+    gzipLevel: level,
+    cache: opts.caches?.get(`${action}|${stream}`) ?? null,
+  })
+  const [versions, results] = await Promise.all([observed, Promise.all(jobs.map(({ action, stream }) => render(action, stream, predicted[action])))])
+  const since = { block: { ...predicted.block }, allow: { ...predicted.allow } }
+  for (const v of versions) since[v.action][v.family] = v.since
+  await Promise.all(FEED_ACTIONS.map(async (action) => {
+    // dialect_a prints whole seconds: a guess off by less than that renders the same bytes.
+    if (FAMILIES.every((f) => Math.floor(since[action][f] / 1000) === Math.floor(predicted[action][f] / 1000))) return
+    const i = jobs.findIndex((j) => j.action === action && j.stream === 'lines')
+    results[i] = await render(action, 'lines', since[action])
+  }))
+
+  const variants = new Map<string, Variant>()
+  const caches = new Map<string, ChunkCache>()
+  jobs.forEach(({ action, stream }, i) => {
+    const r = results[i]!
+    assemble(action, r, since[action], limit, variants)
+    caches.set(`${action}|${stream}`, r.cache)
+  })
+
+  const snapshot: FeedSnapshot = {
+    workspaceId,
+    feedId: listId,
+    name,
+    defaults,
+    limit,
+    builtAt: now,
+    expiresAt: selection.expiresAt,
+    networks: { block: countOf(networks.block), allow: countOf(networks.allow) },
+    variants,
+  }
+  return { snapshot, caches, invalid: networks.invalid }
+}

@@ -1,0 +1,538 @@
+/**
+ * Keeps every feed's snapshot built and fresh, and answers the HTTP side from memory.
+ *
+ * When a feed is rebuilt (each at most once per THREATFEED_FEED_REBUILD_MS, except at expiry):
+ * - rules moved (store.revisions().rules, polled every THREATFEED_POLL_MS);
+ * - a list or workspace changed (revisions().admin), or the geo index was replaced;
+ * - the snapshot reached its expiresAt, the earliest expiry of a rule in it. This one ignores the
+ *   interval: a lapsed rule is never served (DECISIONS §5), and the alternative — a feed that
+ *   answers nothing until the interval is over — is worse than one extra build;
+ * - a build failed (worker crash or timeout, store down with nothing in memory): retried with
+ *   backoff while the last good snapshot keeps serving.
+ *
+ * Store outages: each workspace's rules are kept as last fetched, and a build that cannot reach
+ * the store rebuilds from them, filtered by expiry at build time — so feeds keep answering and a
+ * rule still disappears at its expiry (chosen over keeping per-rule networks in the snapshot: the
+ * rules are far smaller, and the build path stays the one path). Last-Modified falls back to memory
+ * too (last-modified.ts).
+ *
+ * `getSnapshot` is synchronous and never returns a snapshot past its expiresAt: it returns
+ * null and starts the rebuild, which `awaitSnapshot` waits for.
+ *
+ *   poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at max(now, lastStart + interval)
+ *                                                  ▲                 or snapshot.expiresAt
+ *   expiry timer / getSnapshot(stale) ─────────────┘                ──► build ──► swap ──► tick
+ */
+import { ThreatfeedError } from '../errors.js'
+import type { GeoIndex } from '../geo/geo-index.js'
+import type { GeoIndexData } from '../geo/geo-index.js'
+import type { Logger } from '../log.js'
+import type { AccessList, Store, Workspace } from '../store/types.js'
+import { buildSnapshot, type FeedTasks } from './build-snapshot.js'
+import { LastModifiedKeeper } from './last-modified.js'
+import { toRuleTable, type RuleTable } from './rule-table.js'
+import type { BuildReason, FeedMetrics } from './metrics.js'
+import type { ChunkCache } from '../pool/protocol.js'
+import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types.js'
+
+export interface FeedServiceConfig {
+  /** Least time between two rebuilds of one feed (THREATFEED_FEED_REBUILD_MS). */
+  feedRebuildMs: number
+  /** How often the store's revisions are polled (THREATFEED_POLL_MS). */
+  pollMs: number
+}
+
+/** The pool as the service uses it (src/pool/pool.ts FeedPool fits). */
+export interface FeedPoolLike extends FeedTasks {
+  setGeo (data: GeoIndexData): void
+}
+
+export interface FeedServiceOptions {
+  store: Store
+  pool: FeedPoolLike
+  config: FeedServiceConfig
+  log: Pick<Logger, 'info' | 'warn' | 'error' | 'debug'>
+  metrics?: FeedMetrics
+  geo?: GeoIndex
+  gzipLevel?: number
+  /** Longest awaitSnapshot() wait before TF_ERR_FEED_UNAVAILABLE (503). */
+  awaitMs?: number
+  /** Longest wait for the store's feed versions before using memory. */
+  storeTimeoutMs?: number
+  /**
+   * Builds run at once (default 2, the pool's default size). More would only interleave their
+   * tasks in the pool — every build finishing later — and hold all their buffers at once.
+   */
+  buildConcurrency?: number
+}
+
+/** Node timers hold at most 2^31 - 1 ms; a later instant is re-armed when reached. */
+const MAX_TIMER_MS = 0x7fffffff
+const RETRY_MIN_MS = 100
+
+class FeedState {
+  list: AccessList | null = null
+  snapshot: FeedSnapshot | undefined = undefined
+  caches: Map<string, ChunkCache> | undefined = undefined
+  building: Promise<void> | null = null
+  /** A trigger arrived that the current snapshot does not reflect. */
+  dirty = true
+  reason: BuildReason = 'start'
+  lastStart = -Infinity
+  /** Inputs of the current snapshot (rules fingerprint, list, workspace name, geo version). */
+  builtFrom = ''
+  failures = 0
+  retryAt = 0
+  lastError: unknown = null
+  timer: NodeJS.Timeout | null = null
+  timerAt = Infinity
+  /** The list does not exist (or belongs to another workspace). */
+  missing = false
+  /**
+   * Kept built: every feed of an active workspace, and any feed once asked for. A feed of an
+   * inactive workspace (its keys get 402) is not built until someone asks.
+   */
+  wanted = false
+
+  constructor (readonly workspaceId: string, readonly feedId: FeedId) {}
+}
+
+/** A counting semaphore; urgent waiters go first. */
+class Slots {
+  #free: number
+  readonly #waiting: Array<() => void> = []
+
+  constructor (n: number) {
+    this.#free = Math.max(1, n)
+  }
+
+  async acquire (urgent: boolean): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--
+      return
+    }
+    await new Promise<void>((resolve) => { if (urgent) this.#waiting.unshift(resolve); else this.#waiting.push(resolve) })
+  }
+
+  /** Hands the slot to the next waiter, or frees it. */
+  release (): void {
+    const next = this.#waiting.shift()
+    if (next !== undefined) next()
+    else this.#free++
+  }
+}
+
+class WorkspaceState {
+  name: string | null = null
+  active = true
+  /** As last fetched (a compact table: see rule-table.ts). */
+  rules: RuleTable | null = null
+  rulesRevision = -1
+  fetching: Promise<RuleTable> | null = null
+  readonly feeds = new Map<FeedId, FeedState>()
+
+  constructor (readonly id: string) {}
+}
+
+/**
+ * @example
+ *   const feeds = new FeedService({ store, pool, config, log, metrics: registerFeedMetrics(metrics), geo })
+ *   await feeds.start()
+ *   const snapshot = feeds.getSnapshot(workspaceId, '*', Date.now()) ?? await feeds.awaitSnapshot(workspaceId, '*')
+ */
+export class FeedService {
+  readonly #store: Store
+  readonly #pool: FeedPoolLike
+  readonly #config: FeedServiceConfig
+  readonly #log: FeedServiceOptions['log']
+  readonly #metrics: FeedMetrics | undefined
+  readonly #gzipLevel: number | undefined
+  readonly #awaitMs: number
+  readonly #lastModified: LastModifiedKeeper
+  readonly #workspaces = new Map<string, WorkspaceState>()
+  readonly #slots: Slots
+  #geo: GeoIndex | null = null
+  #geoVersion = 0
+  #adminRevision = -1
+  #rulesRevision = 0
+  #pollTimer: NodeJS.Timeout | null = null
+  #polling = false
+  #started = false
+  #stopped = false
+  #ready = false
+  #initial: Promise<void> | null = null
+
+  constructor (opts: FeedServiceOptions) {
+    this.#store = opts.store
+    this.#pool = opts.pool
+    this.#config = opts.config
+    this.#log = opts.log
+    this.#metrics = opts.metrics
+    this.#gzipLevel = opts.gzipLevel
+    this.#awaitMs = opts.awaitMs ?? 10_000
+    this.#slots = new Slots(opts.buildConcurrency ?? 2)
+    this.#lastModified = new LastModifiedKeeper(opts.store.feedVersions, {
+      timeoutMs: opts.storeTimeoutMs ?? 2000,
+      onStoreError: (e) => { this.#log.warn({ err: e }, 'feed versions unavailable; Last-Modified kept in memory') },
+    })
+    if (opts.geo !== undefined) this.#installGeo(opts.geo)
+  }
+
+  /** Loads workspaces and lists, builds every feed of the active workspaces, then polls for changes. */
+  async start (): Promise<void> {
+    if (this.#started) return
+    this.#started = true
+    try {
+      const r = await this.#store.revisions()
+      this.#rulesRevision = r.rules
+      await this.#reloadAdmin()
+      this.#adminRevision = r.admin
+    } catch (e) {
+      // The store is down at start: the next poll retries the load.
+      this.#log.warn({ err: e }, 'feed service: store unavailable at start; retrying')
+    }
+    this.#pollTimer = setInterval(() => { void this.#poll() }, this.#config.pollMs)
+    this.#pollTimer.unref()
+    if (this.#geo !== null) this.#startInitial()
+  }
+
+  /** Stops polling and timers; waits for builds in flight. The pool and the store are the caller's. */
+  async stop (): Promise<void> {
+    this.#stopped = true
+    if (this.#pollTimer !== null) clearInterval(this.#pollTimer)
+    const pending: Promise<void>[] = []
+    for (const ws of this.#workspaces.values()) {
+      for (const f of ws.feeds.values()) {
+        this.#clearTimer(f)
+        if (f.building !== null) pending.push(f.building)
+      }
+    }
+    await Promise.allSettled(pending)
+  }
+
+  /** True once a geo index is set and every feed known at start has been built once (for /readyz). */
+  ready (): boolean {
+    return this.#ready
+  }
+
+  /** Replaces the geo index (a reload): every feed is rebuilt within the rebuild interval. */
+  setGeo (index: GeoIndex): void {
+    this.#installGeo(index)
+    if (!this.#started) return
+    if (this.#initial === null) {
+      this.#startInitial()
+      return
+    }
+    for (const ws of this.#workspaces.values()) for (const f of ws.feeds.values()) this.#markDirty(f, 'geo')
+  }
+
+  /**
+   * The current snapshot of a feed, or null when there is none valid at `now` (not built yet,
+   * or past its expiresAt); a build is then under way and awaitSnapshot() waits for it.
+   * `feedId` is '*' for the workspace feed, else a list id.
+   */
+  getSnapshot (workspaceId: string, feedId: FeedId, now = Date.now()): FeedSnapshot | null {
+    const feed = this.#knownFeed(workspaceId, feedId)
+    if (feed === undefined) return null
+    return this.#current(feed, now)
+  }
+
+  /**
+   * The current snapshot, waiting for a build if needed. Rejects with TF_ERR_LIST_NOT_FOUND for a
+   * list that does not exist in the workspace, TF_ERR_FEED_UNAVAILABLE (503) when no valid
+   * snapshot could be built in time.
+   */
+  async awaitSnapshot (workspaceId: string, feedId: FeedId, now?: number): Promise<FeedSnapshot> {
+    const deadline = Date.now() + this.#awaitMs
+    const feed = this.#knownFeed(workspaceId, feedId) ?? await this.#discoverList(workspaceId, feedId)
+    for (;;) {
+      const s = this.#current(feed, now ?? Date.now())
+      if (s !== null) return s
+      if (feed.missing) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+      const left = deadline - Date.now()
+      if (left <= 0 || this.#stopped) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: feed.lastError ?? undefined })
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(left, feed.building === null ? 25 : left))
+        if (feed.building !== null) void feed.building.finally(() => { clearTimeout(t); resolve() })
+      })
+      // A caller-given `now` is honoured once; later rounds are about the new snapshot.
+      now = undefined
+    }
+  }
+
+  // --- internals -------------------------------------------------------------------------
+
+  #installGeo (index: GeoIndex): void {
+    this.#geo = index
+    this.#geoVersion++
+    this.#pool.setGeo(index.toTransferable())
+  }
+
+  #startInitial (): void {
+    this.#initial = (async () => {
+      const builds: Promise<void>[] = []
+      for (const ws of this.#workspaces.values()) {
+        if (!ws.active) continue
+        for (const f of ws.feeds.values()) {
+          f.wanted = true
+          this.#tick(f)
+          if (f.building !== null) builds.push(f.building)
+        }
+      }
+      await Promise.allSettled(builds)
+      this.#ready = true
+      this.#log.info({ feeds: builds.length }, 'feed snapshots built')
+    })()
+  }
+
+  #workspace (id: string): WorkspaceState {
+    let ws = this.#workspaces.get(id)
+    if (ws === undefined) {
+      ws = new WorkspaceState(id)
+      ws.feeds.set(WORKSPACE_FEED, new FeedState(id, WORKSPACE_FEED))
+      this.#workspaces.set(id, ws)
+    }
+    return ws
+  }
+
+  /** The feed's state: the workspace feed is created on first sight, a list only once known. */
+  #knownFeed (workspaceId: string, feedId: FeedId): FeedState | undefined {
+    if (feedId === WORKSPACE_FEED) return this.#workspace(workspaceId).feeds.get(WORKSPACE_FEED)
+    return this.#workspaces.get(workspaceId)?.feeds.get(feedId)
+  }
+
+  /** A list created since the last admin reload (or an id that is no list of the workspace). */
+  async #discoverList (workspaceId: string, listId: string): Promise<FeedState> {
+    const list = await this.#store.lists.get(listId)
+    if (list === null || list.workspaceId !== workspaceId) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+    const ws = this.#workspace(workspaceId)
+    let f = ws.feeds.get(listId)
+    if (f === undefined) {
+      f = new FeedState(workspaceId, listId)
+      ws.feeds.set(listId, f)
+    }
+    f.list ??= list
+    return f
+  }
+
+  /** The snapshot if valid at `now`; otherwise starts what is due and answers null. */
+  #current (f: FeedState, now: number): FeedSnapshot | null {
+    const s = f.snapshot
+    if (s !== undefined && now < s.expiresAt) return s
+    f.wanted = true
+    this.#tick(f)
+    return null
+  }
+
+  async #poll (): Promise<void> {
+    if (this.#polling || this.#stopped) return
+    this.#polling = true
+    try {
+      const r = await this.#store.revisions()
+      if (r.admin !== this.#adminRevision) {
+        await this.#reloadAdmin()
+        this.#adminRevision = r.admin
+      }
+      if (r.rules !== this.#rulesRevision) {
+        this.#rulesRevision = r.rules
+        for (const ws of this.#workspaces.values()) for (const f of ws.feeds.values()) this.#markDirty(f, 'change')
+      }
+    } catch (e) {
+      this.#log.debug({ err: e }, 'feed service: revision poll failed')
+    } finally {
+      this.#polling = false
+    }
+    const now = Date.now()
+    if (this.#metrics !== undefined) {
+      for (const ws of this.#workspaces.values()) {
+        for (const f of ws.feeds.values()) if (f.snapshot !== undefined) this.#metrics.setAge(ws.id, f.feedId, (now - f.snapshot.builtAt) / 1000)
+      }
+    }
+  }
+
+  /** Workspaces and lists from the store: feeds appear, change and disappear with them. */
+  async #reloadAdmin (): Promise<void> {
+    const [workspaces, lists] = await Promise.all([this.#store.workspaces.list(), this.#store.lists.list()])
+    const live = new Map<string, Workspace>()
+    for (const w of workspaces) if (w.deletedAt === null) live.set(w.id, w)
+    for (const [id, ws] of this.#workspaces) {
+      if (!live.has(id)) this.#dropWorkspace(ws)
+    }
+    const listsByWorkspace = new Map<string, AccessList[]>()
+    for (const l of lists) {
+      const a = listsByWorkspace.get(l.workspaceId)
+      if (a === undefined) listsByWorkspace.set(l.workspaceId, [l])
+      else a.push(l)
+    }
+    for (const w of live.values()) {
+      const known = this.#workspaces.has(w.id)
+      const ws = this.#workspace(w.id)
+      const wasActive = ws.active
+      ws.active = w.subscription === 'active'
+      if (ws.name !== w.name) {
+        if (ws.name !== null) this.#markDirty(ws.feeds.get(WORKSPACE_FEED)!, 'change')
+        ws.name = w.name
+      }
+      const current = listsByWorkspace.get(w.id) ?? []
+      const ids = new Set(current.map((l) => l.id))
+      for (const [id, f] of ws.feeds) {
+        if (id !== WORKSPACE_FEED && !ids.has(id)) this.#dropFeed(ws, f)
+      }
+      for (const l of current) {
+        let f = ws.feeds.get(l.id)
+        if (f === undefined) {
+          f = new FeedState(w.id, l.id)
+          f.list = l
+          f.wanted = ws.active
+          ws.feeds.set(l.id, f)
+          if (this.#initial !== null) this.#tick(f)
+        } else if (f.list === null || f.list.updatedAt !== l.updatedAt) {
+          const had = f.list !== null
+          f.list = l
+          f.missing = false
+          if (had) this.#markDirty(f, 'change')
+          else this.#tick(f)
+        }
+      }
+      // A workspace that is new, or newly active, gets its feeds built now, not on first request.
+      if (ws.active && (!known || !wasActive)) {
+        for (const f of ws.feeds.values()) {
+          f.wanted = true
+          if (this.#initial !== null) this.#tick(f)
+        }
+      }
+    }
+  }
+
+  #dropWorkspace (ws: WorkspaceState): void {
+    for (const f of ws.feeds.values()) this.#dropFeed(ws, f)
+    this.#workspaces.delete(ws.id)
+  }
+
+  #dropFeed (ws: WorkspaceState, f: FeedState): void {
+    this.#clearTimer(f)
+    f.missing = f.feedId !== WORKSPACE_FEED
+    ws.feeds.delete(f.feedId)
+    this.#lastModified.forget(ws.id, f.feedId)
+    this.#metrics?.removeFeed(ws.id, f.feedId)
+  }
+
+  #markDirty (f: FeedState, reason: BuildReason): void {
+    f.dirty = true
+    f.reason = reason
+    this.#tick(f)
+  }
+
+  #clearTimer (f: FeedState): void {
+    if (f.timer !== null) clearTimeout(f.timer)
+    f.timer = null
+    f.timerAt = Infinity
+  }
+
+  /** Starts a build when one is due, else arms the feed's timer for when one will be. */
+  #tick (f: FeedState): void {
+    if (this.#stopped || f.building !== null || this.#geo === null || f.missing || !f.wanted) return
+    const now = Date.now()
+    const expiresAt = f.snapshot?.expiresAt ?? -Infinity
+    const expired = now >= expiresAt
+    let due: number
+    if (expired) due = f.snapshot === undefined ? Math.max(now, f.retryAt) : Math.max(expiresAt, f.retryAt)
+    else due = Math.min(f.dirty ? Math.max(f.lastStart + this.#config.feedRebuildMs, f.retryAt) : Infinity, expiresAt)
+    if (due <= now) {
+      this.#clearTimer(f)
+      const reason: BuildReason = f.failures > 0 ? 'retry' : expired && f.snapshot !== undefined ? 'expiry' : f.snapshot === undefined ? (f.reason === 'start' ? 'start' : 'demand') : f.reason
+      // At expiry, build as of the expiry instant itself (a timer may fire a millisecond early).
+      this.#build(f, expired && f.snapshot !== undefined ? Math.max(now, expiresAt) : now, reason)
+      return
+    }
+    if (due === Infinity || (f.timer !== null && f.timerAt <= due)) return
+    this.#clearTimer(f)
+    f.timerAt = due
+    f.timer = setTimeout(() => {
+      f.timer = null
+      f.timerAt = Infinity
+      this.#tick(f)
+    }, Math.min(due - now, MAX_TIMER_MS))
+    f.timer.unref()
+  }
+
+  #build (f: FeedState, now: number, reason: BuildReason): void {
+    f.lastStart = Date.now()
+    f.dirty = false
+    let started = performance.now()
+    // Expiry builds and first builds wait for nobody: until they finish, the feed cannot answer.
+    const urgent = reason === 'expiry' || f.snapshot === undefined
+    f.building = (async () => {
+      await this.#slots.acquire(urgent)
+      try {
+        started = performance.now()
+        await this.#buildNow(f, now, reason, started)
+      } finally {
+        this.#slots.release()
+      }
+    })().then(() => {
+      f.failures = 0
+      f.retryAt = 0
+      f.lastError = null
+    }, (e: unknown) => {
+      f.failures++
+      f.lastError = e
+      f.dirty = true
+      // Backoff doubles from 100 ms up to the rebuild interval; the last good snapshot keeps serving.
+      f.retryAt = Date.now() + Math.min(Math.max(this.#config.feedRebuildMs, RETRY_MIN_MS), RETRY_MIN_MS * 2 ** Math.min(f.failures - 1, 16))
+      this.#metrics?.observeBuild(reason, 'failed', (performance.now() - started) / 1000)
+      this.#log.error({ err: e, workspace: f.workspaceId, feed: f.feedId, failures: f.failures }, 'feed build failed; serving the last good snapshot')
+    }).finally(() => {
+      f.building = null
+      this.#tick(f)
+    })
+  }
+
+  async #buildNow (f: FeedState, now: number, reason: BuildReason, started: number): Promise<void> {
+    const ws = this.#workspace(f.workspaceId)
+    const rules = await this.#rulesOf(ws, now)
+    if (ws.name === null) ws.name = (await this.#store.workspaces.get(ws.id))?.name ?? ws.id
+    if (f.feedId !== WORKSPACE_FEED && f.list === null) {
+      // Only the admin reload and #discoverList create list feeds, both with their list.
+      throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`list feed ${f.feedId} without its list`) })
+    }
+    const from = `${rules.fingerprint}|${f.list?.updatedAt ?? ''}|${ws.name}|${this.#geoVersion}`
+    if (f.snapshot !== undefined && from === f.builtFrom && now < f.snapshot.expiresAt) {
+      this.#metrics?.observeBuild(reason, 'unchanged', (performance.now() - started) / 1000)
+      return
+    }
+    const result = await buildSnapshot({ workspaceId: ws.id, workspaceName: ws.name, list: f.list }, rules, {
+      tasks: this.#pool,
+      lastModified: this.#lastModified,
+      now,
+      ...(f.caches !== undefined ? { caches: f.caches } : {}),
+      ...(this.#gzipLevel !== undefined ? { gzipLevel: this.#gzipLevel } : {}),
+    })
+    // The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix.
+    f.snapshot = result.snapshot
+    f.caches = result.caches
+    f.builtFrom = from
+    if (result.invalid > 0) this.#log.warn({ workspace: ws.id, feed: f.feedId, invalid: result.invalid }, 'feed: unreadable rule targets left out')
+    this.#metrics?.observeBuild(reason, 'built', (performance.now() - started) / 1000)
+    this.#metrics?.setSnapshot(result.snapshot)
+    this.#metrics?.setAge(ws.id, f.feedId, 0)
+  }
+
+  /** The workspace's rules: fetched when the rules revision moved, else (or when the store fails) as last fetched. */
+  async #rulesOf (ws: WorkspaceState, now: number): Promise<RuleTable> {
+    if (ws.rules !== null && ws.rulesRevision === this.#rulesRevision) return ws.rules
+    if (ws.fetching !== null) return ws.fetching
+    const revision = this.#rulesRevision
+    ws.fetching = this.#store.rules.listAccessRules(ws.id, now).then((rules) => {
+      const table = toRuleTable(rules)
+      ws.rules = table
+      ws.rulesRevision = revision
+      return table
+    }, (e: unknown) => {
+      if (ws.rules === null) throw e
+      this.#log.warn({ err: e, workspace: ws.id }, 'rule store unavailable; building from the rules in memory')
+      return ws.rules
+    }).finally(() => { ws.fetching = null })
+    return ws.fetching
+  }
+}

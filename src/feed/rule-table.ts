@@ -1,0 +1,205 @@
+/**
+ * A workspace's access rules as the feed side keeps them: one compact table per workspace instead
+ * of an object per rule, plus which rules a feed publishes and how they group for dialect_b.
+ *
+ * Why a table: the service keeps each workspace's rules in memory between fetches (it rebuilds
+ * from them when the store is down, and at every rule expiry). 100,000 rules as store objects take
+ * ~170 MB of heap (ids, nested target and labels objects per rule); as columns they take a few MB
+ * (a typed array per field, the target strings, and each distinct label set once).
+ *
+ * Selection (DECISIONS §4): a list selects the rules whose labels hold every key=value of its
+ * selector; a number or boolean label matches its string form; an empty selector, and the
+ * workspace feed, select every rule. Confidence and severity (SPEC 4.5): the rule's own (its field,
+ * else its label), else the list's default, else `high`; each falls back on its own.
+ */
+import type { AccessList, AccessRule, Confidence, LabelValue, ListDefaults, Severity } from '../store/types.js'
+import { CONFIDENCES, SEVERITIES } from '../store/types.js'
+import type { TargetGroup } from '../pool/protocol.js'
+
+const TYPE_IP = 0
+const TYPE_ASN = 1
+const TYPE_COUNTRY = 2
+
+export interface RuleTable {
+  readonly length: number
+  /** 0 ip, 1 asn, 2 country. */
+  readonly type: Uint8Array
+  /** 1 for an allow rule, 0 for a block rule. */
+  readonly allow: Uint8Array
+  /** The normalized target value (CIDR, `AS<n>`, country code). */
+  readonly value: readonly string[]
+  /** Lapses at this instant; Infinity for never. */
+  readonly expiresAt: Float64Array
+  /** Index into labelSets. */
+  readonly labels: Uint32Array
+  readonly labelSets: ReadonlyArray<Readonly<Record<string, LabelValue>>>
+  /** The rule's own confidence / severity: 0 none, else index in CONFIDENCES / SEVERITIES + 1. */
+  readonly confidence: Uint8Array
+  readonly severity: Uint8Array
+  /** Changes whenever a rule is added, updated or removed (see fingerprintRules). */
+  readonly fingerprint: string
+}
+
+function ownRank (values: readonly string[], field: string | null, label: unknown): number {
+  if (field !== null) {
+    const i = values.indexOf(field)
+    if (i >= 0) return i + 1
+  }
+  return typeof label === 'string' ? values.indexOf(label) + 1 : 0
+}
+
+/**
+ * Order-sensitive digest of a rule set: any insert, update or delete changes the count, the newest
+ * updatedAt or the seq sum (every write carries a new stream seq). Numbers only.
+ */
+function fingerprintRules (rules: readonly AccessRule[]): string {
+  let newest = 0
+  let seqSum = 0
+  let mix = 0
+  for (const r of rules) {
+    if (r.updatedAt > newest) newest = r.updatedAt
+    seqSum += r.seq
+    mix = (Math.imul(mix ^ (r.updatedAt % 0x100000000), 0x01000193) ^ ((r.expiresAt ?? 0) % 0x100000000)) >>> 0
+  }
+  return `${rules.length}:${newest}:${seqSum}:${mix}`
+}
+
+function isEmpty (o: object): boolean {
+  for (const _ in o) return false
+  return true
+}
+
+/**
+ * @example
+ *   const table = toRuleTable(await store.rules.listAccessRules(workspaceId, Date.now()))
+ */
+export function toRuleTable (rules: readonly AccessRule[]): RuleTable {
+  const n = rules.length
+  const type = new Uint8Array(n)
+  const allow = new Uint8Array(n)
+  const value = new Array<string>(n)
+  const expiresAt = new Float64Array(n)
+  const labels = new Uint32Array(n)
+  const confidence = new Uint8Array(n)
+  const severity = new Uint8Array(n)
+  const labelSets: Array<Record<string, LabelValue>> = []
+  const seen = new Map<string, number>()
+  for (let i = 0; i < n; i++) {
+    const r = rules[i]!
+    type[i] = r.target.type === 'ip' ? TYPE_IP : r.target.type === 'asn' ? TYPE_ASN : TYPE_COUNTRY
+    allow[i] = r.action === 'allow' ? 1 : 0
+    value[i] = r.target.value
+    expiresAt[i] = r.expiresAt ?? Infinity
+    // Rules mostly share a handful of label sets (often none): keep each once.
+    const key = isEmpty(r.labels) ? '' : JSON.stringify(r.labels)
+    let li = seen.get(key)
+    if (li === undefined) {
+      li = labelSets.length
+      labelSets.push(r.labels)
+      seen.set(key, li)
+    }
+    labels[i] = li
+    confidence[i] = ownRank(CONFIDENCES, r.confidence, r.labels.confidence)
+    severity[i] = ownRank(SEVERITIES, r.severity, r.labels.severity)
+  }
+  return { length: n, type, allow, value, expiresAt, labels, labelSets, confidence, severity, fingerprint: fingerprintRules(rules) }
+}
+
+/**
+ * @example
+ *   matchesSelector({ team: 'edge', tier: 2 }, { tier: '2' }) // true
+ *   matchesSelector({ team: 'edge' }, {})                     // true
+ */
+export function matchesSelector (labels: Readonly<Record<string, LabelValue>>, selector: Readonly<Record<string, string>>): boolean {
+  for (const key in selector) {
+    if (!Object.hasOwn(selector, key)) continue
+    if (!Object.hasOwn(labels, key)) return false
+    if (String(labels[key]) !== selector[key]) return false
+  }
+  return true
+}
+
+/** What one feed takes from the table at one instant: row indices, by role. */
+export interface Selection {
+  /** Selected rules, not lapsed. */
+  readonly block: Uint32Array
+  readonly allow: Uint32Array
+  /** Every allow rule of the workspace, not lapsed: the carve of the deny feed (DECISIONS §5). */
+  readonly carve: Uint32Array
+  /** Earliest expiry among them: the snapshot's expiresAt. */
+  readonly expiresAt: number
+}
+
+export function selectRules (t: RuleTable, list: AccessList | null, now: number): Selection {
+  const selector = list?.selector ?? {}
+  const all = Object.keys(selector).length === 0
+  // The selector is decided once per label set, not once per rule.
+  const matches = t.labelSets.map((l) => all || matchesSelector(l, selector))
+  const block: number[] = []
+  const allow: number[] = []
+  const carve: number[] = []
+  let expiresAt = Infinity
+  for (let i = 0; i < t.length; i++) {
+    const e = t.expiresAt[i]!
+    if (e <= now) continue
+    const isAllow = t.allow[i] === 1
+    const selected = matches[t.labels[i]!]!
+    if (isAllow) carve.push(i)
+    if (selected) (isAllow ? allow : block).push(i)
+    if ((selected || isAllow) && e < expiresAt) expiresAt = e
+  }
+  return { block: Uint32Array.from(block), allow: Uint32Array.from(allow), carve: Uint32Array.from(carve), expiresAt }
+}
+
+function emptyGroup (confidence: string, severity: string): TargetGroup {
+  return { confidence, severity, ips: '', asns: [], countries: [] }
+}
+
+function asnNumber (value: string): number {
+  // Stored as `AS<digits>` (DECISIONS §3); anything else matches no network.
+  const n = Number(value.slice(2))
+  return value.length > 2 && Number.isSafeInteger(n) ? n : -1
+}
+
+function addTarget (t: RuleTable, i: number, group: TargetGroup, ips: string[]): void {
+  const type = t.type[i]
+  if (type === TYPE_IP) ips.push(t.value[i]!)
+  else if (type === TYPE_ASN) group.asns.push(asnNumber(t.value[i]!))
+  else group.countries.push(t.value[i]!)
+}
+
+function joinIps (ips: string[]): string {
+  return ips.length === 0 ? '' : ips.join('\n') + '\n'
+}
+
+/**
+ * Targets of some rows grouped by (confidence, severity), in a fixed group order (confidence, then
+ * severity, each in the order of store/types.ts) so that rows tie-break the same way every build.
+ */
+export function groupTargets (t: RuleTable, rows: Uint32Array, defaults: ListDefaults | null): TargetGroup[] {
+  const dc = defaults?.confidence ?? 'high'
+  const ds = defaults?.severity ?? 'high'
+  const groups = new Map<number, { group: TargetGroup, ips: string[] }>()
+  for (const i of rows) {
+    const c = t.confidence[i]!
+    const s = t.severity[i]!
+    const confidence = c === 0 ? dc : CONFIDENCES[c - 1]!
+    const severity = s === 0 ? ds : SEVERITIES[s - 1]!
+    const key = CONFIDENCES.indexOf(confidence as Confidence) * SEVERITIES.length + SEVERITIES.indexOf(severity as Severity)
+    let g = groups.get(key)
+    if (g === undefined) {
+      g = { group: emptyGroup(confidence, severity), ips: [] }
+      groups.set(key, g)
+    }
+    addTarget(t, i, g.group, g.ips)
+  }
+  return [...groups.entries()].sort((a, b) => a[0] - b[0]).map(([, { group, ips }]) => ({ ...group, ips: joinIps(ips) }))
+}
+
+/** Every target of some rows in one group (the carve: labels do not matter there). */
+export function allTargets (t: RuleTable, rows: Uint32Array): TargetGroup {
+  const group = emptyGroup('high', 'high')
+  const ips: string[] = []
+  for (const i of rows) addTarget(t, i, group, ips)
+  return { ...group, ips: joinIps(ips) }
+}

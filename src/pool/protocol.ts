@@ -1,0 +1,210 @@
+/**
+ * Every message that crosses a thread boundary between the service and the feed workers.
+ *
+ *   main thread                                   worker (workers/feed-worker.ts)
+ *   ───────────                                   ──────
+ *   ComputeTask  (rule targets, geo ref)  ──────► expand, coalesce, carve, hash
+ *                ◄──────  TaskOutcome<ComputeResult>  (prefix arrays, transferred)
+ *   RenderTask   (prefixes, headers, cache) ────► render one stream of dialects, MD5, gzip
+ *                ◄──────  TaskOutcome<RenderResult>   (one arena ArrayBuffer, transferred)
+ *
+ * Errors do not cross the boundary (on Node 20 a thrown error loses its code and class): a worker
+ * answers `{ ok: false, code, message }` and src/pool/pool.ts turns that back into a registry
+ * error. This folder may not import store/ or feed/ (STYLE.md), so the few unions shared with
+ * them are spelled out here; they are the same strings as store/types.ts.
+ */
+import { move } from 'piscina'
+import type { GeoIndexData } from '../geo/geo-index.js'
+
+export type WireFormat = 'plain' | 'dialect_a' | 'dialect_b' | 'nftables'
+export type WireFamily = 'v4' | 'v6' | 'both'
+export type WireAction = 'block' | 'allow'
+
+/**
+ * Test-only fault injection. A worker honours it only when its environment has
+ * THREATFEED_TEST_FAULTS=1, which only createPool({ faults: true }) sets (tests do).
+ * - `throw`: the task throws (caught: answered as `{ ok: false }`);
+ * - `crash`: an uncaught exception outside the task kills the worker;
+ * - `exit`: process.exit(1) inside the worker;
+ * - `hang`: a busy loop that never returns (the pool's timeout terminates the worker).
+ */
+export type Fault = 'throw' | 'crash' | 'exit' | 'hang'
+export const FAULTS_ENV = 'THREATFEED_TEST_FAULTS'
+
+/**
+ * Posted by a worker on its parent port when it starts a task: the pool's timeout measures the
+ * run, not the wait in the queue (a burst of builds can queue for longer than one task may run).
+ */
+export interface TaskStarted { tfTaskStarted: number }
+
+export function isTaskStarted (m: unknown): m is TaskStarted {
+  return typeof m === 'object' && m !== null && typeof (m as TaskStarted).tfTaskStarted === 'number'
+}
+
+/** Fields the pool adds to every task. */
+export interface TaskEnvelope {
+  /** Pool-assigned id, echoed in TaskStarted. */
+  token: number
+  fault?: Fault
+}
+
+export interface TaskFailure { ok: false, code: string, message: string }
+export interface TaskSuccess<T> {
+  ok: true
+  value: T
+  /** The answering thread and the geo index version it holds now (compute tasks). */
+  held?: { threadId: number, geoVersion: number }
+}
+export type TaskOutcome<T> = TaskSuccess<T> | TaskFailure
+
+/**
+ * Answered by a worker that does not hold the geo index version a task names; the pool then
+ * resends the task with the index attached. The pool attaches the index only until every live
+ * thread has reported holding it (TaskSuccess.held), so each worker receives each version about
+ * once, and then tasks carry only the version number.
+ */
+export const GEO_MISSING = 'TF_GEO_MISSING'
+
+/** A geo index version, with the index itself only when the worker is known to need it. */
+export interface GeoRef {
+  version: number
+  /** SharedArrayBuffer-backed: posting it shares the memory, nothing is copied. */
+  data?: GeoIndexData
+}
+
+/** The targets of rules that share one (confidence, severity): one dialect_b group. */
+export interface TargetGroup {
+  confidence: string
+  severity: string
+  /**
+   * Canonical CIDRs of the `ip` rules, each followed by `\n`. One string crosses a thread
+   * boundary as one copy; an array of 100,000 strings is 100,000 serialised values.
+   */
+  ips: string
+  asns: number[]
+  countries: string[]
+}
+
+export interface ComputeTask {
+  geo: GeoRef
+  /** Selected block rules by group. */
+  block: TargetGroup[]
+  /** Selected allow rules by group. */
+  allow: TargetGroup[]
+  /** Every allow rule of the workspace: carved out of the deny feed (DECISIONS §5). */
+  carve: TargetGroup
+  /** Everything else a body shows besides networks (name, description); enters the content hash. */
+  meta: string
+}
+
+/** Coalesced prefixes in the PackedPrefixes layout of src/net/packed.ts. */
+export interface WirePrefixes {
+  /** Pairs `[addr, len]`. */
+  v4: Uint32Array
+  /** 5-tuples `[w0, w1, w2, w3, len]`. */
+  v6: Uint32Array
+}
+
+export interface GroupPrefixes extends WirePrefixes {
+  confidence: string
+  severity: string
+}
+
+export interface ActionNetworks {
+  /** The feed's networks: every group united, coalesced (and carved for `block`). */
+  total: WirePrefixes
+  /**
+   * dialect_b groups, each coalesced on its own, in row-tie order. With one group its arrays
+   * are those of `total` (the same buffers).
+   */
+  groups: GroupPrefixes[]
+  /** Content hash per family: networks, groups and meta; format-independent (Last-Modified). */
+  hash: Record<WireFamily, string>
+}
+
+export interface ComputeResult {
+  block: ActionNetworks
+  allow: ActionNetworks
+  /** Targets that could not be read (a corrupt rule): left out, reported for the log. */
+  invalid: number
+}
+
+/** Which dialects a render task writes: the ones that share their text. */
+export type WireStream = 'lines' | 'rows' | 'nft'
+
+/** Compressed chunks of the previous build, keyed by a digest of their uncompressed bytes. */
+export interface ChunkCache {
+  keys: string[]
+  /** keys.length + 1 offsets into `bytes`. */
+  offsets: Uint32Array
+  bytes: Uint8Array
+}
+
+export interface RenderTask {
+  stream: WireStream
+  action: WireAction
+  networks: ActionNetworks
+  /** dialect_a header fields. */
+  name: string
+  description: string
+  /** Last-Modified (ms) per family: dialect_a's `# generated:` line. */
+  generated: Record<WireFamily, number>
+  /** Entry cap: a variant with more entries is a 413. */
+  limit: number
+  /** A list's feed (its cap can be raised) rather than the workspace feed: words the 413 hint. */
+  listFeed: boolean
+  gzipLevel: number
+  cache: ChunkCache | null
+}
+
+export interface Span { offset: number, length: number }
+
+/** Where a body's bytes are: RenderResult.arena or RenderResult.cache.bytes. */
+export const SOURCE_ARENA = 0
+export const SOURCE_CACHE = 1
+
+export interface RenderedRepresentation {
+  etag: string
+  /** Body length in bytes. */
+  length: number
+  /**
+   * The body as the concatenation of spans, triples `[source, offset, length]`. One span is a
+   * view with no copy; several (gzip bodies made of cached chunks, dialect_a's header before the
+   * shared lines) are assembled on first use, so unrequested bodies cost no memory of their own.
+   */
+  spans: number[]
+}
+
+export interface RenderedVariant {
+  format: WireFormat
+  family: WireFamily
+  checksum: boolean
+  status: 200 | 413
+  /** Networks, or rows for dialect_b. */
+  entries: number
+  identity: RenderedRepresentation
+  gzip: RenderedRepresentation
+}
+
+export interface RenderResult {
+  /** Every body of the task, identity and gzip, in one buffer; spans point into it. */
+  arena: ArrayBuffer
+  variants: RenderedVariant[]
+  cache: ChunkCache
+}
+
+/**
+ * Marks a worker's answer so Piscina transfers (moves) the listed buffers instead of cloning them.
+ * Buffers listed twice are listed once (a transfer list must not repeat one).
+ */
+export function transferOutcome<T> (outcome: TaskOutcome<T>, buffers: ArrayBufferLike[]): TaskOutcome<T> {
+  const list = [...new Set(buffers.filter((b): b is ArrayBuffer => b instanceof ArrayBuffer && b.byteLength > 0))]
+  if (list.length === 0) return outcome
+  // Piscina's Transferable protocol: the value to post and the list to transfer, under its two
+  // global symbols; move() then marks the box so the worker posts it with the list.
+  const box = {
+    [Symbol.for('Piscina.transferable')]: list,
+    [Symbol.for('Piscina.valueOf')]: outcome,
+  }
+  return move(box as unknown as Parameters<typeof move>[0]) as unknown as TaskOutcome<T>
+}

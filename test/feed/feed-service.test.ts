@@ -1,0 +1,215 @@
+import t from 'tap'
+import { FeedService } from '../../src/feed/feed-service.js'
+import type { BuildOutcome, BuildReason, FeedMetrics } from '../../src/feed/metrics.js'
+import type { FeedSnapshot } from '../../src/feed/snapshot-types.js'
+import { createPool } from '../../src/pool/pool.js'
+import type { Store } from '../../src/store/types.js'
+import { ThreatfeedError } from '../../src/errors.js'
+import type { FeedSource } from '../../src/http/feed-routes.js'
+import { addRules, rule, silentLog, tempStore, testGeo } from './fixtures.js'
+
+const geo = await testGeo()
+const pool = createPool({ workers: 2, taskTimeoutMs: 2000, faults: true })
+t.teardown(() => pool.destroy())
+// Each test has its own store: a service builds every workspace of its store.
+let tmp = await tempStore()
+t.beforeEach(async () => {
+  tmp = await tempStore()
+})
+t.afterEach(async () => {
+  await tmp.cleanup()
+})
+// Start both workers before timing anything (a start from the TypeScript sources takes a second or more).
+const idle = { confidence: 'high', severity: 'high', ips: '', asns: [], countries: [] }
+await Promise.all([pool.compute({ block: [], allow: [], carve: idle, meta: '' }), pool.compute({ block: [], allow: [], carve: idle, meta: '' })])
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+const plainV4 = (s: FeedSnapshot | null): string | null => s === null ? null : Buffer.from(s.variants.get('plain|v4|block|')!.identity.body).toString()
+
+class Recorder implements FeedMetrics {
+  builds: Array<{ reason: BuildReason, outcome: BuildOutcome, at: number }> = []
+  snapshots = 0
+  /** `at` is when the build started: the interval is between starts. */
+  observeBuild (reason: BuildReason, outcome: BuildOutcome, seconds: number): void { this.builds.push({ reason, outcome, at: Date.now() - seconds * 1000 }) }
+  setSnapshot (): void { this.snapshots++ }
+  setAge (): void {}
+  removeFeed (): void {}
+  built (): number { return this.builds.filter((b) => b.outcome === 'built').length }
+}
+
+/** A store whose rule, version and revision reads fail while `down` is set (a store outage). */
+function flaky (store: Store): { store: Store, down: boolean } {
+  const state = { down: false, store: store as Store }
+  const fail = (): Promise<never> => Promise.reject(new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE'))
+  state.store = new Proxy(store, {
+    get (target, prop, receiver) {
+      if (prop === 'revisions') return () => state.down ? fail() : target.revisions()
+      if (prop === 'rules') return new Proxy(target.rules, { get: (r, p) => p === 'listAccessRules' ? (...a: [string, number]) => state.down ? fail() : r.listAccessRules(...a) : Reflect.get(r, p) })
+      if (prop === 'feedVersions') return { observe: (...a: Parameters<Store['feedVersions']['observe']>) => state.down ? fail() : target.feedVersions.observe(...a), get: target.feedVersions.get.bind(target.feedVersions) }
+      return Reflect.get(target, prop, receiver)
+    },
+  })
+  return state
+}
+
+async function waitFor<T> (what: string, fn: () => T | null | undefined | false, ms = 8000): Promise<T> {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = fn()
+    if (v !== null && v !== undefined && v !== false) return v
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await sleep(10)
+  }
+}
+
+function service (store: Store, rebuildMs: number, metrics = new Recorder()): { feeds: FeedService, metrics: Recorder } {
+  const feeds = new FeedService({ store, pool, config: { feedRebuildMs: rebuildMs, pollMs: 25 }, log: silentLog, metrics, geo, awaitMs: 8000 })
+  return { feeds, metrics }
+}
+
+t.test('start builds every feed of the active workspaces; getSnapshot answers synchronously', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'start', subscription: 'active' })
+  const idle = await tmp.store.workspaces.create({ name: 'idle', subscription: 'inactive' })
+  const list = await tmp.store.lists.create({ workspaceId: ws.id, name: 'edge', description: 'd', defaults: { family: 'v4' }, selector: { team: 'edge' } })
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.0/24', { labels: { team: 'edge' } }), rule(ws.id, 'SE'), rule(idle.id, '198.51.100.1/32')])
+  const { feeds, metrics } = service(tmp.store, 60_000)
+  t.teardown(() => feeds.stop())
+  const source: FeedSource = feeds
+  t.equal(source, feeds, 'FeedService is what the HTTP routes read from (type-checked)')
+  t.notOk(feeds.ready())
+  await feeds.start()
+  await waitFor('ready', () => feeds.ready())
+  t.equal(metrics.built(), 2, 'the workspace feed and the list feed of the active workspace')
+  const s = feeds.getSnapshot(ws.id, '*', Date.now())!
+  t.match(plainV4(s), /\n192\.0\.2\.0\/24\n/)
+  t.ok(s.networks.block.v4 > 1, 'the country expanded')
+  const l = feeds.getSnapshot(ws.id, list.id, Date.now())!
+  t.equal(plainV4(l), '192.0.2.0/24\n')
+  t.same(l.defaults, { family: 'v4' })
+  await addRules(tmp.store, [rule(idle.id, '198.51.100.2/32')])
+  await sleep(200)
+  t.equal(metrics.built(), 2, 'a rule change does not build the feeds of an inactive workspace')
+  t.equal(feeds.getSnapshot(idle.id, '*', Date.now()), null, 'inactive workspaces are built on demand only')
+  t.equal(plainV4(await feeds.awaitSnapshot(idle.id, '*', Date.now())), '198.51.100.1/32\n198.51.100.2/32\n')
+  await t.rejects(feeds.awaitSnapshot(ws.id, '6f1d1a40-0000-4000-8000-000000000000', Date.now()), { code: 'TF_ERR_LIST_NOT_FOUND' })
+  const other = await tmp.store.lists.create({ workspaceId: idle.id, name: 'theirs', description: '', defaults: {}, selector: {} })
+  await t.rejects(feeds.awaitSnapshot(ws.id, other.id, Date.now()), { code: 'TF_ERR_LIST_NOT_FOUND' }, "another workspace's list is not found")
+})
+
+t.test('changes show within the rebuild interval, and a feed is rebuilt at most once per interval', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'changes', subscription: 'active' })
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.1/32')])
+  const { feeds, metrics } = service(tmp.store, 400)
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  await waitFor('first build', () => feeds.getSnapshot(ws.id, '*', Date.now()))
+  const t0 = Date.now()
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.2/32')])
+  await waitFor('the new rule', () => plainV4(feeds.getSnapshot(ws.id, '*', Date.now()))?.includes('192.0.2.2/32'))
+  t.ok(Date.now() - t0 < 400 + 1000, `shown after ${Date.now() - t0} ms`)
+  // A burst of changes: builds stay one per interval.
+  for (let i = 0; i < 10; i++) {
+    await addRules(tmp.store, [rule(ws.id, `198.51.100.${2 * i}/32`)])
+    await sleep(60)
+  }
+  await waitFor('the burst', () => plainV4(feeds.getSnapshot(ws.id, '*', Date.now()))?.includes('198.51.100.18/32'))
+  const mine = metrics.builds.filter((b) => b.outcome !== 'unchanged' && b.reason === 'change')
+  for (let i = 1; i < mine.length; i++) t.ok(mine[i]!.at - mine[i - 1]!.at >= 390, `builds ${mine[i]!.at - mine[i - 1]!.at} ms apart`)
+  t.ok(mine.length <= 4, `${mine.length} builds for 11 changes`)
+  await tmp.store.rules.deleteAccessByTarget(ws.id, { type: 'ip', value: '192.0.2.1/32' })
+  await waitFor('the deletion', () => !(plainV4(feeds.getSnapshot(ws.id, '*', Date.now())) ?? '192.0.2.1/32').includes('192.0.2.1/32'))
+})
+
+t.test('a rule disappears at its expiry, not an interval later, and no expired snapshot is ever served', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'expiry', subscription: 'active' })
+  const expiresAt = Date.now() + 1500
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.9/32', { expiresAt }), rule(ws.id, '203.0.113.0/24')])
+  const { feeds, metrics } = service(tmp.store, 30_000)
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  const first = await feeds.awaitSnapshot(ws.id, '*', Date.now())
+  t.equal(first.expiresAt, expiresAt)
+  t.match(plainV4(first), /192\.0\.2\.9\/32/)
+  t.equal(feeds.getSnapshot(ws.id, '*', expiresAt), null, 'asked at the expiry instant: no snapshot rather than a stale one')
+  let servedStale = false
+  const gone = await waitFor('the expiry', () => {
+    const now = Date.now()
+    const s = feeds.getSnapshot(ws.id, '*', now)
+    if (s !== null && now >= expiresAt && plainV4(s)!.includes('192.0.2.9')) servedStale = true
+    return s !== null && !plainV4(s)!.includes('192.0.2.9') ? now : null
+  }, 5000)
+  t.notOk(servedStale, 'never served past the expiry')
+  t.ok(gone >= expiresAt, 'not before its expiry')
+  t.ok(gone - expiresAt < 1000, `gone ${gone - expiresAt} ms after expiry, with a 30 s rebuild interval`)
+  t.ok(metrics.builds.some((b) => b.reason === 'expiry' && b.outcome === 'built'))
+  const after = feeds.getSnapshot(ws.id, '*', Date.now())!
+  t.equal(plainV4(after), '203.0.113.0/24\n')
+  t.equal(after.expiresAt, Infinity)
+})
+
+t.test('a crashing, exiting or hanging worker leaves the last good snapshot serving; the build is retried', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'crash', subscription: 'active' })
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.1/32')])
+  const { feeds, metrics } = service(tmp.store, 100)
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  const good = await feeds.awaitSnapshot(ws.id, '*', Date.now())
+  let n = 2
+  for (const fault of ['exit', 'hang', 'throw'] as const) {
+    const failedBefore = metrics.builds.filter((b) => b.outcome === 'failed').length
+    pool.injectFault(fault)
+    // Far apart, so that coalescing cannot hide a new address in a shorter prefix.
+    await addRules(tmp.store, [rule(ws.id, `192.0.2.${10 * n}/32`)])
+    await waitFor(`${fault}: a failed build`, () => metrics.builds.filter((b) => b.outcome === 'failed').length > failedBefore)
+    const during = feeds.getSnapshot(ws.id, '*', Date.now())
+    t.ok(during !== null, `${fault}: still serving`)
+    t.ok(during!.builtAt >= good.builtAt)
+    const ip = `192.0.2.${10 * n}/32`
+    await waitFor(`${fault}: the retry`, () => plainV4(feeds.getSnapshot(ws.id, '*', Date.now()))?.includes(ip)).catch((e: Error) => {
+      throw new Error(`${e.message}: ${JSON.stringify(metrics.builds)} ${JSON.stringify(pool.stats)}`)
+    })
+    t.ok(metrics.builds.some((b) => b.reason === 'retry' && b.outcome === 'built'), `${fault}: retried`)
+    n++
+  }
+})
+
+t.test('during a store outage feeds keep answering from memory and still honour expiry', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'outage', subscription: 'active' })
+  const expiresAt = Date.now() + 2500
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.77/32', { expiresAt }), rule(ws.id, '198.51.100.0/24')])
+  const f = flaky(tmp.store)
+  const { feeds } = service(f.store, 200)
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  const before = await feeds.awaitSnapshot(ws.id, '*', Date.now())
+  t.match(plainV4(before), /192\.0\.2\.77/)
+  f.down = true
+  await addRules(tmp.store, [rule(ws.id, '203.0.113.5/32')])
+  await sleep(300)
+  t.equal(plainV4(feeds.getSnapshot(ws.id, '*', Date.now())), plainV4(before), 'answers from memory')
+  const gone = await waitFor('the expiry without the store', () => {
+    const s = feeds.getSnapshot(ws.id, '*', Date.now())
+    return s !== null && !plainV4(s)!.includes('192.0.2.77') ? s : null
+  }, 5000)
+  t.equal(plainV4(gone), '198.51.100.0/24\n')
+  t.ok(Date.now() - expiresAt < 1500)
+  f.down = false
+  await waitFor('the store is back', () => plainV4(feeds.getSnapshot(ws.id, '*', Date.now()))?.includes('203.0.113.5'))
+})
+
+t.test('lists created, changed and deleted while running', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'lists', subscription: 'active' })
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.0/24', { labels: { k: 'a' } }), rule(ws.id, '198.51.100.0/24', { labels: { k: 'b' } })])
+  const { feeds } = service(tmp.store, 100)
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  const list = await tmp.store.lists.create({ workspaceId: ws.id, name: 'l', description: '', defaults: {}, selector: { k: 'a' } })
+  t.equal(plainV4(await feeds.awaitSnapshot(ws.id, list.id, Date.now())), '192.0.2.0/24\n', 'a new list is built on first request')
+  await tmp.store.lists.update(list.id, { selector: { k: 'b' } })
+  await waitFor('the changed selector', () => plainV4(feeds.getSnapshot(ws.id, list.id, Date.now())) === '198.51.100.0/24\n')
+  await tmp.store.workspaces.update(ws.id, { name: 'renamed' })
+  await waitFor('the new name', () => feeds.getSnapshot(ws.id, '*', Date.now())?.name === 'renamed')
+  await tmp.store.lists.delete(list.id)
+  await waitFor('the deletion', () => feeds.getSnapshot(ws.id, list.id, Date.now()) === null)
+  await t.rejects(feeds.awaitSnapshot(ws.id, list.id, Date.now()), { code: 'TF_ERR_LIST_NOT_FOUND' })
+})
