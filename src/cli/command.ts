@@ -78,3 +78,21 @@ export async function readAll (stream: Readable): Promise<Buffer> {
   for await (const c of stream) chunks.push(typeof c === 'string' ? Buffer.from(c) : c as Buffer)
   return Buffer.concat(chunks)
 }
+
+/**
+ * The preamble of every `threatfeed <group> <verb> [options]` command: the verb, the parsed
+ * options, or null when help was asked for (and has been printed).
+ */
+export function parseVerb<T extends OptionSpec> (args: string[], io: CliIo, help: string, options: T) {
+  const [verb, ...rest] = args
+  if (verb === undefined || verb === '--help' || verb === '-h') {
+    writeHelp(io, help)
+    return null
+  }
+  const { values } = parseOptions(rest, options)
+  if ((values as { help?: boolean }).help === true) {
+    writeHelp(io, help)
+    return null
+  }
+  return { verb, values }
+}

@@ -1,6 +1,6 @@
 /** `threatfeed key create|revoke|ls` (DECISIONS §2): keys are shown once and stored only as hashes. */
-import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
-import { withStore } from './open-store.js'
+import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
+import { requireWorkspace, withStore } from './open-store.js'
 import { SCOPES, type ApiKey, type Scope } from '../store/types.js'
 import { generateApiKey, hashApiKey } from '../store/api-key.js'
 
@@ -31,18 +31,16 @@ export const keyCommand: Command = {
   summary: 'create, revoke and list API keys',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
-    const [verb, ...rest] = args
-    if (verb === undefined || verb === '--help' || verb === '-h') return writeHelp(io, help)
-    const { values } = parseOptions(rest, options)
-    if (values.help === true) return writeHelp(io, help)
+    const parsed = parseVerb(args, io, help, options)
+    if (parsed === null) return 0
+    const { verb, values } = parsed
     switch (verb) {
       case 'create': {
         const workspaceId = requireOption(values, 'workspace')
         const scopes = parseScopes(requireOption(values, 'scopes'))
         const key = generateApiKey()
         const created = await withStore(io, async (s) => {
-          const w = await s.workspaces.get(workspaceId)
-          if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${workspaceId}`, 1)
+          await requireWorkspace(s, workspaceId)
           return s.keys.create({ workspaceId, hash: hashApiKey(key), scopes })
         })
         if (values.json === true) writeJson(io, { id: created.id, key })

@@ -1,6 +1,6 @@
 /** `threatfeed list create|update|delete|show|ls` (DECISIONS §4): named feeds with stored defaults and a label selector. */
-import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
-import { checkText, withStore } from './open-store.js'
+import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
+import { checkText, requireWorkspace, withStore } from './open-store.js'
 import { CONFIDENCES, FAMILIES, FEED_ACTIONS, FORMATS, SEVERITIES, type AccessList, type ListDefaults } from '../store/types.js'
 
 const help = `Usage: threatfeed list <create|update|delete|show|ls> [options]
@@ -95,10 +95,9 @@ export const listCommand: Command = {
   summary: 'manage named access-rule lists (feeds)',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
-    const [verb, ...rest] = args
-    if (verb === undefined || verb === '--help' || verb === '-h') return writeHelp(io, help)
-    const { values } = parseOptions(rest, options)
-    if (values.help === true) return writeHelp(io, help)
+    const parsed = parseVerb(args, io, help, options)
+    if (parsed === null) return 0
+    const { verb, values } = parsed
     const json = values.json === true
     switch (verb) {
       case 'create': {
@@ -108,8 +107,7 @@ export const listCommand: Command = {
         const defaults = readDefaults(values)
         const selector = parseSelector(values.select ?? [])
         const l = await withStore(io, async (s) => {
-          const w = await s.workspaces.get(workspaceId)
-          if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${workspaceId}`, 1)
+          await requireWorkspace(s, workspaceId)
           return s.lists.create({ workspaceId, name, description, defaults, selector })
         })
         if (json) writeJson(io, { id: l.id, name: l.name })
@@ -159,8 +157,7 @@ export const listCommand: Command = {
       case 'ls': {
         const workspaceId = requireOption(values, 'workspace')
         const lists = await withStore(io, async (s) => {
-          const w = await s.workspaces.get(workspaceId)
-          if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${workspaceId}`, 1)
+          await requireWorkspace(s, workspaceId)
           return s.lists.list(workspaceId)
         })
         if (json) writeJson(io, lists.map(showList))

@@ -5,7 +5,7 @@
  */
 import { loadConfig } from '../config.js'
 import { openStore } from '../store/open.js'
-import type { Store } from '../store/types.js'
+import type { Store, Workspace } from '../store/types.js'
 import { CliError, type CliIo } from './command.js'
 
 export async function withStore<T> (io: CliIo, fn: (store: Store) => Promise<T>): Promise<T> {
@@ -26,4 +26,11 @@ export function checkText (option: string, value: string, maxLength = 200): stri
   if (/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(value)) throw new CliError(`--${option} must not contain control characters`)
   if (value.length > maxLength) throw new CliError(`--${option} must be at most ${maxLength} characters`)
   return value
+}
+
+/** The live workspace of that id, or a clear error (exit 1) naming it. */
+export async function requireWorkspace (store: Store, id: string): Promise<Workspace> {
+  const w = await store.workspaces.get(id)
+  if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${id}`, 1)
+  return w
 }

@@ -1,5 +1,5 @@
 /** `threatfeed rules ls`: the rules a workspace holds, as the stream consumer applied them. */
-import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
+import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
 import { withStore } from './open-store.js'
 import { RULE_KINDS, type Rule, type RuleKind } from '../store/types.js'
 
@@ -46,10 +46,9 @@ export const rulesCommand: Command = {
   summary: 'list the rules of a workspace',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
-    const [verb, ...rest] = args
-    if (verb === undefined || verb === '--help' || verb === '-h') return writeHelp(io, help)
-    const { values } = parseOptions(rest, options)
-    if (values.help === true) return writeHelp(io, help)
+    const parsed = parseVerb(args, io, help, options)
+    if (parsed === null) return 0
+    const { verb, values } = parsed
     if (verb !== 'ls') throw new CliError(`unknown rules command ${JSON.stringify(verb)}; see threatfeed rules --help`)
     const workspaceId = requireOption(values, 'workspace')
     const kinds = readKinds(values.kind)

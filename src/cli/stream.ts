@@ -3,7 +3,7 @@
  * DECISIONS §3). A v1 record's payload is the entry's JSON text exactly as it was sent, and it has
  * no schema_version header; a v2 record carries schema_version 2 and the canonical envelope.
  */
-import { CliError, parseOptions, writeHelp, writeJson, type CliIo, type Command } from './command.js'
+import { CliError, writeJson, type CliIo, type Command, parseVerb } from './command.js'
 import { withStore } from './open-store.js'
 import { DEFAULT_CONSUMER } from '../stream/consumer.js'
 import type { StreamRecord } from '../store/types.js'
@@ -45,10 +45,9 @@ export const streamCommand: Command = {
   summary: 'show the message stream of accepted signals',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
-    const [verb, ...rest] = args
-    if (verb === undefined || verb === '--help' || verb === '-h') return writeHelp(io, help)
-    const { values } = parseOptions(rest, options)
-    if (values.help === true) return writeHelp(io, help)
+    const parsed = parseVerb(args, io, help, options)
+    if (parsed === null) return 0
+    const { verb, values } = parsed
     const json = values.json === true
     switch (verb) {
       case 'tail': {

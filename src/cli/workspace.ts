@@ -1,5 +1,5 @@
 /** `threatfeed workspace create|update|delete|ls` (DECISIONS §2). */
-import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
+import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
 import { checkText, withStore } from './open-store.js'
 import { SUBSCRIPTIONS, type Subscription, type Workspace } from '../store/types.js'
 
@@ -33,10 +33,9 @@ export const workspaceCommand: Command = {
   summary: 'create, update, delete and list workspaces',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
-    const [verb, ...rest] = args
-    if (verb === undefined || verb === '--help' || verb === '-h') return writeHelp(io, help)
-    const { values } = parseOptions(rest, options)
-    if (values.help === true) return writeHelp(io, help)
+    const parsed = parseVerb(args, io, help, options)
+    if (parsed === null) return 0
+    const { verb, values } = parsed
     switch (verb) {
       case 'create': {
         const name = checkText('name', requireOption(values, 'name'))
