@@ -15,6 +15,7 @@ export interface ParsedIp {
 }
 
 const DOT = 46
+const COLON = 58
 
 /** Parses a dotted quad; undefined unless it is exactly four decimal octets 0–255. */
 export function parseIpv4 (s: string): ParsedIp | undefined {
@@ -22,14 +23,17 @@ export function parseIpv4 (s: string): ParsedIp | undefined {
   return n < 0 ? undefined : { version: 4, groups: [n >>> 16, n & 0xffff] }
 }
 
-/** The address as an unsigned 32-bit number, or -1; no allocation (sets hold many of these). */
-function parseIpv4Number (s: string): number {
+/**
+ * The address in s[start, end) as an unsigned 32-bit number, or -1; no allocation (sets hold
+ * many of these, and IPv6 text may end with one).
+ */
+function parseIpv4Number (s: string, start = 0, end = s.length): number {
   let acc = 0
   let octets = 0
   let value = 0
   let digits = 0
-  for (let i = 0; i <= s.length; i++) {
-    const c = i < s.length ? s.charCodeAt(i) : DOT
+  for (let i = start; i <= end; i++) {
+    const c = i < end ? s.charCodeAt(i) : DOT
     if (c === DOT) {
       if (digits === 0 || octets === 4) return -1
       acc = acc * 256 + value
@@ -47,66 +51,57 @@ function parseIpv4Number (s: string): number {
   return octets === 4 ? acc : -1
 }
 
-function parseIpv4Octets (s: string): number[] | undefined {
-  const out: number[] = []
-  let value = 0
-  let digits = 0
-  for (let i = 0; i <= s.length; i++) {
-    const c = i < s.length ? s.charCodeAt(i) : DOT
-    if (c === DOT) {
-      if (digits === 0 || out.length === 4) return undefined
-      out.push(value)
-      value = 0
-      digits = 0
-    } else if (c >= 48 && c <= 57) {
-      if (digits === 1 && value === 0) return undefined // leading zero
-      value = value * 10 + (c - 48)
-      if (++digits > 3 || value > 255) return undefined
-    } else {
-      return undefined
-    }
-  }
-  return out.length === 4 ? out : undefined
-}
-
 /** Parses RFC 4291 §2.2 text (with `::` and a trailing dotted quad); no zone ids. */
 export function parseIpv6 (s: string): ParsedIp | undefined {
   const gap = s.indexOf('::')
   if (gap !== -1 && s.indexOf('::', gap + 1) !== -1) return undefined
-  const head = gap === -1 ? s : s.slice(0, gap)
-  const tail = gap === -1 ? '' : s.slice(gap + 2)
-  const left = parseGroups(head, gap === -1)
-  const right = gap === -1 ? [] : parseGroups(tail, true)
-  if (left === undefined || right === undefined) return undefined
-  const count = left.length + right.length
-  if (gap === -1 ? count !== 8 : count > 7) return undefined
-  const groups = left.concat(new Array<number>(8 - count).fill(0), right)
+  // One array for both sides of the gap, by index ranges: addresses fill sets by the hundred.
+  const groups: number[] = []
+  if (gap === -1) {
+    return parseGroups(s, 0, s.length, true, groups) && groups.length === 8 ? { version: 6, groups } : undefined
+  }
+  if (!parseGroups(s, 0, gap, false, groups)) return undefined
+  const left = groups.length
+  if (!parseGroups(s, gap + 2, s.length, true, groups) || groups.length > 7) return undefined
+  // Open the gap: move the right-hand groups to the end and zero what lies between.
+  const fill = 8 - groups.length
+  for (let k = 0; k < fill; k++) groups.push(0)
+  for (let i = 7; i >= left + fill; i--) groups[i] = groups[i - fill]!
+  for (let i = left; i < left + fill; i++) groups[i] = 0
   return { version: 6, groups }
 }
 
-/** Colon-separated hex groups; the last may be a dotted quad when `mayEndWithV4`. */
-function parseGroups (s: string, mayEndWithV4: boolean): number[] | undefined {
-  if (s === '') return []
-  const parts = s.split(':')
-  const out: number[] = []
-  for (let i = 0; i < parts.length; i++) {
-    const p = parts[i]!
-    if (i === parts.length - 1 && mayEndWithV4 && p.indexOf('.') !== -1) {
-      const v4 = parseIpv4Octets(p)
-      if (v4 === undefined) return undefined
-      out.push((v4[0]! << 8) | v4[1]!, (v4[2]! << 8) | v4[3]!)
-      continue
+/**
+ * Colon-separated hex groups in s[start, end), appended to `out`; the last may be a dotted quad
+ * when `mayEndWithV4`. False when a group is malformed.
+ */
+function parseGroups (s: string, start: number, end: number, mayEndWithV4: boolean, out: number[]): boolean {
+  if (start === end) return true
+  let from = start
+  for (let i = start; i <= end; i++) {
+    if (i < end && s.charCodeAt(i) !== COLON) continue
+    if (i === end && mayEndWithV4 && hasDot(s, from, end)) {
+      const v4 = parseIpv4Number(s, from, end)
+      if (v4 < 0) return false
+      out.push(v4 >>> 16, v4 & 0xffff)
+      return true
     }
-    if (p.length === 0 || p.length > 4) return undefined
+    if (i === from || i - from > 4) return false
     let v = 0
-    for (let j = 0; j < p.length; j++) {
-      const d = hexValue(p.charCodeAt(j))
-      if (d < 0) return undefined
+    for (let j = from; j < i; j++) {
+      const d = hexValue(s.charCodeAt(j))
+      if (d < 0) return false
       v = v * 16 + d
     }
     out.push(v)
+    from = i + 1
   }
-  return out
+  return true
+}
+
+function hasDot (s: string, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (s.charCodeAt(i) === DOT) return true
+  return false
 }
 
 export function hexValue (c: number): number {
@@ -137,10 +132,15 @@ export function formatIp (ip: ParsedIp): string {
     if (j - i > bestLen) { bestStart = i; bestLen = j - i }
     i = j
   }
-  if (bestStart === -1) return g.map((x) => x.toString(16)).join(':')
-  const head = g.slice(0, bestStart).map((x) => x.toString(16)).join(':')
-  const tail = g.slice(bestStart + bestLen).map((x) => x.toString(16)).join(':')
-  return `${head}::${tail}`
+  if (bestStart === -1) return hexGroups(g, 0, 8)
+  return `${hexGroups(g, 0, bestStart)}::${hexGroups(g, bestStart + bestLen, 8)}`
+}
+
+/** g[from, to) in hex, joined by `:` (a loop, not slice/map/join: three arrays per address). */
+function hexGroups (g: readonly number[], from: number, to: number): string {
+  let out = ''
+  for (let i = from; i < to; i++) out += i === from ? g[i]!.toString(16) : ':' + g[i]!.toString(16)
+  return out
 }
 
 /** -1, 0 or 1; both addresses must be of the same family. */
@@ -154,10 +154,12 @@ export function compareIp (a: ParsedIp, b: ParsedIp): number {
 
 /** The network of `ip/prefix` (host bits cleared). */
 export function networkOf (ip: ParsedIp, prefix: number): ParsedIp {
-  const groups = ip.groups.map((x, i) => {
+  const groups: number[] = []
+  for (let i = 0; i < ip.groups.length; i++) {
+    const x = ip.groups[i]!
     const keep = Math.max(0, Math.min(16, prefix - i * 16))
-    return keep === 16 ? x : keep === 0 ? 0 : x & ((0xffff << (16 - keep)) & 0xffff)
-  })
+    groups.push(keep === 16 ? x : keep === 0 ? 0 : x & ((0xffff << (16 - keep)) & 0xffff))
+  }
   return { version: ip.version, groups }
 }
 

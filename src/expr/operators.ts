@@ -1,16 +1,11 @@
 /**
- * The operator vocabulary: English keywords and their precedence, recognised on char codes
+ * The operator vocabulary: English keywords, recognised on char codes
  * without slicing (these checks run after every operand), and the two messages that quote
  * what was found instead ("English operators are lowercase", "expected …, found …").
  */
-import type { CompareOp, LogicalOp } from './ast.js'
+import type { CompareOp } from './ast.js'
 import { fail } from './diagnostic.js'
 import type { Cursor } from './lexer.js'
-
-/** Binding strength of a logical operator (a function, not a keyed lookup: it runs per operator). */
-export function precedence (op: LogicalOp): number {
-  return op === 'and' ? 2 : op === 'xor' ? 1 : 0
-}
 
 /** Every English keyword, for the "operators are lowercase" hint. */
 export const KEYWORDS = new Set([

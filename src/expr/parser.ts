@@ -16,11 +16,20 @@ import type { Arg, CompareOp, Expr, IndexKey, LogicalOp, Operand } from './ast.j
 import { fail, locate } from './diagnostic.js'
 import { Cursor } from './lexer.js'
 import { parseBareValue, parseInteger } from './literals.js'
-import { isKeyword, KEYWORDS, lowercaseHint, operatorWord, precedence, unexpected } from './operators.js'
+import { isKeyword, KEYWORDS, lowercaseHint, operatorWord, unexpected } from './operators.js'
 import { readSet, readValue } from './values.js'
 
 /** Deepest nesting of parentheses, `not` and function calls; real rules stay under 10. */
 export const MAX_DEPTH = 32
+
+/**
+ * Binding strength of a logical operator. Kept here, next to its only caller, rather than in
+ * operators.ts: the climbing loop asks for it several times per operator, and under tsx (tests,
+ * benches: modules compiled to CommonJS) every call into another module goes through a getter.
+ */
+function precedence (op: LogicalOp): number {
+  return op === 'and' ? 2 : op === 'xor' ? 1 : 0
+}
 
 /** Parses expression text into an AST; throws ExpressionError on a syntax error. */
 export function parseExpression (src: string): Expr {

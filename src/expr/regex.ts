@@ -36,16 +36,31 @@ function isSpecial (c: number, verbose: boolean): boolean {
   return SPECIAL[c] === 1 || (verbose && (c === 32 || c === 9 || c === 10 || c === 13 || c === 35 /* # */))
 }
 
+/**
+ * Translations V8 has already accepted. Feeds re-send the same rules, and constructing a
+ * RegExp costs a runtime call and an object even when V8's own cache holds the compiled code;
+ * a Set lookup does not. Only valid sources are kept, so a rejected pattern is compiled (and
+ * rejected) every time. Bounded by total length: it is cleared when full, never grows past it.
+ */
+const compiled = new Set<string>()
+const MAX_COMPILED_CHARS = 1 << 20
+let compiledChars = 0
+
 /** Checks a pattern; undefined when it is valid Rust regex syntax within the size cap. */
 export function checkRegex (pattern: string): RegexProblem | undefined {
   try {
+    // The Rust-syntax pass runs every time: it is what rejects look-around and backreferences.
     const js = translate(pattern)
+    if (compiled.has(js)) return undefined
     try {
       new RegExp(js, 'u')
     } catch (e) {
       const m = /: ([^:]+)$/.exec((e as Error).message)
       return { message: `regex does not compile: ${m?.[1] ?? (e as Error).message}`, index: 0 }
     }
+    if (compiledChars + js.length > MAX_COMPILED_CHARS) { compiled.clear(); compiledChars = 0 }
+    compiled.add(js)
+    compiledChars += js.length
     return undefined
   } catch (e) {
     if (e instanceof RegexFailure) return { message: e.message, index: e.index }

@@ -6,6 +6,11 @@
  *
  * Map-each (`[*]`) follows wirefilter: a comparison on a map-each operand yields Array<Bool>,
  * which only any()/all() (or a logical operator between two such arrays) can consume.
+ *
+ * Types are written as literals ('Bool', not types.ts's BOOL) on purpose: tsx, which runs the
+ * tests and benches, compiles modules to CommonJS, where each use of an imported binding is a
+ * getter call, and these comparisons run several times per node. The compiler checks every
+ * literal against the Type union.
  */
 import type { Arg, Compare, Expr, Literal, Operand, SetLit, StringLit } from './ast.js'
 import { fail, suggest } from './diagnostic.js'
@@ -13,7 +18,7 @@ import { functions, type ArgInfo } from './functions.js'
 import { bytesToText } from './lexer.js'
 import { printLiteral, printOperand } from './printer.js'
 import { checkRegex } from './regex.js'
-import { ARRAY_BOOL, BOOL, BYTES, INT, IP, arrayOf, elementType, isArrayType, isMapType, resolveField, type Phase, type Scheme, type Type } from './types.js'
+import { arrayOf, elementType, findField, isArrayType, isMapType, resolveField, type Phase, type Scheme, type Type } from './types.js'
 import { checkWildcard } from './wildcard.js'
 
 export interface CheckContext {
@@ -35,7 +40,7 @@ export interface CheckContext {
 /** Checks a whole expression; it must be one Bool. */
 export function checkTree (e: Expr, ctx: CheckContext): void {
   const t = typeOfExpr(e, ctx)
-  if (t !== BOOL) fail(`the expression is ${t}: wrap the [*] comparison in any(…) or all(…)`, e.pos)
+  if (t !== 'Bool') fail(`the expression is ${t}: wrap the [*] comparison in any(…) or all(…)`, e.pos)
 }
 
 function typeOfExpr (e: Expr, ctx: CheckContext): Type {
@@ -45,7 +50,7 @@ function typeOfExpr (e: Expr, ctx: CheckContext): Type {
     case 'compare': return typeOfCompare(e, ctx)
     case 'bare': {
       const t = typeOfOperand(e.operand, ctx)
-      if (t === BOOL) return ctx.each ? ARRAY_BOOL : BOOL
+      if (t === 'Bool') return ctx.each ? 'Array<Bool>' : 'Bool'
       return fail(`${printOperand(e.operand)} is ${t}, not a condition: compare it with an operator (eq, contains, in, …)`, e.pos)
     }
     case 'logical': {
@@ -90,7 +95,7 @@ function typeOfOperand (o: Operand, ctx: CheckContext): Type {
 
 function resolve (name: string, pos: number, ctx: CheckContext): Type {
   const { scheme } = ctx
-  const entry = scheme.lookup.get(name)
+  const entry = findField(scheme, name)
   if (entry === undefined) {
     if (!scheme.hasPhase && name.startsWith('http.')) {
       fail(`layer-7 field "${name}" is not allowed in smart firewall rules (they act on layer 3/4 packets, before any HTTP request exists)`, pos)
@@ -143,8 +148,8 @@ function typeOfCall (name: string, args: readonly Arg[], pos: number, ctx: Check
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!
     let info: ArgInfo
-    if (a.kind === 'string') info = { type: BYTES, each: false, literal: 'string', value: a.value, pos: a.pos }
-    else if (a.kind === 'int') info = { type: INT, each: false, literal: 'int', value: a.value, pos: a.pos }
+    if (a.kind === 'string') info = { type: 'Bytes', each: false, literal: 'string', value: a.value, pos: a.pos }
+    else if (a.kind === 'int') info = { type: 'Int', each: false, literal: 'int', value: a.value, pos: a.pos }
     else if (a.kind === 'bare') {
       const t = typeOfOperand(a.operand, ctx)
       info = { type: t, each: ctx.each, literal: undefined, value: undefined, pos: a.pos }
@@ -161,9 +166,9 @@ function typeOfCall (name: string, args: readonly Arg[], pos: number, ctx: Check
 
 /** What an ordering or `in` operand accepts: Bytes ↔ strings, Int ↔ integers, Ip ↔ addresses. */
 const VALUE_KINDS = new Map<Type, readonly Literal['kind'][]>([
-  [BYTES, ['string']],
-  [INT, ['int', 'int_range']],
-  [IP, ['ip', 'cidr', 'ip_range']],
+  ['Bytes', ['string']],
+  ['Int', ['int', 'int_range']],
+  ['Ip', ['ip', 'cidr', 'ip_range']],
 ])
 const KIND_NAMES: Readonly<Record<Literal['kind'], string>> = {
   string: 'a string', int: 'an integer', int_range: 'an integer range', ip: 'an IP address', cidr: 'a CIDR', ip_range: 'an IP range',
@@ -172,20 +177,20 @@ const KIND_NAMES: Readonly<Record<Literal['kind'], string>> = {
 function typeOfCompare (c: Compare, ctx: CheckContext): Type {
   const t = typeOfOperand(c.lhs, ctx)
   const each = ctx.each
-  if (t === BOOL) {
+  if (t === 'Bool') {
     const l = printOperand(c.lhs)
     fail(`${l} is Bool: use it alone as a condition ("${l}" or "not ${l}"), without "${operatorText(ctx.src, c.opPos)}"`, c.opPos)
   }
   const rhs = c.rhs
   switch (c.op) {
     case 'contains': case 'matches': case 'wildcard': case 'strict_wildcard':
-      if (t !== BYTES) wrongOperand(c, t, 'Bytes', ctx)
+      if (t !== 'Bytes') wrongOperand(c, t, 'Bytes', ctx)
       if (rhs.kind !== 'string') wrongValue(c, 'a string', rhs, ctx)
       else if (c.op === 'matches') checkPattern(rhs, ctx, 'regex')
       else if (c.op !== 'contains') checkPattern(rhs, ctx, 'wildcard')
       break
     case 'bitwise_and':
-      if (t !== INT) wrongOperand(c, t, 'Int', ctx)
+      if (t !== 'Int') wrongOperand(c, t, 'Int', ctx)
       if (rhs.kind !== 'int') wrongValue(c, 'an integer', rhs, ctx)
       break
     case 'in': {
@@ -207,7 +212,7 @@ function typeOfCompare (c: Compare, ctx: CheckContext): Type {
       fail(`${l} is ${t}, but ${v} is ${KIND_NAMES[rhs.kind]}`, rhs.pos)
     }
   }
-  return each ? ARRAY_BOOL : BOOL
+  return each ? 'Array<Bool>' : 'Bool'
 }
 
 /** `"contains" needs Bytes, ip.src is Ip`, with a hint for arrays and maps. */

@@ -117,3 +117,19 @@ t.test('the cap bounds the time spent on hostile patterns', async (t) => {
     t.ok((c.user + c.system) / 1000 < 100, `${p.slice(0, 20)}… checked in bounded time`)
   }
 })
+
+t.test('repeated checks give the same verdict (the compiled-source cache keeps only valid ones)', async (t) => {
+  const cases: ReadonlyArray<[string, RegExp | undefined]> = [
+    ['(?i)(union|select)\\s+admin1', undefined],
+    ['*a', /^regex does not compile: Nothing to repeat$/],
+    ['(?=a)', /look-around/],
+    ['\\p{Greek}+x', undefined],
+  ]
+  for (let round = 0; round < 3; round++) {
+    for (const [pattern, want] of cases) {
+      const got = checkRegex(pattern)
+      if (want === undefined) t.equal(got, undefined, `${pattern} valid in round ${round}`)
+      else t.match(got?.message, want, `${pattern} rejected in round ${round}`)
+    }
+  }
+})
