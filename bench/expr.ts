@@ -13,9 +13,13 @@
  * run on, as it would for a feed that re-sends the same rules; our Rust-syntax pass runs every
  * time.
  */
-import { checkExpression, type RuleKind } from '../src/expr/check.js'
+import { spawnSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { pathToFileURL } from 'node:url'
+import { join } from 'node:path'
+import type { RuleKind } from '../src/expr/check.js'
 import os from 'node:os'
-import { median, percentile, report, type Row } from './lib/report.js'
+import { median, percentile, report, repoDir, type Row } from './lib/report.js'
 
 const RULES = 1000
 const RUNS = 31
@@ -113,6 +117,22 @@ for (let i = 0; i < RULES; i++) {
   rules.push({ kind, text: makeRule(kind) })
 }
 
+/**
+ * The checker is timed twice: as production runs it (the tsc output in dist/, loaded as ES
+ * modules) and from the TypeScript sources under tsx (which compiles to CommonJS, where every
+ * cross-module call goes through export getters — measurably slower). The target is judged on
+ * the production build.
+ */
+if (spawnSync(process.execPath, [join(repoDir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(repoDir, 'tsconfig.build.json')], { stdio: 'inherit' }).status !== 0 && !existsSync(join(repoDir, 'dist', 'src', 'expr', 'check.js'))) {
+  throw new Error('cannot build dist/')
+}
+type Check = typeof import('../src/expr/check.js').checkExpression
+const builds: Array<{ name: string, check: Check }> = [
+  { name: 'threatfeed (dist, production)', check: (await import(pathToFileURL(join(repoDir, 'dist', 'src', 'expr', 'check.js')).href) as { checkExpression: Check }).checkExpression },
+  { name: 'threatfeed (tsx, sources)', check: (await import('../src/expr/check.js')).checkExpression },
+]
+let checkExpression: Check = builds[0]!.check
+
 function checkAll (): number {
   let failures = 0
   for (const r of rules) if (!checkExpression(r.kind, r.text).ok) failures++
@@ -146,33 +166,40 @@ function time (f: () => unknown): { wall: number, cpu: number } {
   return { wall, cpu: (c.user + c.system) / 1000 }
 }
 
-for (let i = 0; i < WARMUP; i++) { checkAll(); splitAll() }
-const wall: number[] = []
-const cpu: number[] = []
-const reference: number[] = []
-for (let i = 0; i < RUNS; i++) {
-  const r = time(checkAll)
-  wall.push(r.wall)
-  cpu.push(r.cpu)
-  reference.push(time(splitAll).wall)
-}
-
-const med = median(wall)
 const chars = rules.reduce((s, r) => s + r.text.length, 0)
 const load = os.loadavg()[0]!
-const rows: Row[] = [
-  {
+const rows: Row[] = []
+const medians: number[] = []
+const cpus: number[] = []
+const reference: number[] = []
+for (const b of builds) {
+  checkExpression = b.check
+  for (let i = 0; i < WARMUP; i++) { checkAll(); splitAll() }
+  const wall: number[] = []
+  const cpu: number[] = []
+  for (let i = 0; i < RUNS; i++) {
+    const r = time(checkAll)
+    wall.push(r.wall)
+    cpu.push(r.cpu)
+    reference.push(time(splitAll).wall)
+  }
+  const med = median(wall)
+  medians.push(med)
+  cpus.push(median(cpu))
+  rows.push({
     case: `check ${RULES} rules (5–15 clauses)`,
-    subject: 'threatfeed',
+    subject: b.name,
     value: med,
     unit: 'ms',
     runs: wall,
     extra: { p90: percentile(wall, 90), 'cpu ms (median)': median(cpu), 'µs/rule': (med * 1000) / RULES, 'avg chars': chars / RULES, 'load avg': load },
-  },
-  { case: 'reference: split the same rules on spaces', subject: 'String#split', value: median(reference), unit: 'ms', runs: reference },
-]
+  })
+}
+rows.push({ case: 'reference: split the same rules on spaces', subject: 'String#split', value: median(reference), unit: 'ms', runs: reference })
+const med = medians[0]!
 report('expr', 'filter-expression check (bench/expr.ts)', rows, [
-  { case: rows[0]!.case, label: `median wall / ${TARGET_MS} ms target`, value: med / TARGET_MS, target: '≤ 1', pass: med <= TARGET_MS },
-  { case: rows[0]!.case, label: `median CPU / ${TARGET_MS} ms target`, value: median(cpu) / TARGET_MS, target: '≤ 1', pass: median(cpu) <= TARGET_MS },
+  { case: rows[0]!.case, label: `production build: median wall / ${TARGET_MS} ms target`, value: med / TARGET_MS, target: '≤ 1', pass: med <= TARGET_MS },
+  { case: rows[0]!.case, label: `production build: median CPU / ${TARGET_MS} ms target`, value: cpus[0]! / TARGET_MS, target: '≤ 1', pass: cpus[0]! <= TARGET_MS },
+  { case: rows[0]!.case, label: 'tsx sources / production build (wall)', value: medians[1]! / med },
   { case: rows[0]!.case, label: 'check / split reference (machine-load independent)', value: med / median(reference) },
 ], { rules: RULES, runs: RUNS, warmup: WARMUP, loadAverage1m: load, cpus: os.cpus().length })
