@@ -17,7 +17,7 @@ import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
 import { join } from 'node:path'
-import type { RuleKind } from '../src/expr/check.js'
+import type { RuleKind, checkExpression as CheckExpression } from '../src/expr/check.js'
 import os from 'node:os'
 import { median, percentile, report, repoDir, type Row } from './lib/report.js'
 
@@ -126,7 +126,7 @@ for (let i = 0; i < RULES; i++) {
 if (spawnSync(process.execPath, [join(repoDir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(repoDir, 'tsconfig.build.json')], { stdio: 'inherit' }).status !== 0 && !existsSync(join(repoDir, 'dist', 'src', 'expr', 'check.js'))) {
   throw new Error('cannot build dist/')
 }
-type Check = typeof import('../src/expr/check.js').checkExpression
+type Check = typeof CheckExpression
 const builds: Array<{ name: string, check: Check }> = [
   { name: 'threatfeed (dist, production)', check: (await import(pathToFileURL(join(repoDir, 'dist', 'src', 'expr', 'check.js')).href) as { checkExpression: Check }).checkExpression },
   { name: 'threatfeed (tsx, sources)', check: (await import('../src/expr/check.js')).checkExpression },
