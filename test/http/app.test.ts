@@ -12,7 +12,6 @@ import { promisify } from 'node:util'
 import { loadConfig } from '../../src/config.js'
 import { createLogger } from '../../src/log.js'
 import { startServer } from '../../src/main.js'
-import { Authenticator } from '../../src/http/auth.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import { ASN_TEST_DB, COUNTRY_TEST_DB } from '../helpers/server.js'
 
@@ -79,22 +78,25 @@ t.test('metrics in Prometheus text format count requests by route and status', a
   t.match(text, /threatfeed_process_resident_memory_bytes \d+/)
 })
 
-t.test('a key revoked from the CLI in another process is refused within 1 s', async (t) => {
+t.test('a key revoked from the CLI in another process is refused by the running server within 1 s', async (t) => {
   const ws = await server.store.workspaces.create({ name: 'acme', subscription: 'active' })
   const key = generateApiKey()
   const stored = await server.store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
-  // The server's own authenticator, polling the store as in production.
-  const auth = new Authenticator(server.store, { pollMs: 250 })
-  await auth.start()
-  t.teardown(() => auth.stop())
-  t.ok(auth.authenticate(`Bearer ${key}`, 'feeds:read', 'feeds').ok, 'accepted before revocation')
+  const poll = async (): Promise<number> => (await fetch(`${base}/v1/threat/feeds`, { headers: { Authorization: `Bearer ${key}` } })).status
+  // The server picks up the new key within its poll interval too.
+  let before = 0
+  for (let i = 0; i < 100 && before !== 200; i++) {
+    before = await poll()
+    if (before !== 200) await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  t.equal(before, 200, 'accepted before revocation')
 
   await exec(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'key', 'revoke', '--id', stored.id], { env: { ...process.env, THREATFEED_DATA_DIR: dir } })
   const revokedAt = Date.now()
   let refusedAfter = -1
   while (Date.now() - revokedAt < 2000) {
-    const d = auth.authenticate(`Bearer ${key}`, 'feeds:read', 'feeds')
-    if (!d.ok) { refusedAfter = Date.now() - revokedAt; t.equal(d.error.status, 401); break }
+    const status = await poll()
+    if (status !== 200) { refusedAfter = Date.now() - revokedAt; t.equal(status, 401); break }
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
   t.ok(refusedAfter >= 0 && refusedAfter <= 1000, `refused ${refusedAfter} ms after the CLI exited`)
