@@ -6,6 +6,12 @@
  * one transaction instead. Moving the consumer's checkpoint inside that same transaction makes
  * the position move exactly when the effects land: after a crash the slice is either applied with
  * its checkpoint or not at all, so nothing is applied twice and nothing is skipped.
+ *
+ * Several consumers of one stream under one name (two servers on one LMDB directory, several
+ * nodes on one MongoDB) would each apply the same slice, and one that read an older slice could
+ * write it over newer effects. The checkpoint is therefore a compare-and-set: a batch says which
+ * position it continues from, and when the stored checkpoint is no longer that position the batch
+ * applies nothing and says where the stream now stands, so that its consumer re-reads from there.
  */
 import type { AccessRuleInput, ExpressionRuleInput, RuleKind, Store, Target } from './types.js'
 
@@ -16,14 +22,34 @@ export type RuleOp =
   | { readonly op: 'deleteByRef', readonly workspaceId: string, readonly kind: RuleKind, readonly ruleRef: string }
   | { readonly op: 'deleteAccessByTarget', readonly workspaceId: string, readonly target: Target }
 
+export interface BatchCheckpoint {
+  readonly consumer: string
+  /** The position after this batch: the seq of its last record. */
+  readonly seq: number
+  /**
+   * The position this batch continues from: the stored checkpoint must hold exactly this (0
+   * when none is stored yet), or nothing is applied. Left out, the checkpoint is set whatever
+   * it held — for a single writer only (tools, tests).
+   */
+  readonly expected?: number
+}
+
 export interface RuleBatch {
   /** Applied in order (a later op sees the effect of an earlier one on the same identity). */
   readonly ops: readonly RuleOp[]
   /** Set in the same transaction as the ops. */
-  readonly checkpoint?: { readonly consumer: string, readonly seq: number }
+  readonly checkpoint?: BatchCheckpoint
 }
 
 export interface RuleBatchResult {
+  /**
+   * False when the checkpoint did not hold `checkpoint.expected`: no op was applied and the
+   * checkpoint was left as it was.
+   */
+  readonly applied: boolean
+  /** The checkpoint as stored after the call (null for a batch without checkpoint). On a
+   *  mismatch, the position to continue from. */
+  readonly checkpoint: number | null
   /** Upsert ops applied (each inserted or updated exactly one rule). */
   readonly upserted: number
   /** Rules removed by the delete ops. */
@@ -34,13 +60,15 @@ export interface RuleBatchResult {
 export interface BatchingStore extends Store {
   /**
    * Applies every op and the checkpoint atomically and durably, or nothing (rejecting with
-   * TF_ERR_STORE_UNAVAILABLE). The rules revision rises once when anything changed.
+   * TF_ERR_STORE_UNAVAILABLE, or resolving with `applied: false` when the checkpoint moved
+   * meanwhile). The rules revision rises once when anything changed.
    *
    * @example
-   *   await store.applyRuleBatch({
+   *   const r = await store.applyRuleBatch({
    *     ops: [{ op: 'deleteByRef', workspaceId, kind: 'waf_rule', ruleRef: 'sqli-1' }],
-   *     checkpoint: { consumer: 'rules', seq: 42 },
+   *     checkpoint: { consumer: 'rules', seq: 42, expected: 41 },
    *   })
+   *   if (!r.applied) position = r.checkpoint! // another consumer got there first
    */
   applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult>
 }

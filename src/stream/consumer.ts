@@ -7,7 +7,11 @@
  *               applyRuleBatch({ ops, checkpoint: last seq }) → repeat until the head
  *
  * Exactly once: the rules and the checkpoint commit together, so after a crash the consumer
- * resumes at the first record whose effects are not in the store. Read-your-writes (DECISIONS §3,
+ * resumes at the first record whose effects are not in the store. Several consumers of one name
+ * (two servers on one data directory, several nodes on one MongoDB) each try every slice: the
+ * checkpoint is a compare-and-set on the position the slice continues from, so one of them
+ * applies it and the others learn the new position, drop what they had and read on from there —
+ * nothing is applied twice or rolled back. Read-your-writes (DECISIONS §3,
  * within 1 s): the ingest path nudges the consumer right after each append; a poll timer picks up
  * records appended by other processes (a CLI, another server on the same store).
  *
@@ -32,14 +36,18 @@ export interface ConsumerOptions {
   /** How often to look for records appended by other processes. */
   readonly pollMs: number
   /**
-   * Most records applied in one transaction. The transaction's callback runs on the event loop,
-   * so this also bounds how long one pass holds up HTTP requests (default 1000: one batch).
+   * Most records applied in one transaction. Records that arrive while a pass commits are taken
+   * together by the next pass, so under load several ingest batches share one transaction and
+   * one flush. The transaction's callback runs on the event loop, so this also bounds how long
+   * one pass holds up HTTP requests (default 4000: about 10 ms on the bench machine).
    */
   readonly batchSize?: number
   readonly log?: Pick<Logger, 'warn' | 'error'>
 }
 
 export const DEFAULT_CONSUMER = 'rules'
+
+const DEFAULT_BATCH_SIZE = 4000
 
 /** Most decoded records kept for the consumer; past that (a consumer far behind) it reads the store. */
 const MAX_OFFERED = 100_000
@@ -58,14 +66,20 @@ export class StreamConsumer {
   #stopped = false
   #timer: NodeJS.Timeout | null = null
   #waiters: Array<{ seq: number, resolve: () => void }> = []
-  /** seq → operation, for records this process appended and the consumer has not applied yet. */
-  #offered = new Map<number, RuleOp>()
+  /**
+   * First seq → batch, for batches this process appended and the consumer has not applied yet.
+   * Kept whole, and turned into store operations only when applied: an object per record that
+   * lives until its pass was a tenth of the ingest path's garbage-collection time (measured).
+   */
+  #offered = new Map<number, AppendedBatch>()
+  /** Records in #offered. */
+  #offeredRecords = 0
 
   constructor (store: BatchingStore, options: ConsumerOptions) {
     this.#store = store
     this.#name = options.name ?? DEFAULT_CONSUMER
     this.#pollMs = options.pollMs
-    this.#batchSize = options.batchSize ?? 1000
+    this.#batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE
     this.#log = options.log ?? null
   }
 
@@ -106,13 +120,17 @@ export class StreamConsumer {
    *   new SignalIngester({ stream: store.stream, checks, onAppended: (b) => { consumer.offer(b) } })
    */
   offer (batch: AppendedBatch): void {
-    this.#head = Math.max(this.#head, batch.seqs[batch.seqs.length - 1] ?? 0)
-    if (this.#offered.size + batch.seqs.length > MAX_OFFERED) this.#offered.clear()
-    else {
-      for (let i = 0; i < batch.seqs.length; i++) {
-        const seq = batch.seqs[i]!
-        if (seq > this.#position) this.#offered.set(seq, toRuleOp(batch.commands[i]!, batch.workspaceId, seq, batch.acceptedAt))
-      }
+    const first = batch.seqs[0]
+    const last = batch.seqs[batch.seqs.length - 1]
+    if (first === undefined || last === undefined) return
+    this.#head = Math.max(this.#head, last)
+    if (this.#offeredRecords + batch.seqs.length > MAX_OFFERED) {
+      this.#offered.clear()
+      this.#offeredRecords = 0
+    } else if (first > this.#position && last - first + 1 === batch.seqs.length) {
+      // Only contiguous runs (what both stores' appends give): a pass takes a batch whole.
+      this.#offered.set(first, batch)
+      this.#offeredRecords += batch.seqs.length
     }
     this.nudge()
   }
@@ -162,10 +180,10 @@ export class StreamConsumer {
     const from = this.#position + 1
     const ops: RuleOp[] = []
     let last = from - 1
-    // The run of records handed over in memory, if the next one is among them.
-    for (let op = this.#offered.get(from); op !== undefined && ops.length < this.#batchSize; op = this.#offered.get(last + 1)) {
-      ops.push(op)
-      last++
+    // The run of batches handed over in memory, if the next record begins one.
+    for (let b = this.#offered.get(from); b !== undefined && (ops.length === 0 || ops.length + b.seqs.length <= this.#batchSize); b = this.#offered.get(last + 1)) {
+      for (let i = 0; i < b.commands.length; i++) ops.push(toRuleOp(b.commands[i]!, b.workspaceId, b.seqs[i]!, b.acceptedAt))
+      last = b.seqs[b.seqs.length - 1]!
     }
     if (ops.length === 0) {
       const records = await this.#store.stream.read(from, this.#batchSize)
@@ -178,14 +196,29 @@ export class StreamConsumer {
       last = records[records.length - 1]!.seq
     }
     this.#head = Math.max(this.#head, last)
-    await this.#store.applyRuleBatch({ ops, checkpoint: { consumer: this.#name, seq: last } })
-    for (let seq = from; seq <= last; seq++) this.#offered.delete(seq)
-    this.#position = last
+    const result = await this.#store.applyRuleBatch({ ops, checkpoint: { consumer: this.#name, seq: last, expected: from - 1 } })
+    // Applied: the position is `last`. Not applied: another consumer moved the checkpoint (or it
+    // was reset); continue from where it stands, reading from the store what is not in memory.
+    const position = result.applied ? last : result.checkpoint ?? from - 1
+    this.#dropOffered(Math.max(last, position))
+    this.#position = position
+    this.#head = Math.max(this.#head, position)
     if (this.#waiters.length > 0) {
-      const due = this.#waiters.filter((w) => w.seq <= last)
-      this.#waiters = this.#waiters.filter((w) => w.seq > last)
+      const due = this.#waiters.filter((w) => w.seq <= position)
+      this.#waiters = this.#waiters.filter((w) => w.seq > position)
       for (const w of due) w.resolve()
     }
     return true
+  }
+
+  /** Forgets the handed-over batches that begin at or before `to` (applied, by this consumer or
+   *  another; of one cut by another consumer's position, the rest is read from the store). */
+  #dropOffered (to: number): void {
+    for (const [first, b] of this.#offered) {
+      if (first <= to) {
+        this.#offered.delete(first)
+        this.#offeredRecords -= b.seqs.length
+      }
+    }
   }
 }

@@ -1,8 +1,9 @@
 /** Store contract, rules: identity, upsert, deletes, expiry, purge, batches, rules revision. */
 import { deepStrictEqual } from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
 import fc from 'fast-check'
 import type { RuleOp } from '../../src/store/batch-types.js'
-import type { AccessRuleInput, ExpressionRuleInput, Rule, RuleKind } from '../../src/store/types.js'
+import type { AccessRule, AccessRuleInput, ExpressionRuleInput, Rule, RuleKind, Target } from '../../src/store/types.js'
 import type { StoreTest } from './contract.js'
 import { UUID, accessInput, expressionInput, freshWorkspaceId, ip, sortById } from './contract-fixtures.js'
 
@@ -232,12 +233,69 @@ export function describeRuleContract (test: StoreTest): void {
       { op: 'deleteAccessByTarget', workspaceId: ws, target },
       { op: 'upsertAccessRule', input: accessInput(ws, { ruleRef: 'c', target }) },
     ]
-    t.same(await store.applyRuleBatch({ ops, checkpoint: { consumer: 'rules', seq: 42 } }), { upserted: 7, deleted: 3 })
+    t.same(await store.applyRuleBatch({ ops, checkpoint: { consumer: 'rules', seq: 42 } }), { applied: true, checkpoint: 42, upserted: 7, deleted: 3 })
     t.same((await store.rules.list(ws, 'access_rule')).map((r) => r.ruleRef).sort(), ['b', 'c'])
     t.same((await store.rules.list(ws, 'waf_rule')).map((r) => r.ruleRef), ['w1'])
     t.equal(await store.stream.getCheckpoint('rules'), 42)
-    t.same(await store.applyRuleBatch({ ops: [], checkpoint: { consumer: 'rules', seq: 43 } }), { upserted: 0, deleted: 0 })
+    t.same(await store.applyRuleBatch({ ops: [], checkpoint: { consumer: 'rules', seq: 43 } }), { applied: true, checkpoint: 43, upserted: 0, deleted: 0 })
     t.equal(await store.stream.getCheckpoint('rules'), 43)
+    t.same(await store.applyRuleBatch({ ops: [{ op: 'upsertAccessRule', input: accessInput(ws) }] }), { applied: true, checkpoint: null, upserted: 1, deleted: 0 }, 'no checkpoint')
+  })
+
+  test('applyRuleBatch: the checkpoint is a compare-and-set', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const consumer = `cas-${randomUUID()}`
+    const upsert = (ref: string): RuleOp => ({ op: 'upsertAccessRule', input: accessInput(ws, { ruleRef: ref }) })
+    const cases = [
+      { description: 'none stored yet: expected 0 applies', expected: 0, seq: 10, want: { applied: true, checkpoint: 10, upserted: 1, deleted: 0 }, stored: 10 },
+      { description: 'a stale expected applies nothing', expected: 0, seq: 20, want: { applied: false, checkpoint: 10, upserted: 0, deleted: 0 }, stored: 10 },
+      { description: 'an expected ahead of the store applies nothing', expected: 15, seq: 20, want: { applied: false, checkpoint: 10, upserted: 0, deleted: 0 }, stored: 10 },
+      { description: 'the stored position applies', expected: 10, seq: 20, want: { applied: true, checkpoint: 20, upserted: 1, deleted: 0 }, stored: 20 },
+    ]
+    for (const [i, c] of cases.entries()) {
+      const rev = await store.revisions()
+      t.same(await store.applyRuleBatch({ ops: [upsert(`r${i}`)], checkpoint: { consumer, seq: c.seq, expected: c.expected } }), c.want, c.description)
+      t.equal(await store.stream.getCheckpoint(consumer), c.stored, `${c.description}: checkpoint`)
+      const refs = (await store.rules.list(ws, 'access_rule')).map((r) => r.ruleRef)
+      t.equal(refs.includes(`r${i}`), c.want.applied, `${c.description}: its op ${c.want.applied ? 'is' : 'is not'} there`)
+      if (!c.want.applied) t.same(await store.revisions(), rev, `${c.description}: no revision moved`)
+    }
+  })
+
+  test('applyRuleBatch: two consumers racing over one stream apply every record once, in order', async (t, store) => {
+    // Each record upserts the rule of its target with its own seq; targets repeat, so a record
+    // applied twice or out of order would leave a rule with the wrong seq, and a record applied
+    // twice would show in the count of upserts.
+    const ws = freshWorkspaceId()
+    const consumer = `race-${randomUUID()}`
+    const n = 300
+    const targetOf = (seq: number): Target => ip(`198.51.100.${seq % 37}/32`)
+    const records = await store.stream.append(Array.from({ length: n }, (_, i) => ({ workspaceId: ws, payload: String(i), acceptedAt: 1 })))
+    const first = records[0]!
+    await store.stream.setCheckpoint(consumer, first - 1)
+    let upserts = 0
+    let conflicts = 0
+    const run = async (slice: number): Promise<void> => {
+      let position = await store.stream.getCheckpoint(consumer)
+      while (position < first + n - 1) {
+        const batch = await store.stream.read(position + 1, slice)
+        const ops: RuleOp[] = batch.map((r) => ({ op: 'upsertAccessRule', input: accessInput(ws, { target: targetOf(r.seq), seq: r.seq }) }))
+        const last = batch.at(-1)?.seq ?? position
+        const r = await store.applyRuleBatch({ ops, checkpoint: { consumer, seq: last, expected: position } })
+        if (r.applied) upserts += r.upserted
+        else conflicts++
+        position = r.checkpoint!
+      }
+    }
+    await Promise.all([run(7), run(11)])
+    t.equal(upserts, n, 'every record applied exactly once')
+    t.equal(await store.stream.getCheckpoint(consumer), first + n - 1, 'the checkpoint is at the head')
+    const rules = await store.rules.list(ws, 'access_rule')
+    const expected = new Map<string, number>()
+    for (let seq = first; seq < first + n; seq++) expected.set(targetOf(seq).value, seq)
+    t.same(Object.fromEntries(rules.map((r) => [(r as AccessRule).target.value, r.seq]).sort()), Object.fromEntries([...expected].sort()),
+      'the rules of a single consumer: each target carries the seq of its last record')
+    t.comment(`${conflicts} batches lost the race and re-read`)
   })
 
   test('applyRuleBatch is all or nothing', async (t, store) => {

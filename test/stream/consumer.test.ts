@@ -160,3 +160,62 @@ t.test('records handed over by the ingester are applied from memory, others read
   await replay.stop()
   t.same(view(await access(store, 'w')), before)
 })
+
+t.test('two consumers of one name race over one stream: every record applied once, in order', async (t) => {
+  const { SignalIngester } = await import('../../src/ingest/batch.js')
+  const store = await withStore(t)
+  // Records that only give the right rules in order: blocks with expiries that each later record
+  // of a target replaces, and unblocks between them.
+  const records: StreamRecordInput[] = []
+  for (let i = 0; i < 600; i++) {
+    const ip = `192.0.2.${i % 23}`
+    records.push(i % 7 === 6
+      ? v1('w', `{"type":"access_rules","action":"unblock","ip":"${ip}"}`)
+      : v1('w', `{"type":"access_rules","action":"block","ip":"${ip}","expiration":${60 + i}}`))
+  }
+  let appliedOps = 0
+  let conflicts = 0
+  const counting = new Proxy(store, {
+    get (target, prop, receiver) {
+      if (prop === 'applyRuleBatch') {
+        return async (batch: Parameters<BatchingStore['applyRuleBatch']>[0]) => {
+          const r = await target.applyRuleBatch(batch)
+          if (r.applied) appliedOps += batch.ops.length
+          else conflicts++
+          return r
+        }
+      }
+      return Reflect.get(target, prop, receiver) as unknown
+    },
+  })
+  const a = new StreamConsumer(counting, { pollMs: 5, batchSize: 17 })
+  const b = new StreamConsumer(counting, { pollMs: 5, batchSize: 29 })
+  await Promise.all([a.start(), b.start()])
+  t.teardown(async () => { await a.stop(); await b.stop() })
+  // Half the batches come through an ingester that hands them to `a` in memory (as a server's
+  // own appends do); `b` reads everything from the store. Whoever applies a slice first wins it.
+  const ingester = new SignalIngester({ stream: store.stream, checks: { asnExists: null, checkExpressions: true }, onAppended: (batch) => { a.offer(batch); b.nudge() } })
+  for (let i = 0; i < records.length; i += 50) {
+    const slice = records.slice(i, i + 50)
+    if ((i / 50) % 2 === 0) await ingester.ingest('v1', 'w', Buffer.from(`[${slice.map((r) => r.payload).join(',')}]`))
+    else {
+      await store.stream.append(slice)
+      a.nudge()
+      b.nudge()
+    }
+  }
+  const head = await store.stream.head()
+  t.ok(await a.waitFor(head, 5000) && await b.waitFor(head, 5000), 'both reach the head')
+  t.equal(appliedOps, records.length, 'every record applied exactly once')
+  t.equal(await store.stream.getCheckpoint('rules'), head)
+  t.comment(`${conflicts} passes lost the race and re-read`)
+
+  // The rules one consumer alone makes, replaying the same stream into a second store.
+  const alone = await withStore(t)
+  await alone.stream.append((await store.stream.read(1, head)).map(({ seq: _seq, ...r }) => r))
+  const single = new StreamConsumer(alone, { pollMs: 1000 })
+  await single.start()
+  await single.stop()
+  const view = (rules: AccessRule[]) => rules.map((r) => [r.target.value, r.expiresAt, r.seq]).sort()
+  t.same(view(await access(store, 'w')), view(await access(alone, 'w')), 'the same rules as a single consumer')
+})

@@ -10,7 +10,8 @@
  *   lists-by-name     ws␟<name>␟<id>              → id
  *   feed-versions     ws␟<listId>␟<family>␟<action>
  *
- * ␟ is U+001F (unit separator). Keys go through lmdb-js's ordered-binary key encoding, which
+ * ␟ is U+001F (unit separator). Access-rule keys are stored as their UTF-8 bytes (lmdb-env.ts);
+ * the others go through lmdb-js's ordered-binary key encoding, which
  * escapes characters U+0000..U+0004 only in strings shorter than 64 characters and writes longer
  * ones as raw UTF-8: a U+0000 separator would encode differently in a short range bound than in
  * the long key it must match (a bug this layout was changed for). U+001F is written as the same
@@ -21,6 +22,7 @@
  * the CLI refuses them, DECISIONS §5).
  */
 import type { FeedKey, RuleKind, Target } from '../types.js'
+import type { ByteWriter } from './byte-writer.js'
 
 const SEP = '\u001f'
 /** The character after SEP: the exclusive end of a prefix range. */
@@ -40,6 +42,37 @@ export function accessRuleKey (workspaceId: string, ruleRef: string | null, targ
   return ruleRef === null
     ? workspaceId + SEP + 't' + SEP + target.type + SEP + target.value
     : workspaceId + SEP + 'r' + SEP + ruleRef
+}
+
+const SEP_BYTE = 0x1f
+const TARGET_TAG = 0x74 // 't'
+const REF_TAG = 0x72 // 'r'
+
+/**
+ * accessRuleKey as its UTF-8 bytes, written into `w` — the hot path of an upsert: building the
+ * string first cost a concatenation and a flattening per rule (measured, bench/ingest.ts).
+ * The bytes are those of the string (test/store/embedded/key-layout.test.ts).
+ */
+export function writeAccessRuleKey (w: ByteWriter, workspaceId: string, ruleRef: string | null, target: Target): void {
+  w.raw(workspaceId)
+  w.u8(SEP_BYTE)
+  if (ruleRef === null) {
+    w.u8(TARGET_TAG)
+    w.u8(SEP_BYTE)
+    w.raw(target.type)
+    w.u8(SEP_BYTE)
+    w.raw(target.value)
+  } else {
+    w.u8(REF_TAG)
+    w.u8(SEP_BYTE)
+    w.raw(ruleRef)
+  }
+}
+
+/** The workspace a primary key (access or expression rule) belongs to. */
+export function workspaceOfKey (key: string): string {
+  const end = key.indexOf(SEP)
+  return end < 0 ? key : key.slice(0, end)
 }
 
 export function accessRuleKeyByRef (workspaceId: string, ruleRef: string): string {

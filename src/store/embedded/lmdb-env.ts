@@ -2,9 +2,18 @@
  * The LMDB environment behind the embedded store: one directory, one `data.mdb`, named
  * sub-databases, and the two primitives every write and read goes through.
  *
- * Durability: lmdb-js's default overlapping sync commits first and flushes after, so a write
- * promise resolves on commit; `write()` then awaits `flushed` so that nothing is acknowledged
- * before it is on disk (DECISIONS §3). `noSync` is never set.
+ * Durability: every commit is flushed to disk before its promise resolves (DECISIONS §3), and
+ * `noSync` is never set. lmdb-js's overlapping sync is turned OFF: it flushes after the commit
+ * under a third robust mutex in the lock file, and when a process is killed during that flush
+ * while another process keeps the environment open, the next process to take the mutex — in a
+ * commit of over 500 dirty pages, with its write transaction still open — runs LMDB's recovery
+ * for the WRITE mutex on it (mdb_mutex_failed), which declares that process's environment hosed
+ * (MDB_PANIC, "Update of meta page failed") and leaves the mutex unrecoverable for every process
+ * until all of them close (test/regressions/lmdb-meta-page-panic.test.ts). Without it a commit
+ * flushes inside the write lock, whose dead-owner recovery LMDB gets right. What overlapping
+ * sync bought — the next transaction starting while the previous one flushes — matters little
+ * here: lmdb-js still gathers every write queued during a commit into the next transaction, so
+ * concurrent batches share one flush.
  *
  * Several processes: the server keeps the environment open while the CLI opens it briefly. LMDB
  * allows that with one writer at a time across processes (its lock file), so every process must
@@ -13,16 +22,12 @@
 import { mkdirSync } from 'node:fs'
 import { open, type Database, type RootDatabase } from 'lmdb'
 import { ThreatfeedError, isThreatfeedError } from '../../errors.js'
-import type { AccessList, AccessRule, ApiKey, ExpressionRule, FeedVersion, Workspace } from '../types.js'
+import type { AccessList, ApiKey, ExpressionRule, FeedVersion, Workspace } from '../types.js'
+import { ByteWriter, type FastBuffer } from './byte-writer.js'
+import { migrateFormat } from './migrate-format.js'
 
-/** A stream record as stored: [workspaceId, acceptedAt, schemaVersion or null, payload]. A tuple
- *  encodes and decodes faster than an object, and the stream is the hottest write path. */
-export type StreamTuple = [string, number, number | null, string]
-
-/** Expiry index key: [expiry bucket, table, primary key]; see rule-writes.ts and EXPIRY_TABLE. */
-export type ExpiryKey = [number, string, string]
-
-export const EXPIRY_TABLE = { access: 'a', expression: 'e' } as const
+/** Expiry log key: [expiry bucket, entry number]; see expiry-log.ts. */
+export type ExpiryLogKey = [number, number]
 
 export interface Databases {
   readonly workspaces: Database<Workspace, string>
@@ -32,18 +37,20 @@ export interface Databases {
   readonly lists: Database<AccessList, string>
   /** workspace␟name␟id → id (names are not unique, so the id ends the key). */
   readonly listsByName: Database<string, string>
-  /** Identity key (see key-layout.ts) → rule; one entry per identity by construction. */
-  readonly accessRules: Database<AccessRule, string>
+  /** Identity key (see key-layout.ts) → rule in the form of rule-codec.ts; one entry per identity by construction. */
+  readonly accessRules: Database<Buffer, string>
   /** workspace␟type␟value␟ruleRef → primary key, for keyed access rules only. */
   readonly accessByTarget: Database<string, string>
   readonly expressionRules: Database<ExpressionRule, string>
-  /** Values are empty: the key is the whole entry. */
-  readonly expiry: Database<string, ExpiryKey>
-  /** seq → record. Numbers are ordered-binary keys, so a range scan walks seqs in order. */
-  readonly stream: Database<StreamTuple, number>
+  /** Which rules may lapse in which expiry bucket (expiry-log.ts). */
+  readonly expiryLog: Database<Buffer, ExpiryLogKey>
+  /** First seq of an append → its records (stream-codec.ts). Numbers are ordered-binary keys,
+   *  so a range scan walks chunks in seq order. */
+  readonly stream: Database<Buffer, number>
   readonly checkpoints: Database<number, string>
   readonly feedVersions: Database<FeedVersion, string>
-  /** Counters: the two revisions and the stream head. */
+  /** Counters: the two revisions and the stream head; also the data format (migrate-format.ts)
+   *  and the expiry-log entry counter (expiry-log.ts). */
   readonly meta: Database<number, string>
 }
 
@@ -58,8 +65,31 @@ export const META = {
  *  itself only grows as pages are written (measured: a fresh store is 24 KiB on disk). */
 const MAP_SIZE = 2 ** 38
 
+/**
+ * Access-rule keys as their UTF-8 bytes. lmdb-js's default (ordered-binary) writes such strings
+ * as the same bytes — they start above U+001B and hold no U+0000..U+0004 — so the keys of
+ * existing stores read back unchanged; but it does so a character at a time, and that was the
+ * larger part of an access-rule put and get (measured: 1000 upserts in 11 ms of CPU with string
+ * keys, 6.9 ms with this encoder).
+ */
+const UTF8_KEYS = {
+  writeKey (key: string | Uint8Array, target: FastBuffer, start: number): number {
+    if (typeof key === 'string') return start + target.utf8Write(key, start)
+    // lmdb-js's own range bound when none is given (a one-byte buffer).
+    target.set(key, start)
+    return start + key.length
+  },
+  readKey (source: FastBuffer, start: number, end: number): string {
+    return source.utf8Slice(start, end)
+  },
+}
+
 export class LmdbEnv {
   readonly dbs: Databases
+  /** Where values are encoded, inside write transactions only (see byte-writer.ts). */
+  readonly scratch = new ByteWriter()
+  /** Where keys are built, likewise. */
+  readonly keys = new ByteWriter(4096)
   readonly #root: RootDatabase
   #closed = false
 
@@ -67,29 +97,31 @@ export class LmdbEnv {
     try {
       mkdirSync(dataDir, { recursive: true })
       // noSubdir is explicit: lmdb-js otherwise treats a directory name containing a dot as a file.
-      this.#root = open({ path: dataDir, noSubdir: false, maxDbs: 16, mapSize: MAP_SIZE })
+      this.#root = open({ path: dataDir, noSubdir: false, maxDbs: 16, mapSize: MAP_SIZE, overlappingSync: false })
       const root = this.#root
-      // JSON for records: every stored value is JSON data anyway, and lmdb-js decodes JSON about
-      // three times faster than its default MessagePack without shared structures (measured
-      // on rule records), whose per-record structure definitions are rebuilt on every read.
-      // Shared structures would be as fast but add cross-process structure versioning.
+      // JSON for the admin records: lmdb-js decodes JSON about three times faster than its
+      // default MessagePack without shared structures (measured on rule records), whose
+      // per-record structure definitions are rebuilt on every read. The two hot paths, access
+      // rules and the stream, have binary forms of their own (rule-codec.ts, stream-codec.ts).
       const json = { encoding: 'json' } as const
       const text = { encoding: 'string' } as const
+      const binary = { encoding: 'binary' } as const
       this.dbs = {
         workspaces: root.openDB('workspaces', json),
         keys: root.openDB('keys', json),
         keysByHash: root.openDB('keys-by-hash', text),
         lists: root.openDB('lists', json),
         listsByName: root.openDB('lists-by-name', text),
-        accessRules: root.openDB('access-rules', json),
+        accessRules: root.openDB('access-rules', { ...binary, keyEncoder: UTF8_KEYS } as never),
         accessByTarget: root.openDB('access-by-target', text),
         expressionRules: root.openDB('expression-rules', json),
-        expiry: root.openDB('rules-by-expiry', text),
-        stream: root.openDB('stream', json),
+        expiryLog: root.openDB('expiry-log', binary),
+        stream: root.openDB('stream-chunks', binary),
         checkpoints: root.openDB('checkpoints', json),
         feedVersions: root.openDB('feed-versions', json),
         meta: root.openDB('meta', json),
       }
+      migrateFormat(root, this.dbs)
     } catch (cause) {
       throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause })
     }
@@ -106,18 +138,27 @@ export class LmdbEnv {
   }
 
   /**
-   * Runs `fn` in a write transaction and resolves once it is committed and flushed to disk.
-   * A child transaction, so that an exception thrown half-way rolls back every write `fn` made:
-   * lmdb-js's plain `transaction` would commit the writes made before the throw.
+   * Runs `fn` in a write transaction and resolves once it is committed, which (without
+   * overlapping sync) includes the flush to disk. A child transaction, so that an exception
+   * thrown half-way rolls back every write `fn` made: lmdb-js's plain `transaction` would commit
+   * the writes made before the throw. Transactions of one event turn share one LMDB commit.
+   *
+   * A failed commit (I/O error, disk full) rejects with TF_ERR_STORE_UNAVAILABLE whose cause is
+   * LMDB's own error, and leaves no unhandled rejection behind (see holdCommitPromise).
    */
   async write<T> (fn: (dbs: Databases) => T): Promise<T> {
     if (this.#closed) throw closedError()
+    let txn: Promise<T>
     try {
-      const result = await this.#root.childTransaction(() => fn(this.dbs))
-      await this.#root.flushed
-      return result
+      txn = this.#root.childTransaction(() => fn(this.dbs))
     } catch (e) {
       throw toStoreError(e)
+    }
+    setImmediate(holdCommitPromise, this.#root)
+    try {
+      return await txn
+    } catch (e) {
+      throw toStoreError(await unwrapCommitError(e))
     }
   }
 
@@ -149,6 +190,31 @@ export class LmdbEnv {
       throw toStoreError(e)
     }
   }
+}
+
+/**
+ * lmdb-js starts the batch of an event turn's writes in a setImmediate of its own, and that
+ * batch-start write makes a commit promise nobody holds (write.js, "TODO: Don't reset these if
+ * this comes from the batch start operation"): when the commit fails it is an unhandled
+ * rejection, which ends a Node process. This runs in the immediate right after lmdb-js's — it
+ * is queued by the same write() call — and holds whatever commit promise is current then.
+ */
+function holdCommitPromise (root: RootDatabase): void {
+  root.committed.then(ignore, ignore)
+}
+
+function ignore (): void {}
+
+/**
+ * A failed commit rejects every write of the batch with "Commit failed (see commitError for
+ * details)" and rejects `commitError`, a promise nobody else holds, with LMDB's error. Handling
+ * it here (in the same microtask run, before Node looks for unhandled rejections) both keeps the
+ * process alive and gives the caller the error that says what happened.
+ */
+async function unwrapCommitError (e: unknown): Promise<unknown> {
+  const commitError = (e as { commitError?: unknown } | null)?.commitError
+  if (!(commitError instanceof Promise)) return e
+  return commitError.then(() => e, (inner: unknown) => inner)
 }
 
 function closedError (): ThreatfeedError {

@@ -4,12 +4,14 @@
  */
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
 import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, Rule, RuleKind, RuleStore, Target } from '../types.js'
+import { ExpiryLogWriter, purgeLog } from './expiry-log.js'
 import { expressionRuleRange, workspaceRange } from './key-layout.js'
-import { META, type ExpiryKey, type LmdbEnv } from './lmdb-env.js'
-import { putAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, removeLapsed } from './rule-writes.js'
+import { META, type Databases, type ExpiryLogKey, type LmdbEnv } from './lmdb-env.js'
+import { decodeAccessRule } from './rule-codec.js'
+import { lapseTarget, putAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 
-/** Lapsed rules removed per transaction: bounded, so a purge after a long outage never holds
- *  the (cross-process) write lock for long. */
+/** Expiry-log references handled per transaction: bounded, so a purge after a long outage never
+ *  holds the (cross-process) write lock for long. */
 const PURGE_CHUNK = 5000
 
 export class EmbeddedRuleStore implements RuleStore {
@@ -20,44 +22,42 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   upsertAccessRule (input: AccessRuleInput): Promise<AccessRule> {
-    return this.#env.write((dbs) => {
-      const rule = putAccessRule(dbs, input, Date.now())
+    return this.#write((txn) => {
+      const rule = putAccessRule(txn, input, Date.now())
       this.#env.bump(META.rulesRevision)
       return rule
     })
   }
 
   upsertExpressionRule (input: ExpressionRuleInput): Promise<ExpressionRule> {
-    return this.#env.write((dbs) => {
-      const rule = putExpressionRule(dbs, input, Date.now())
+    return this.#write((txn) => {
+      const rule = putExpressionRule(txn, input, Date.now())
       this.#env.bump(META.rulesRevision)
       return rule
     })
   }
 
   deleteByRef (workspaceId: string, kind: RuleKind, ruleRef: string): Promise<boolean> {
-    return this.#env.write((dbs) => {
-      const removed = removeByRef(dbs, workspaceId, kind, ruleRef)
+    return this.#write((txn) => {
+      const removed = removeByRef(txn, workspaceId, kind, ruleRef)
       if (removed) this.#env.bump(META.rulesRevision)
       return removed
     })
   }
 
   deleteAccessByTarget (workspaceId: string, target: Target): Promise<number> {
-    return this.#env.write((dbs) => {
-      const removed = removeAccessByTarget(dbs, workspaceId, target)
+    return this.#write((txn) => {
+      const removed = removeAccessByTarget(txn, workspaceId, target)
       if (removed > 0) this.#env.bump(META.rulesRevision)
       return removed
     })
   }
 
   async list (workspaceId: string, kind: RuleKind, now?: number): Promise<Rule[]> {
+    if (kind === 'access_rule') return this.#env.read((dbs) => readAccessRules(dbs, workspaceId, now))
     return this.#env.read((dbs) => {
-      const entries = kind === 'access_rule'
-        ? dbs.accessRules.getRange(workspaceRange(workspaceId))
-        : dbs.expressionRules.getRange(expressionRuleRange(workspaceId, kind))
       const rules: Rule[] = []
-      for (const { value } of entries) {
+      for (const { value } of dbs.expressionRules.getRange(expressionRuleRange(workspaceId, kind))) {
         if (now === undefined || !isLapsed(value, now)) rules.push(value)
       }
       return rules
@@ -65,21 +65,15 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async listAccessRules (workspaceId: string, now: number): Promise<AccessRule[]> {
-    return this.#env.read((dbs) => {
-      const rules: AccessRule[] = []
-      for (const { value } of dbs.accessRules.getRange(workspaceRange(workspaceId))) {
-        if (!isLapsed(value, now)) rules.push(value)
-      }
-      return rules
-    })
+    return this.#env.read((dbs) => readAccessRules(dbs, workspaceId, now))
   }
 
   async purgeLapsed (before: number): Promise<number> {
     let total = 0
-    let after: ExpiryKey | undefined
+    let after: ExpiryLogKey | undefined
     for (;;) {
-      const step = await this.#env.write((dbs) => {
-        const done = removeLapsed(dbs, before, after, PURGE_CHUNK)
+      const step = await this.#write((txn) => {
+        const done = purgeLog(txn.dbs, txn.scratch, lapseTarget(txn), before, after, PURGE_CHUNK)
         if (done.removed > 0) this.#env.bump(META.rulesRevision)
         return done
       })
@@ -90,25 +84,51 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
-    return this.#env.write((dbs) => {
+    return this.#write((txn) => {
+      const { dbs } = txn
+      const cp = batch.checkpoint
+      if (cp?.expected !== undefined) {
+        // Under LMDB's write lock, which every process shares: nobody moves it in between.
+        const stored = dbs.checkpoints.get(cp.consumer) ?? 0
+        if (stored !== cp.expected) return { applied: false, checkpoint: stored, upserted: 0, deleted: 0 }
+      }
       const now = Date.now()
       let upserted = 0
       let deleted = 0
       for (const op of batch.ops) {
         switch (op.op) {
-          case 'upsertAccessRule': putAccessRule(dbs, op.input, now); upserted++; break
-          case 'upsertExpressionRule': putExpressionRule(dbs, op.input, now); upserted++; break
-          case 'deleteByRef': if (removeByRef(dbs, op.workspaceId, op.kind, op.ruleRef)) deleted++; break
-          case 'deleteAccessByTarget': deleted += removeAccessByTarget(dbs, op.workspaceId, op.target); break
+          case 'upsertAccessRule': upsertAccessRule(txn, op.input, now, null); upserted++; break
+          case 'upsertExpressionRule': putExpressionRule(txn, op.input, now); upserted++; break
+          case 'deleteByRef': if (removeByRef(txn, op.workspaceId, op.kind, op.ruleRef)) deleted++; break
+          case 'deleteAccessByTarget': deleted += removeAccessByTarget(txn, op.workspaceId, op.target); break
           // Throwing aborts the whole batch: an op we do not know must not be skipped silently.
           default: throw new TypeError('unknown rule op')
         }
       }
-      if (batch.checkpoint !== undefined) dbs.checkpoints.put(batch.checkpoint.consumer, batch.checkpoint.seq)
+      if (cp !== undefined) dbs.checkpoints.put(cp.consumer, cp.seq)
       if (upserted + deleted > 0) this.#env.bump(META.rulesRevision)
-      return { upserted, deleted }
+      return { applied: true, checkpoint: cp?.seq ?? null, upserted, deleted }
     })
   }
+
+  /** A write transaction with what rule writes need; the expiry log is written before the commit. */
+  #write<T> (fn: (txn: RuleTxn) => T): Promise<T> {
+    return this.#env.write((dbs) => {
+      const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter() }
+      const result = fn(txn)
+      txn.log.write(dbs, txn.scratch)
+      return result
+    })
+  }
+}
+
+function readAccessRules (dbs: Databases, workspaceId: string, now: number | undefined): AccessRule[] {
+  const rules: AccessRule[] = []
+  for (const { value } of dbs.accessRules.getRange(workspaceRange(workspaceId))) {
+    const rule = decodeAccessRule(value, workspaceId)
+    if (now === undefined || !isLapsed(rule, now)) rules.push(rule)
+  }
+  return rules
 }
 
 /** A rule lapses at its expiresAt instant (types.ts: expiresAt <= now is lapsed). */

@@ -95,9 +95,19 @@ export class MongoRuleStore implements RuleStore {
    * The ops go out as one ordered bulkWrite per collection, in one transaction with the
    * checkpoint. Splitting by collection keeps each identity's ops in order: an op only ever
    * touches rules of its own collection.
+   *
+   * The checkpoint's compare-and-set: the transaction reads the checkpoint from its snapshot and
+   * always writes it. Two transactions that both saw the expected value both write that document,
+   * and MongoDB lets only the first commit (the other gets a WriteConflict, a transient error
+   * runTransaction retries); the retry then reads the moved checkpoint and applies nothing.
    */
   applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
-    return this.#ctx.write(async (session) => {
+    return this.#ctx.write(async (session): Promise<RuleBatchResult> => {
+      const cp = batch.checkpoint
+      if (cp?.expected !== undefined) {
+        const stored = (await this.#ctx.c.checkpoints.findOne({ _id: text(cp.consumer) }, { session }))?.seq ?? 0
+        if (stored !== cp.expected) return { applied: false, checkpoint: stored, upserted: 0, deleted: 0 }
+      }
       const now = Date.now()
       const access: AccessWrite[] = []
       const expression: ExpressionWrite[] = []
@@ -115,11 +125,11 @@ export class MongoRuleStore implements RuleStore {
         }
       }
       const deleted = await bulk(this.#ctx.c.accessRules, access, session) + await bulk(this.#ctx.c.expressionRules, expression, session)
-      if (batch.checkpoint !== undefined) {
-        await this.#ctx.c.checkpoints.updateOne({ _id: text(batch.checkpoint.consumer) }, { $set: { seq: num(batch.checkpoint.seq) } }, { session, upsert: true })
+      if (cp !== undefined) {
+        await this.#ctx.c.checkpoints.updateOne({ _id: text(cp.consumer) }, { $set: { seq: num(cp.seq) } }, { session, upsert: true })
       }
       if (upserted + deleted > 0) await this.#ctx.bump(COUNTERS.rulesRevision, session)
-      return { upserted, deleted }
+      return { applied: true, checkpoint: cp?.seq ?? null, upserted, deleted }
     })
   }
 }

@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import t from 'tap'
-import { listNameKey, listNameRange, targetIndexKey, targetIndexRange, workspaceRange } from '../../../src/store/embedded/key-layout.js'
+import { ByteWriter } from '../../../src/store/embedded/byte-writer.js'
+import { accessRuleKey, listNameKey, listNameRange, targetIndexKey, targetIndexRange, workspaceRange, writeAccessRuleKey } from '../../../src/store/embedded/key-layout.js'
 import { LmdbEnv } from '../../../src/store/embedded/lmdb-env.js'
 
 /** List names: free text without control characters (DECISIONS §5), up to 120 characters. */
@@ -59,4 +60,50 @@ t.test('prefix ranges hold exactly their keys, on LMDB itself', async (t) => {
     })
   }), { numRuns: 40 })
   t.pass('80 random layouts held')
+})
+
+t.test('writeAccessRuleKey writes the UTF-8 bytes of accessRuleKey', async (t) => {
+  const targetArb = fc.oneof(
+    fc.ipV4().map((a) => ({ type: 'ip' as const, value: `${a}/32` })),
+    fc.ipV6().map((a) => ({ type: 'ip' as const, value: `${a}/128` })),
+    fc.constantFrom({ type: 'country' as const, value: 'FR' }, { type: 'asn' as const, value: 'AS13335' }),
+  )
+  const w = new ByteWriter(8)
+  fc.assert(fc.property(fc.oneof(wsArb, fc.string({ unit: 'binary', maxLength: 70 })), fc.option(refArb, { nil: null }), targetArb, (ws, ref, target) => {
+    w.reset()
+    writeAccessRuleKey(w, ws, ref, target)
+    return Buffer.from(w.view()).equals(Buffer.from(accessRuleKey(ws, ref, target), 'utf8'))
+  }), { numRuns: 300 })
+  t.pass('300 random keys agreed')
+})
+
+t.test('the access-rules table (UTF-8 key encoder): a workspace range holds exactly its keys', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'threatfeed-keys-'))
+  const env = new LmdbEnv(dir)
+  t.teardown(async () => {
+    await env.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+  const keyArb = fc.tuple(fc.option(refArb, { nil: null }), fc.ipV4())
+  await fc.assert(fc.asyncProperty(fc.array(fc.tuple(wsArb, fc.array(keyArb, { minLength: 1, maxLength: 6 })), { minLength: 1, maxLength: 4 }), async (spaces) => {
+    const suffix = randomUUID().slice(0, 4)
+    const want = new Map<string, Set<string>>()
+    await env.write((dbs) => {
+      for (const [wsBase, keys] of spaces) {
+        const ws = `${wsBase}-${suffix}`
+        for (const [ref, a] of keys) {
+          const key = accessRuleKey(ws, ref, { type: 'ip', value: `${a}/32` })
+          dbs.accessRules.put(key, Buffer.from('v'))
+          want.set(ws, (want.get(ws) ?? new Set()).add(key))
+        }
+      }
+    })
+    env.read((dbs) => {
+      for (const [ws, keys] of want) {
+        const got = Array.from(dbs.accessRules.getKeys(workspaceRange(ws)))
+        if (got.length !== keys.size || got.some((k) => !keys.has(k))) throw new Error(`workspace ${ws}: ${got} != ${[...keys]}`)
+      }
+    })
+  }), { numRuns: 40 })
+  t.pass('40 random layouts held')
 })

@@ -1,0 +1,98 @@
+/**
+ * The data format of the embedded store, and the one-time upgrade of a directory written by an
+ * earlier version, run when the environment is opened.
+ *
+ *   format 1  JSON access rules, one stream entry per record ('stream', JSON tuples), an exact
+ *             expiry index ('rules-by-expiry')
+ *   format 2  binary access rules (rule-codec.ts), one stream chunk per append
+ *             ('stream-chunks', stream-codec.ts), the lazy expiry log (expiry-log.ts)
+ *
+ * The upgrade is one write transaction, so a crash leaves format 1 untouched, and it re-checks
+ * the format under the write lock, so two processes opening an old directory at once upgrade it
+ * once. A directory of a newer format is refused rather than misread.
+ */
+import type { RootDatabase } from 'lmdb'
+import type { AccessRule, StreamRecordInput } from '../types.js'
+import { ByteWriter } from './byte-writer.js'
+import { EXPIRY_TABLE, ExpiryLogWriter } from './expiry-log.js'
+import type { Databases } from './lmdb-env.js'
+import { encodeAccessRule } from './rule-codec.js'
+import { encodeChunk } from './stream-codec.js'
+
+export const FORMAT = 2
+const FORMAT_KEY = 'format'
+
+/** Records per chunk when old per-record entries are regrouped. */
+const CHUNK_RECORDS = 1000
+
+type OldStreamTuple = [string, number, number | null, string]
+
+/** A JSON value as lmdb-js stored it: its text, starting with `{`. */
+const JSON_OBJECT = 0x7b
+
+/**
+ * Brings the directory to FORMAT. Throws when it has a newer one.
+ *
+ * @example
+ *   migrateFormat(root, dbs) // at open, before anything else reads or writes
+ */
+export function migrateFormat (root: RootDatabase, dbs: Databases): void {
+  const seen = dbs.meta.get(FORMAT_KEY)
+  if (seen === FORMAT) return
+  checkNotNewer(seen)
+  root.transactionSync(() => {
+    const format = dbs.meta.get(FORMAT_KEY)
+    if (format === FORMAT) return
+    checkNotNewer(format)
+    const w = new ByteWriter()
+    const log = new ExpiryLogWriter()
+    regroupStream(root, dbs, w)
+    recodeAccessRules(dbs, w, log)
+    for (const { key, value } of dbs.expressionRules.getRange({})) {
+      if (value.expiresAt !== null) log.add(EXPIRY_TABLE.expression, key, value.expiresAt)
+    }
+    root.openDB('rules-by-expiry', { encoding: 'string' }).dropSync()
+    log.write(dbs, w)
+    dbs.meta.put(FORMAT_KEY, FORMAT)
+  })
+}
+
+function checkNotNewer (format: number | undefined): void {
+  if (format !== undefined && format > FORMAT) {
+    throw new Error(`the data directory has format ${format}, newer than this version of threatfeed reads (${FORMAT})`)
+  }
+}
+
+function regroupStream (root: RootDatabase, dbs: Databases, w: ByteWriter): void {
+  const old = root.openDB<OldStreamTuple, number>('stream', { encoding: 'json' })
+  let first = 0
+  let records: StreamRecordInput[] = []
+  const flush = (): void => {
+    if (records.length === 0) return
+    w.reset()
+    encodeChunk(w, records)
+    dbs.stream.put(first, w.view())
+    records = []
+  }
+  for (const { key, value: [workspaceId, acceptedAt, schemaVersion, payload] } of old.getRange({})) {
+    if (records.length === CHUNK_RECORDS || (records.length > 0 && key !== first + records.length)) flush()
+    if (records.length === 0) first = key
+    records.push(schemaVersion === null ? { workspaceId, acceptedAt, payload } : { workspaceId, acceptedAt, schemaVersion, payload })
+  }
+  flush()
+  old.dropSync()
+}
+
+function recodeAccessRules (dbs: Databases, w: ByteWriter, log: ExpiryLogWriter): void {
+  // Collected first: rewriting values under a live cursor is not something to rely on.
+  const old: Array<[string, AccessRule]> = []
+  for (const { key, value } of dbs.accessRules.getRange({})) {
+    if (value[0] === JSON_OBJECT) old.push([key, JSON.parse(value.toString('utf8')) as AccessRule])
+  }
+  for (const [key, rule] of old) {
+    w.reset()
+    encodeAccessRule(w, rule, rule.id, rule.createdAt, rule.updatedAt)
+    dbs.accessRules.put(key, w.view())
+    if (rule.expiresAt !== null) log.add(EXPIRY_TABLE.access, key, rule.expiresAt)
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * The stored form of the signal stream: one LMDB entry per append (a "chunk"), keyed by the
+ * chunk's first seq, holding every record of that append.
+ *
+ * One entry per record cost a B-tree insert each — about a fifth of the LMDB time of an ingest
+ * batch (bench/ingest.ts --cpu-prof) — and its JSON tuple escaped every quote of a v1 payload,
+ * which is itself JSON. A chunk is one insert per batch, and payloads are stored as their UTF-8
+ * bytes, so a v1 record is still byte for byte the entry the client sent (DECISIONS §3).
+ *
+ *   u8 format (1) · u32 count · count × record
+ *   record: u8 flags · [f64 acceptedAt · str workspaceId] · [u32 schemaVersion] · str payload
+ *
+ * flags: 1 = schemaVersion present (absent is a v1 record), 2 = same workspace and acceptedAt as
+ * the record before (the usual case: an append is one ingest batch).
+ */
+import type { StreamRecord, StreamRecordInput } from '../types.js'
+import { ByteReader, type ByteWriter } from './byte-writer.js'
+
+const FORMAT = 1
+const HAS_VERSION = 1
+const SAME_ORIGIN = 2
+
+/**
+ * Writes `records` as one chunk into `w` (from w.pos).
+ *
+ * @example
+ *   w.reset(); encodeChunk(w, records); dbs.stream.put(firstSeq, w.view())
+ */
+export function encodeChunk (w: ByteWriter, records: readonly StreamRecordInput[]): void {
+  w.u8(FORMAT)
+  w.u32(records.length)
+  let workspaceId: string | null = null
+  let acceptedAt = Number.NaN
+  for (const r of records) {
+    const same = r.workspaceId === workspaceId && r.acceptedAt === acceptedAt
+    const version = r.schemaVersion
+    if (version !== undefined && (!Number.isInteger(version) || version < 0 || version > 0xffffffff)) {
+      throw new TypeError(`schemaVersion must be a 32-bit unsigned integer (got ${version})`)
+    }
+    w.u8((version !== undefined ? HAS_VERSION : 0) | (same ? SAME_ORIGIN : 0))
+    if (!same) {
+      w.f64(r.acceptedAt)
+      w.str(r.workspaceId)
+      workspaceId = r.workspaceId
+      acceptedAt = r.acceptedAt
+    }
+    if (version !== undefined) w.u32(version)
+    w.str(r.payload)
+  }
+}
+
+/** Records in a chunk (without decoding them). */
+export function chunkCount (buf: Buffer): number {
+  const r = new ByteReader(buf)
+  checkFormat(r)
+  return r.u32()
+}
+
+/**
+ * Appends to `out` the records of the chunk whose first seq is `firstSeq`, from seq `from` on,
+ * until `out` holds `limit` records.
+ */
+export function decodeChunk (buf: Buffer, firstSeq: number, from: number, limit: number, out: StreamRecord[]): void {
+  const r = new ByteReader(buf)
+  checkFormat(r)
+  const count = r.u32()
+  let workspaceId = ''
+  let acceptedAt = 0
+  for (let i = 0; i < count && out.length < limit; i++) {
+    const flags = r.u8()
+    if ((flags & SAME_ORIGIN) === 0) {
+      acceptedAt = r.f64()
+      workspaceId = r.str()
+    }
+    const version = (flags & HAS_VERSION) !== 0 ? r.u32() : undefined
+    const seq = firstSeq + i
+    if (seq < from) {
+      const bytes = r.u32() // skip the payload without decoding it
+      r.pos += bytes
+      continue
+    }
+    const payload = r.str()
+    // v1 records carry no schemaVersion at all (not even `undefined`), as types.ts describes them.
+    out.push(version === undefined
+      ? { seq, workspaceId, payload, acceptedAt }
+      : { seq, workspaceId, schemaVersion: version, payload, acceptedAt })
+  }
+}
+
+function checkFormat (r: ByteReader): void {
+  const format = r.u8()
+  if (format !== FORMAT) throw new RangeError(`stream chunk of unknown format ${format}`)
+}
