@@ -17,7 +17,8 @@
  * Environment: BENCH_INGEST_BATCHES (200 per case), BENCH_INGEST_PROFILE=<dir> (server --cpu-prof),
  * BENCH_INGEST_CASES=v1:4,v2:1 (only those cases; results then go to ingest-partial.json),
  * BENCH_INGEST_CPU=0 (skip the in-process CPU rows), BENCH_INGEST_SERVER_CORES=0|all (the server's
- * taskset; default 0, one core of its own), BENCH_INGEST_NODE_FLAGS (node flags for the server).
+ * taskset; default 0, one core of its own), BENCH_INGEST_NODE_FLAGS (node flags for the server),
+ * BENCH_INGEST_CONSUMER_BATCH (the consumer's batchSize, default its own).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -68,7 +69,8 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
   const ws = await store.workspaces.create({ name: 'bench', subscription: 'active' })
   const key = api.generateApiKey()
   await store.keys.create({ workspaceId: ws.id, hash: api.hashApiKey(key), scopes: ['signals:write'] })
-  const consumer = new consumerMod.StreamConsumer(store, { pollMs: config.pollMs, log })
+  const batchSize = process.env.BENCH_INGEST_CONSUMER_BATCH
+  const consumer = new consumerMod.StreamConsumer(store, { pollMs: config.pollMs, log, ...(batchSize === undefined ? {} : { batchSize: Number(batchSize) }) })
   await consumer.start()
   const ingester = new batch.SignalIngester({ stream: store.stream, checks: { asnExists: () => true, checkExpressions: true }, onAppended: (b) => { consumer.offer(b) } })
   const authenticator = new auth.Authenticator(store, { pollMs: config.pollMs })

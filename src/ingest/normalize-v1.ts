@@ -30,10 +30,12 @@ interface V1Event {
 export function normalizeV1 (entry: unknown, checks: EntryChecks): NormalizeResult {
   // The entry itself is the offending value, unless echoing it could overflow the serializer.
   if (!isPlainObject(entry)) return failure('', 'must be an object', isShallow(entry) ? entry : null)
-  const forbidden = findForbiddenKey(entry)
-  if (forbidden !== null) return { ok: false, failure: forbidden }
+  // The schema first: an entry it accepts holds only its known keys, with scalar values, so it
+  // cannot hold a forbidden key or nest — the walk looking for them (a fifth of this function's
+  // time) is left for entries the schema refuses, where a forbidden key is still the reason
+  // given, as the order "forbidden keys, then schema" gives it.
   const schemaFailure = checkSchema('SignalEventV1', entry, '')
-  if (schemaFailure !== null) return { ok: false, failure: schemaFailure }
+  if (schemaFailure !== null) return { ok: false, failure: findForbiddenKey(entry) ?? schemaFailure }
   const e = entry as unknown as V1Event
 
   const t = normalizeTarget(e, '', checks)

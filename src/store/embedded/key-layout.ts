@@ -45,6 +45,8 @@ export function accessRuleKey (workspaceId: string, ruleRef: string | null, targ
 }
 
 const SEP_BYTE = 0x1f
+let lastWorkspace = ''
+let lastWorkspaceBytes = Buffer.from(SEP, 'utf8')
 const TARGET_TAG = 0x74 // 't'
 const REF_TAG = 0x72 // 'r'
 
@@ -54,8 +56,12 @@ const REF_TAG = 0x72 // 'r'
  * The bytes are those of the string (test/store/embedded/key-layout.test.ts).
  */
 export function writeAccessRuleKey (w: ByteWriter, workspaceId: string, ruleRef: string | null, target: Target): void {
-  w.raw(workspaceId)
-  w.u8(SEP_BYTE)
+  // A batch is one workspace's: its bytes are made once, not once per rule.
+  if (workspaceId !== lastWorkspace) {
+    lastWorkspace = workspaceId
+    lastWorkspaceBytes = Buffer.from(workspaceId + SEP, 'utf8')
+  }
+  w.bytes(lastWorkspaceBytes)
   if (ruleRef === null) {
     w.u8(TARGET_TAG)
     w.u8(SEP_BYTE)

@@ -121,7 +121,12 @@ export class LmdbEnv {
         feedVersions: root.openDB('feed-versions', json),
         meta: root.openDB('meta', json),
       }
-      migrateFormat(root, this.dbs)
+      try {
+        migrateFormat(root, this.dbs)
+      } catch (e) {
+        void root.close().catch(() => {})
+        throw e
+      }
     } catch (cause) {
       throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause })
     }

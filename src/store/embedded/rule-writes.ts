@@ -8,11 +8,11 @@
  * point the indexes and the primary records agree, because they only change in one transaction.
  */
 import { randomUUID } from 'node:crypto'
+import type { Database } from 'lmdb'
 import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, RuleKind, Target } from '../types.js'
 import type { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
 import { accessRuleKey, accessRuleKeyByRef, expressionRuleKey, targetIndexKey, targetIndexRange, workspaceOfKey, writeAccessRuleKey } from './key-layout.js'
-import type { Database } from 'lmdb'
 import type { Databases } from './lmdb-env.js'
 import { decodeAccessRule, encodeAccessRule } from './rule-codec.js'
 

@@ -12,7 +12,8 @@ const text = fc.oneof(fc.string({ maxLength: 80 }), fc.string({ unit: 'binary', 
 const time = fc.oneof(fc.integer({ min: 0, max: 2 ** 53 - 1 }), fc.constantFrom(0, 1_700_000_000_000))
 
 const ruleArb: fc.Arbitrary<AccessRule> = fc.record({
-  id: fc.uuid(),
+  // Canonical UUIDs are stored as 16 bytes, anything else as text: both must come back as given.
+  id: fc.oneof(fc.uuid(), fc.uuid().map((u) => u.toUpperCase()), fc.string({ maxLength: 40 })),
   workspaceId: fc.uuid(),
   kind: fc.constant('access_rule' as const),
   ruleRef: fc.option(text, { nil: null }),
@@ -38,6 +39,19 @@ t.test('a rule comes back exactly as written', async (t) => {
     t.strictSame(back, JSON.parse(JSON.stringify(rule)) as AccessRule)
     return true
   }), { numRuns: 300 })
+})
+
+t.test('a rule without an id gets a new random version-4 UUID', async (t) => {
+  const w = new ByteWriter()
+  const input = { workspaceId: 'w', kind: 'access_rule' as const, ruleRef: null, target: { type: 'ip' as const, value: '192.0.2.1/32' }, action: 'block' as const, name: null, confidence: null, severity: null, labels: {}, reason: null, expiresAt: null, seq: 1 }
+  const ids = new Set<string>()
+  for (let i = 0; i < 600; i++) { // past one refill of the random pool
+    w.reset()
+    encodeAccessRule(w, input, null, 1, 1)
+    ids.add(decodeAccessRule(Buffer.from(w.view()), 'w').id)
+  }
+  t.equal(ids.size, 600, 'all different')
+  t.ok([...ids].every((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id)), 'all version-4 UUIDs')
 })
 
 t.test('values that are not this form are refused', async (t) => {
