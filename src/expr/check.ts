@@ -8,10 +8,12 @@
  */
 import type { Expr } from './ast.js'
 import { ExpressionError, toDiagnostic, type ExpressionDiagnostic } from './diagnostic.js'
-import { parseExpression } from './parser.js'
+import { parseAndCheck, parseExpression } from './parser.js'
 import { smartFirewallScheme } from './schemes/smart-firewall.js'
 import { wafScheme } from './schemes/waf.js'
-import { checkTree, fieldNames, type CheckContext } from './typing.js'
+import { MAX_TEXT_LENGTH } from './text.js'
+import { fieldNames, type CheckContext } from './typing.js'
+import { fieldsById } from './words.js'
 import type { Phase, RuleKind, Scheme } from './types.js'
 
 export { printExpression } from './printer.js'
@@ -20,7 +22,7 @@ export type { ExpressionDiagnostic } from './diagnostic.js'
 export type { Phase, RuleKind } from './types.js'
 
 /** Cloudflare: "The maximum length of a rule expression is 4,096 characters." */
-export const MAX_EXPRESSION_LENGTH = 4096
+export const MAX_EXPRESSION_LENGTH = MAX_TEXT_LENGTH
 
 export type CheckResult =
   | {
@@ -33,10 +35,10 @@ export type CheckResult =
   }
   | { readonly ok: false, readonly error: ExpressionDiagnostic }
 
-const schemes: Readonly<Record<RuleKind, Scheme>> = {
-  waf_rule: wafScheme,
-  smart_firewall_rule: smartFirewallScheme,
-}
+/** What a rule kind is checked against: its scheme, the other one (for hints), its fields by word id. */
+interface KindTables { readonly scheme: Scheme, readonly other: Scheme, readonly fieldOf: CheckContext['fieldOf'] }
+const WAF: KindTables = { scheme: wafScheme, other: smartFirewallScheme, fieldOf: fieldsById(wafScheme) }
+const SMART_FIREWALL: KindTables = { scheme: smartFirewallScheme, other: wafScheme, fieldOf: fieldsById(smartFirewallScheme) }
 
 /**
  * Checks a WAF or smart-firewall rule expression. Never throws for any string input.
@@ -55,34 +57,62 @@ export function checkExpression (kind: RuleKind, text: string, phase?: Phase): C
   if (typeof text !== 'string') {
     return { ok: false, error: { message: 'the expression must be a string at 1:1', offset: 0, line: 1, column: 1 } }
   }
-  const scheme = Object.hasOwn(schemes, kind) ? schemes[kind] : undefined
-  try {
-    if (scheme === undefined) throw new ExpressionError(`unknown rule kind ${JSON.stringify(kind)}`, 0)
-    if (phase !== undefined && !scheme.hasPhase) {
-      throw new ExpressionError('smart firewall rules take no phase (layer 3/4 rules act before a connection exists)', 0)
-    }
-    if (phase !== undefined && phase !== 'request' && phase !== 'response') {
-      throw new ExpressionError(`unknown phase ${JSON.stringify(phase)}; use "request" or "response"`, 0)
-    }
-    if (text.length > MAX_EXPRESSION_LENGTH) {
-      throw new ExpressionError(`expression is ${text.length} characters long; the limit is ${MAX_EXPRESSION_LENGTH}`, MAX_EXPRESSION_LENGTH)
-    }
-    const ast = parseExpression(text)
-    const ctx: CheckContext = {
-      src: text,
-      scheme,
-      other: scheme === wafScheme ? smartFirewallScheme : wafScheme,
-      phase,
-      fields: [],
-      usesResponseField: false,
-      each: false,
-    }
-    checkTree(ast, ctx)
-    const detected: Phase | null = scheme.hasPhase ? phase ?? (ctx.usesResponseField ? 'response' : 'request') : null
-    return { ok: true, ast, fields: fieldNames(scheme, ctx.fields), phase: detected }
-  } catch (e) {
-    if (e instanceof ExpressionError) return { ok: false, error: toDiagnostic(text, e) }
-    // A bug of ours must not take ingestion down with it; report it against the expression.
-    return { ok: false, error: toDiagnostic(text, new ExpressionError(`internal error while checking the expression: ${(e as Error)?.message ?? String(e)}`, 0)) }
+  // Compares, not a keyed lookup: `kind` comes from ingestion and may be any string.
+  const tables = kind === 'waf_rule' ? WAF : kind === 'smart_firewall_rule' ? SMART_FIREWALL : undefined
+  if (tables === undefined) return refuse(text, new ExpressionError(`unknown rule kind ${JSON.stringify(kind)}`, 0))
+  const refused = refuseArguments(tables.scheme, phase, text)
+  if (refused !== undefined) return refuse(text, refused)
+  const ctx: CheckContext = {
+    src: text,
+    scheme: tables.scheme,
+    other: tables.other,
+    phase,
+    fieldOf: tables.fieldOf,
+    fields: [],
+    usesResponseField: false,
   }
+  try {
+    const ast = parseAndCheck(ctx)
+    const detected: Phase | null = ctx.scheme.hasPhase ? phase ?? (ctx.usesResponseField ? 'response' : 'request') : null
+    return { ok: true, ast, fields: fieldNames(ctx.scheme, ctx.fields), phase: detected }
+  } catch (e) {
+    return refuse(text, syntaxErrorOr(text, e))
+  }
+}
+
+function refuse (text: string, e: ExpressionError): CheckResult {
+  return { ok: false, error: toDiagnostic(text, e) }
+}
+
+/** Why the phase or the length rules the expression out before it is read; undefined if they do not. */
+function refuseArguments (scheme: Scheme, phase: Phase | undefined, text: string): ExpressionError | undefined {
+  if (phase !== undefined && !scheme.hasPhase) {
+    return new ExpressionError('smart firewall rules take no phase (layer 3/4 rules act before a connection exists)', 0)
+  }
+  if (phase !== undefined && phase !== 'request' && phase !== 'response') {
+    return new ExpressionError(`unknown phase ${JSON.stringify(phase)}; use "request" or "response"`, 0)
+  }
+  if (text.length > MAX_EXPRESSION_LENGTH) {
+    return new ExpressionError(`expression is ${text.length} characters long; the limit is ${MAX_EXPRESSION_LENGTH}`, MAX_EXPRESSION_LENGTH)
+  }
+  return undefined
+}
+
+/**
+ * The error to report when the one-pass check failed with `e`. Types are checked as nodes are
+ * built, so a type error can be found before a syntax error further on; the syntax error must
+ * win (the rule is not an expression at all), as it does when the whole text is parsed before
+ * it is typed. So the text is parsed again for its syntax only: a second parse on rejected
+ * input only, never on the common path.
+ */
+function syntaxErrorOr (text: string, e: unknown): ExpressionError {
+  try {
+    parseExpression(text)
+  } catch (syntax) {
+    if (syntax instanceof ExpressionError) return syntax
+    e = syntax
+  }
+  if (e instanceof ExpressionError) return e
+  // A bug of ours must not take ingestion down with it; report it against the expression.
+  return new ExpressionError(`internal error while checking the expression: ${(e as Error)?.message ?? String(e)}`, 0)
 }

@@ -1,13 +1,17 @@
 /**
- * The scanner: reads words, string literals and bare value tokens from the expression text,
- * by char code. There is no separate token stream because the language's lexing depends on
- * where the parser is (wirefilter lexes the right-hand side by the field's type): after an
- * operator `fe80::1` is an address, elsewhere `fe80` would be a name. The parser asks for
- * what it expects next.
+ * The scanner: reads words, string literals and bare value tokens from the expression text.
+ * There is no separate token stream because the language's lexing depends on where the parser
+ * is (wirefilter lexes the right-hand side by the field's type): after an operator `fe80::1`
+ * is an address, elsewhere `fe80` would be a name. The parser asks for what it expects next,
+ * and gets offsets back, not token objects or strings: it slices out only what the AST keeps.
+ *
+ * Characters are read from the text's bytes (text.ts), not from the string.
  */
 import type { StringLit } from './ast.js'
 import { fail } from './diagnostic.js'
-import { hexValue } from './ip.js'
+import { hexValue, isWordByte, isWordStart, MAX_TEXT_LENGTH, NON_ASCII, TEXT, textCodes } from './text.js'
+import { ROOT_ROW } from './vocabulary.js'
+import { vocabulary } from './words.js'
 
 const SPACE = 32
 const TAB = 9
@@ -22,72 +26,95 @@ const LOWER_R = 114
 const MAX_RAW_HASHES = 255
 
 /**
- * Character classes as bit flags in a 128-entry table: one load per character instead of a
- * chain of range tests (undici's validTokenChars does the same). Non-ASCII is never a word.
+ * Character classes as bit flags, one table load per character instead of a chain of range
+ * tests (undici's validTokenChars does the same). 256 entries, so any byte indexes it; the
+ * 0 that ends the bytes (text.ts) and NON_ASCII belong to no class but STOP. (Where a word
+ * continues is the vocabulary's business: see scanWord.)
  */
 const WORD_START = 1
-const WORD = 2
-const BARE = 4
-const CLASSES = new Uint8Array(128)
+const BARE = 2
+const SPACE_CLASS = 4
+/** Where a quoted string's fast scan stops: `"`, `\`, non-ASCII, or the 0 after the text. */
+const STOP = 8
+const CLASSES = new Uint8Array(256)
 for (let c = 0; c < 128; c++) {
-  const letter = (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95
-  const digit = c >= 48 && c <= 57
-  const word = letter || digit || c === 46 /* . */
-  const bare = word || c === 58 /* : */ || c === 47 /* / */ || c === 45 /* - */
-  CLASSES[c] = (letter ? WORD_START : 0) | (word ? WORD : 0) | (bare ? BARE : 0)
+  const letter = isWordStart(c)
+  const bare = isWordByte(c) || c === 58 /* : */ || c === 47 /* / */ || c === 45 /* - */
+  const space = c === SPACE || c === TAB || c === LF || c === CR
+  const stop = c === QUOTE || c === BACKSLASH || c === 0
+  CLASSES[c] = (letter ? WORD_START : 0) | (bare ? BARE : 0) | (space ? SPACE_CLASS : 0) | (stop ? STOP : 0)
 }
+CLASSES[NON_ASCII] = STOP
 
-function is (c: number, cls: number): boolean {
-  return c < 128 && (CLASSES[c]! & cls) !== 0
-}
+/**
+ * The bytes of the text being lexed and the vocabulary's tables, as constants of this module:
+ * the optimising compiler then knows their addresses and lengths, and the scanning loops below
+ * check neither on every byte (see TEXT in text.ts; measured: 10–15 % of the whole check,
+ * next to the same loops reading arrays held in fields).
+ */
+const CODES = TEXT
+const SYMBOLS = vocabulary.symbols
+const NEXT = vocabulary.next
 
 export class Cursor {
   readonly src: string
+  /** The text's bytes (text.ts), with a 0 at `len`; valid until the next Cursor is made. */
+  readonly codes: Uint8Array
+  readonly len: number
   pos = 0
+  /** Vocabulary id (words.ts) of the word last scanned by scanWord; 0 when not a known word. */
+  word = 0
 
   constructor (src: string) {
+    if (src.length > MAX_TEXT_LENGTH) throw new Error(`the lexer reads at most ${MAX_TEXT_LENGTH} characters`)
     this.src = src
+    this.codes = textCodes(src, CODES)
+    this.len = src.length
   }
 
-  /** Char code at the cursor, or -1 at the end. */
+  /** Byte at the cursor (or `ahead` of it), or -1 past the end; non-ASCII reads as NON_ASCII. */
   peek (ahead = 0): number {
     const i = this.pos + ahead
-    return i < this.src.length ? this.src.charCodeAt(i) : -1
+    return i < this.len ? CODES[i]! : -1
   }
 
   atEnd (): boolean {
-    return this.pos >= this.src.length
+    return this.pos >= this.len
   }
 
   skipSpace (): void {
-    const s = this.src
+    const codes = CODES
     let i = this.pos
-    for (; i < s.length; i++) {
-      const c = s.charCodeAt(i)
-      if (c !== SPACE && c !== TAB && c !== LF && c !== CR) break
-    }
+    while ((CLASSES[codes[i]!]! & SPACE_CLASS) !== 0) i++
     this.pos = i
   }
 
-  /** End offset of the word at the cursor (a name or an English operator), or the cursor. */
-  wordEnd (): number {
-    const s = this.src
+  /**
+   * End offset of the word (a name or an English operator) at the cursor, not consumed; the
+   * cursor when there is none. The word is looked up as it is scanned, by stepping through the
+   * vocabulary's automaton with each byte (vocabulary.ts): its id is left in `word`.
+   */
+  scanWord (): number {
+    const codes = CODES
     let i = this.pos
-    if (i >= s.length || !is(s.charCodeAt(i), WORD_START)) return i
-    for (i++; i < s.length && is(s.charCodeAt(i), WORD); i++);
+    let row = 0
+    if ((CLASSES[codes[i]!]! & WORD_START) !== 0) {
+      row = ROOT_ROW
+      for (let sym = SYMBOLS[codes[i]!]!; sym !== 0; sym = SYMBOLS[codes[++i]!]!) row = NEXT[row + sym]!
+    }
+    this.word = vocabulary.idAt(row)
     return i
+  }
+
+  /** Whether the word at the cursor is the vocabulary word `id` (`not`, `wildcard`). */
+  atWord (id: number): boolean {
+    this.scanWord()
+    return this.word === id
   }
 
   /** The word at the cursor without consuming it ('' when none). */
   peekWord (): string {
-    return this.src.slice(this.pos, this.wordEnd())
-  }
-
-  readWord (): string {
-    const end = this.wordEnd()
-    const w = this.src.slice(this.pos, end)
-    this.pos = end
-    return w
+    return this.src.slice(this.pos, this.scanWord())
   }
 
   /** True at `"`, `r"` or `r#`. */
@@ -102,38 +129,42 @@ export class Cursor {
   /** Reads a quoted or raw string literal at the cursor. */
   readString (): StringLit {
     const pos = this.pos
-    return this.peek() === QUOTE
+    return this.codes[pos] === QUOTE
       ? { kind: 'string', value: this.#readQuoted(), raw: false, pos }
       : { kind: 'string', value: this.#readRaw(), raw: true, pos }
   }
 
-  /** Reads a run of value characters (digits, letters, `.`, `:`, `/`, `-`); '' when none. */
-  readBare (): string {
-    const s = this.src
-    const start = this.pos
-    let i = start
-    while (i < s.length && is(s.charCodeAt(i), BARE)) i++
-    this.pos = i
-    return s.slice(start, i)
+  /**
+   * End offset of the run of value characters (digits, letters, `.`, `:`, `/`, `-`) at the
+   * cursor, or the cursor when there is none. Not consumed, not sliced: literals.ts parses
+   * the run in place.
+   */
+  bareEnd (): number {
+    const codes = CODES
+    let i = this.pos
+    while ((CLASSES[codes[i]!]! & BARE) !== 0) i++
+    return i
   }
 
   /** `"…"` with the escapes `\"` `\\` `\xHH` `\OOO` (wirefilter's set). */
   #readQuoted (): string {
     const s = this.src
+    const codes = CODES
     const open = this.pos
     let out = ''
     let i = open + 1
     let chunk = i
     for (;;) {
-      if (i >= s.length) fail('unterminated string (missing closing ")', open)
-      const c = s.charCodeAt(i)
+      while ((CLASSES[codes[i]!]! & STOP) === 0) i++
+      if (i >= this.len) fail('unterminated string (missing closing ")', open)
+      const c = codes[i]
       if (c === QUOTE) break
       if (c === BACKSLASH) {
         out += s.slice(chunk, i) + this.#readEscape(i)
-        const e = s.charCodeAt(i + 1)
+        const e = codes[i + 1]!
         i += e === 120 /* x */ || (e >= 48 && e <= 55) ? 4 : 2 // \xHH and \OOO are 4 chars
         chunk = i
-      } else if (c >= 0x80) {
+      } else if (c === NON_ASCII) {
         // Typed non-ASCII text is stored as its UTF-8 bytes (see ast.ts, "Byte strings").
         out += s.slice(chunk, i)
         const cp = s.codePointAt(i)!
@@ -142,7 +173,7 @@ export class Cursor {
         i += cp > 0xffff ? 2 : 1
         chunk = i
       } else {
-        i++
+        i++ // a NUL inside the text
       }
     }
     out += s.slice(chunk, i)
@@ -153,19 +184,21 @@ export class Cursor {
   /** Decodes the escape whose backslash is at `at`; returns the byte it stands for. */
   #readEscape (at: number): string {
     const s = this.src
-    const c = at + 1 < s.length ? s.charCodeAt(at + 1) : -1
+    const codes = CODES
+    const len = this.len
+    const c = at + 1 < len ? codes[at + 1]! : -1
     if (c === -1) fail('unterminated string (missing closing ")', at)
     if (c === QUOTE || c === BACKSLASH) return String.fromCharCode(c)
     if (c === 120 /* x */) {
-      const hi = hexValue(at + 2 < s.length ? s.charCodeAt(at + 2) : -1)
-      const lo = hexValue(at + 3 < s.length ? s.charCodeAt(at + 3) : -1)
+      const hi = hexValue(at + 2 < len ? codes[at + 2]! : -1)
+      const lo = hexValue(at + 3 < len ? codes[at + 3]! : -1)
       if (hi < 0 || lo < 0) fail('"\\x" needs two hex digits, as in "\\x2f"', at)
       return String.fromCharCode(hi * 16 + lo)
     }
     if (c >= 48 && c <= 55) {
       let v = 0
       for (let k = 1; k <= 3; k++) {
-        const d = at + k < s.length ? s.charCodeAt(at + k) : -1
+        const d = at + k < len ? codes[at + k]! : -1
         if (d < 48 || d > 55) fail('an octal escape needs three octal digits, as in "\\057"', at)
         v = v * 8 + (d - 48)
       }
@@ -179,18 +212,20 @@ export class Cursor {
   /** `r"…"`, `r#"…"#`, …: no escapes; ends at a quote followed by as many `#` as it opened with. */
   #readRaw (): string {
     const s = this.src
+    const codes = CODES
     const open = this.pos
     let i = open + 1
-    while (i < s.length && s.charCodeAt(i) === HASH) i++
+    while (codes[i] === HASH) i++
     const hashes = i - open - 1
     if (hashes > MAX_RAW_HASHES) fail(`a raw string opens with at most ${MAX_RAW_HASHES} "#"`, open)
-    if (s.charCodeAt(i) !== QUOTE) fail('expected " after r#', i)
+    if (codes[i] !== QUOTE) fail('expected " after r#', i)
     const start = i + 1
-    const closing = '"' + '#'.repeat(hashes)
+    const closing = hashes === 0 ? '"' : '"' + '#'.repeat(hashes)
     const end = s.indexOf(closing, start)
     if (end === -1) fail(`unterminated raw string (missing closing ${closing})`, open)
     this.pos = end + closing.length
-    return textToBytes(s.slice(start, end), start)
+    for (let k = start; k < end; k++) if (codes[k] === NON_ASCII) return textToBytes(s.slice(start, end), start)
+    return s.slice(start, end)
   }
 }
 

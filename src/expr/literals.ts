@@ -2,111 +2,172 @@
  * Bare value tokens → literals: integers (decimal, `0x` hex, leading-`0` octal, as wirefilter
  * lexes them), integer ranges `80..90`, IPv4/IPv6 addresses, CIDRs and IP ranges.
  *
+ * A token is given as offsets into the text being lexed rather than as a string: it is parsed
+ * from the text's bytes (TEXT, text.ts), and only what the AST keeps (an address's text) or
+ * what a message quotes is ever sliced out of the text itself (`src`). IPv4, the common address, is handled as an unsigned 32-bit
+ * number throughout (parse, host-bit mask, range order); IPv6 goes through its 16-bit groups.
+ *
  * Integers are limited to JS safe integers (±2^53−1) where wirefilter allows i64: every Int
  * field of both schemes (ports, ASNs, sizes, codes, flags) lies far inside that range, and it
  * keeps the AST plain JSON for the stores and worker threads that carry it.
  */
 import type { CidrLit, IntLit, IntRangeLit, IpLit, IpRangeLit } from './ast.js'
 import { fail } from './diagnostic.js'
-import { compareIp, formatIp, maxPrefix, networkOf, parseIp, type ParsedIp } from './ip.js'
+import { compareGroups, formatIp, formatIpv4, formatIpv6, hasHostBits, networkOf, parseIpv4Codes, parseIpv6Into } from './ip.js'
+import { TEXT } from './text.js'
 
 export type BareLiteral = IntLit | IntRangeLit | IpLit | CidrLit | IpRangeLit
 
-/** Classifies and parses a bare token read at `pos`; fails with a message naming the token. */
-export function parseBareValue (token: string, pos: number): BareLiteral {
-  const c = token.charCodeAt(0)
-  const startsWithLetter = (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95
-  if (startsWithLetter && token.indexOf(':') === -1) {
-    if (token === 'true' || token === 'false') {
-      fail(`${token} is not a value: test a Bool field by itself ("ssl", "not ssl")`, pos)
-    }
-    fail(`expected a value, found ${token}: strings are quoted ("${token}")`, pos)
-  }
-  // One pass for the shape: where `..` is, and whether what precedes it looks like an address.
+/** The bytes of the text being lexed: a constant of this module, see TEXT in text.ts. */
+const CODES = TEXT
+const DOT = 46
+const COLON = 58
+const SLASH = 47
+
+/** Classifies and parses the bare token at [start, end); fails with a message naming it. */
+export function parseBareValue (src: string, start: number, end: number): BareLiteral {
+  // One pass for the shape: where the first `..` is, whether what precedes it looks like an
+  // address (a `.` or `:`), and where the colons (IPv6) and the first `/` (a prefix) are.
+  // (CODES[end] is never a dot: a dot would have extended the token.)
   let dots = -1
   let address = false
-  for (let i = 0; i < token.length; i++) {
-    const ch = token.charCodeAt(i)
-    if (ch === 46 /* . */) {
-      if (token.charCodeAt(i + 1) === 46) { dots = i; break }
-      address = true
-    } else if (ch === 58 /* : */) {
-      address = true
+  let firstColon = -1
+  let lastColon = -1
+  let slash = -1
+  for (let i = start; i < end; i++) {
+    const ch = CODES[i]
+    if (ch === DOT) {
+      if (dots !== -1) continue
+      if (CODES[i + 1] === DOT) dots = i
+      else address = true
+    } else if (ch === COLON) {
+      if (firstColon === -1) firstColon = i
+      lastColon = i
+      if (dots === -1) address = true
+    } else if (ch === SLASH && slash === -1) {
+      slash = i
     }
   }
-  if (address) return parseIpValue(token, dots, pos)
-  if (dots === -1) return { kind: 'int', value: parseInteger(token, pos), pos }
-  const from = parseInteger(token.slice(0, dots), pos)
-  const to = parseInteger(token.slice(dots + 2), pos + dots + 2)
-  if (from > to) fail(`range ${token} starts above its end`, pos)
-  return { kind: 'int_range', from, to, pos }
+  const c = CODES[start]!
+  const startsWithLetter = (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95
+  if (startsWithLetter && firstColon === -1) {
+    const token = src.slice(start, end)
+    if (token === 'true' || token === 'false') {
+      fail(`${token} is not a value: test a Bool field by itself ("ssl", "not ssl")`, start)
+    }
+    fail(`expected a value, found ${token}: strings are quoted ("${token}")`, start)
+  }
+  if (address && dots === -1) return parseIpOrCidr(src, start, end, slash, firstColon !== -1 && (slash === -1 || firstColon < slash))
+  if (address) return parseIpRange(src, start, dots, end, firstColon !== -1 && firstColon < dots, lastColon > dots)
+  if (dots === -1) return { kind: 'int', value: parseInteger(src, start, end), pos: start }
+  const from = parseInteger(src, start, dots)
+  const to = parseInteger(src, dots + 2, end)
+  if (from > to) fail(`range ${src.slice(start, end)} starts above its end`, start)
+  return { kind: 'int_range', from, to, pos: start }
 }
 
-/** `123`, `-5`, `0x1f`, `017` (octal: a leading zero means base 8, as in wirefilter). */
-export function parseInteger (s: string, pos: number): number {
-  let i = 0
-  const negative = s.charCodeAt(0) === 45 /* - */
-  if (negative) i = 1
+/** [start, end) as `123`, `-5`, `0x1f` or `017` (octal: a leading zero means base 8, as in wirefilter). */
+export function parseInteger (src: string, start: number, end: number): number {
+  let i = start
+  const negative = CODES[i] === 45 /* - */
+  if (negative) i++
   let radix = 10
-  if (s.charCodeAt(i) === 48 /* 0 */ && s.charCodeAt(i + 1) === 120 /* x */) {
+  if (i + 1 < end && CODES[i] === 48 /* 0 */ && CODES[i + 1] === 120 /* x */) {
     radix = 16
     i += 2
-  } else if (s.charCodeAt(i) === 48 && s.length > i + 1) {
+  } else if (i + 1 < end && CODES[i] === 48) {
     radix = 8
     i += 1
   }
-  if (i >= s.length) fail(`invalid integer ${JSON.stringify(s)}`, pos)
+  if (i >= end) fail(`invalid integer ${JSON.stringify(src.slice(start, end))}`, start)
   let v = 0
-  for (; i < s.length; i++) {
-    const ch = s.charCodeAt(i)
+  for (; i < end; i++) {
+    const ch = CODES[i]!
     const d = ch >= 48 && ch <= 57 ? ch - 48 : ch >= 97 && ch <= 102 ? ch - 87 : ch >= 65 && ch <= 70 ? ch - 55 : 99
     if (d >= radix) {
-      if (radix === 8 && d < 10) fail(`invalid octal integer ${s} (a leading 0 means octal)`, pos)
-      fail(`invalid integer ${JSON.stringify(s)}`, pos)
+      const s = src.slice(start, end)
+      if (radix === 8 && d < 10) fail(`invalid octal integer ${s} (a leading 0 means octal)`, start)
+      fail(`invalid integer ${JSON.stringify(s)}`, start)
     }
     v = v * radix + d
   }
-  if (v > Number.MAX_SAFE_INTEGER) fail(`integer ${s} is out of range (at most ±${Number.MAX_SAFE_INTEGER})`, pos)
+  if (v > Number.MAX_SAFE_INTEGER) fail(`integer ${src.slice(start, end)} is out of range (at most ±${Number.MAX_SAFE_INTEGER})`, start)
   return negative ? -v : v
 }
 
-function parseIpValue (token: string, dots: number, pos: number): IpLit | CidrLit | IpRangeLit {
-  if (dots !== -1) {
-    const from = parseAddress(token.slice(0, dots), pos)
-    const to = parseAddress(token.slice(dots + 2), pos + dots + 2)
-    if (from.version !== to.version) fail(`IP range ${token} mixes IPv4 and IPv6`, pos)
-    if (compareIp(from, to) > 0) fail(`IP range ${token} starts above its end`, pos)
-    return { kind: 'ip_range', from: canonical(from, token.slice(0, dots)), to: canonical(to, token.slice(dots + 2)), pos }
-  }
-  const slash = token.indexOf('/')
-  if (slash === -1) return { kind: 'ip', address: canonical(parseAddress(token, pos), token), pos }
-  const ip = parseAddress(token.slice(0, slash), pos)
-  const bits = token.slice(slash + 1)
-  const max = maxPrefix(ip)
-  let prefix = bits.length === 0 || bits.length > 3 ? -1 : 0
-  for (let i = 0; i < bits.length && prefix >= 0; i++) {
-    const d = bits.charCodeAt(i) - 48
-    prefix = d >= 0 && d <= 9 && !(i === 0 && d === 0 && bits.length > 1) ? prefix * 10 + d : -1
-  }
+/**
+ * The groups of the IPv6 addresses being parsed: a range has two. Reused, because a literal's
+ * AST keeps only its text; parsing is not re-entrant, so one pair is enough.
+ */
+const FROM = new Uint16Array(8)
+const TO = new Uint16Array(8)
+/** parseAddress's result for an IPv6 address (its groups are in the array it was given). */
+const V6 = -1
+
+/**
+ * `from..to`, the `..` at `dots`; `fromV6`, `toV6`: whether each end has a colon. Both ends are
+ * parsed (and their errors reported) before they are compared.
+ */
+function parseIpRange (src: string, start: number, dots: number, end: number, fromV6: boolean, toV6: boolean): IpRangeLit {
+  const from = parseAddress(src, start, dots, fromV6, FROM)
+  const to = parseAddress(src, dots + 2, end, toV6, TO)
+  if ((from === V6) !== (to === V6)) fail(`IP range ${src.slice(start, end)} mixes IPv4 and IPv6`, start)
+  const order = from === V6 ? compareGroups(FROM, TO) : from - to
+  if (order > 0) fail(`IP range ${src.slice(start, end)} starts above its end`, start)
+  return { kind: 'ip_range', from: canonical(from, FROM, src, start, dots), to: canonical(to, TO, src, dots + 2, end), pos: start }
+}
+
+/** An address, or a CIDR when there is a `slash`; `v6`: whether the address has a colon. */
+function parseIpOrCidr (src: string, start: number, end: number, slash: number, v6: boolean): IpLit | CidrLit {
+  if (slash === -1) return { kind: 'ip', address: canonical(parseAddress(src, start, end, v6, FROM), FROM, src, start, end), pos: start }
+  const ip = parseAddress(src, start, slash, v6, FROM)
+  const v4 = ip !== V6
+  const max = v4 ? 32 : 128
+  const prefix = parsePrefix(slash + 1, end)
   if (prefix < 0 || prefix > max) {
-    fail(`invalid prefix length /${bits} for IPv${ip.version} (0–${max})`, pos + slash + 1)
+    fail(`invalid prefix length /${src.slice(slash + 1, end)} for IPv${v4 ? 4 : 6} (0–${max})`, slash + 1)
   }
-  const net = networkOf(ip, prefix)
-  if (compareIp(net, ip) !== 0) {
-    // wirefilter (the cidr crate) rejects host bits too: 10.0.0.1/8 is more likely a typo
-    // than a request for 10.0.0.0/8, so say which network it would be instead of guessing.
-    fail(`${token} has host bits set; the network is ${formatIp(net)}/${prefix}`, pos)
+  // wirefilter (the cidr crate) rejects host bits too: 10.0.0.1/8 is more likely a typo than a
+  // request for 10.0.0.0/8, so say which network it would be instead of guessing.
+  if (v4) {
+    const net = prefix === 0 ? 0 : (ip & (0xffffffff << (32 - prefix))) >>> 0
+    if (net !== ip) fail(`${src.slice(start, end)} has host bits set; the network is ${formatIpv4(net)}/${prefix}`, start)
+  } else if (hasHostBits(FROM, prefix)) {
+    const net = networkOf({ version: 6, groups: Array.from(FROM) }, prefix)
+    fail(`${src.slice(start, end)} has host bits set; the network is ${formatIp(net)}/${prefix}`, start)
   }
-  return { kind: 'cidr', address: canonical(ip, token.slice(0, slash)), prefix, pos }
+  return { kind: 'cidr', address: canonical(ip, FROM, src, start, slash), prefix, pos: start }
+}
+
+/** Prefix length digits in CODES[start, end): 1 to 3 decimal digits without a leading zero; -1 otherwise. */
+function parsePrefix (start: number, end: number): number {
+  const len = end - start
+  if (len === 0 || len > 3) return -1
+  let prefix = 0
+  for (let i = start; i < end; i++) {
+    const d = CODES[i]! - 48
+    if (d < 0 || d > 9 || (i === start && d === 0 && len > 1)) return -1
+    prefix = prefix * 10 + d
+  }
+  return prefix
+}
+
+/**
+ * An address in [start, end): IPv4 as an unsigned 32-bit number; IPv6 as V6, its groups
+ * written to `groups`. The family is the caller's finding (`v6`: the text has a colon), so
+ * that the message names the family meant.
+ */
+function parseAddress (src: string, start: number, end: number, v6: boolean, groups: Uint16Array): number {
+  if (!v6) {
+    const n = parseIpv4Codes(CODES, start, end)
+    if (n < 0) fail(`invalid IPv4 address ${src.slice(start, end)}`, start)
+    return n
+  }
+  if (!parseIpv6Into(CODES, start, end, groups)) fail(`invalid IPv6 address ${src.slice(start, end)}`, start)
+  return V6
 }
 
 /** The strict IPv4 parser accepts only the canonical dotted quad, so its text is already canonical. */
-function canonical (ip: ParsedIp, text: string): string {
-  return ip.version === 4 ? text : formatIp(ip)
-}
-
-function parseAddress (s: string, pos: number): ParsedIp {
-  const ip = parseIp(s)
-  if (ip === undefined) fail(`invalid ${s.indexOf(':') === -1 ? 'IPv4' : 'IPv6'} address ${s}`, pos)
-  return ip
+function canonical (ip: number, v6: Uint16Array, src: string, start: number, end: number): string {
+  return ip === V6 ? formatIpv6(v6) : src.slice(start, end)
 }

@@ -1,6 +1,6 @@
 /**
- * Recursive-descent parser for the wirefilter / Cloudflare Rules language. It knows the syntax
- * only; field names, types and functions are the checker's business (typing.ts).
+ * Recursive-descent parser for the wirefilter / Cloudflare Rules language, which also types
+ * each node as it builds it (typing.ts holds the rules) when given a check context:
  *
  *   expr    := xor ( ("or" | "||") xor )*          lowest precedence
  *   xor     := and ( ("xor" | "^^") and )*
@@ -11,13 +11,21 @@
  *
  * `not` binds to one simple expression (`not a and b` is `(not a) and b`), as in wirefilter.
  * Nesting (parentheses, `not`, calls) is capped so that no input can exhaust the stack.
+ *
+ * One pass, no second walk over the tree: the type of what was just parsed travels in #type
+ * (and #each for a `[*]` operand) instead of in a result object, since it is set per node.
+ * Without a context (parseExpression) the same code checks the syntax only.
  */
-import type { Arg, CompareOp, Expr, IndexKey, LogicalOp, Operand } from './ast.js'
+import type { Arg, Compare, CompareOp, Expr, IndexKey, LogicalOp, Operand } from './ast.js'
 import { fail, locate } from './diagnostic.js'
+import type { ArgInfo } from './functions.js'
 import { Cursor } from './lexer.js'
 import { parseBareValue, parseInteger } from './literals.js'
-import { isKeyword, KEYWORDS, lowercaseHint, operatorWord, unexpected } from './operators.js'
+import { KEYWORDS, lowercaseHint, unexpected } from './operators.js'
+import type { Type } from './types.js'
+import { checkCombination, checkRoot, requireFunction, typeOfCall, typeOfCompare, typeOfCondition, typeOfField, typeOfIndex, type CheckContext } from './typing.js'
 import { readSet, readValue } from './values.js'
+import { compareOpOf, functionOf, isKeyword, logicalOpOf, NOT_WORD, STRICT_WORD, vocabulary, WILDCARD_WORD } from './words.js'
 
 /** Deepest nesting of parentheses, `not` and function calls; real rules stay under 10. */
 export const MAX_DEPTH = 32
@@ -31,65 +39,93 @@ function precedence (op: LogicalOp): number {
   return op === 'and' ? 2 : op === 'xor' ? 1 : 0
 }
 
-/** Parses expression text into an AST; throws ExpressionError on a syntax error. */
+/** Parses expression text into an AST, checking the syntax only; throws ExpressionError. */
 export function parseExpression (src: string): Expr {
-  return new Parser(src).parse()
+  return new Parser(src, undefined).parse()
+}
+
+/** Parses and type-checks expression text against `ctx` in one pass; throws ExpressionError. */
+export function parseAndCheck (ctx: CheckContext): Expr {
+  return new Parser(ctx.src, ctx).parse()
 }
 
 class Parser {
   readonly #c: Cursor
+  /** Set when typing; every typing step is guarded by it. */
+  readonly #ctx: CheckContext | undefined
   #depth = 0
   #opLength = 0
   /** Memo of the logical operator after the cursor: the climbing loops ask for it repeatedly. */
   #lookPos = -1
   #lookOp: LogicalOp | undefined = undefined
   #lookLength = 0
+  /**
+   * The type of the expression or operand just parsed (typing only). An operand that is a
+   * function's whole argument keeps its own type; anywhere else a lone operand is a condition.
+   */
+  #type: Type = 'Bool'
+  /** Whether the operand just parsed maps over an array or map (`[*]`). */
+  #each = false
 
-  constructor (src: string) {
+  constructor (src: string, ctx: CheckContext | undefined) {
     this.#c = new Cursor(src)
+    this.#ctx = ctx
   }
 
   parse (): Expr {
     const c = this.#c
     c.skipSpace()
     if (c.atEnd()) fail('empty expression', c.pos)
-    const e = this.#expr()
+    const e = this.#expr(false)
     c.skipSpace()
     if (!c.atEnd()) unexpected(c, 'expected "and", "or", "xor" or the end of the expression')
+    if (this.#ctx !== undefined) checkRoot(this.#type, e.pos)
     return e
   }
 
-  /** A full expression: unary operands joined by logical operators. */
-  #expr (): Expr {
-    return this.#climb(this.#unary(), 0)
+  /** A full expression: unary operands joined by logical operators. `arg`: a function's argument. */
+  #expr (arg: boolean): Expr {
+    const c = this.#c
+    c.skipSpace()
+    const pos = c.pos
+    return this.#climb(this.#unary(arg), pos, 0)
   }
 
   /**
    * Precedence climbing (one loop per precedence change instead of one call per level per
    * operand). Runs of the same operator gather into one n-ary node, as in wirefilter.
+   * `first` starts at `firstPos`, and its type is in #type.
    */
-  #climb (first: Expr, minPrecedence: number): Expr {
+  #climb (first: Expr, firstPos: number, minPrecedence: number): Expr {
+    const c = this.#c
+    const firstType = this.#type
     let lhs = first
     let items: Expr[] | undefined
+    let built: LogicalOp | undefined
     let op = this.#peekLogical()
     while (op !== undefined && precedence(op) >= minPrecedence) {
       const current = op
-      this.#c.pos += this.#lookLength
-      let rhs = this.#unary()
+      c.pos += this.#lookLength
+      c.skipSpace()
+      const rhsPos = c.pos
+      let rhs = this.#unary(false)
       op = this.#peekLogical()
       while (op !== undefined && precedence(op) > precedence(current)) {
-        rhs = this.#climb(rhs, precedence(current) + 1)
+        rhs = this.#climb(rhs, rhsPos, precedence(current) + 1)
         op = this.#peekLogical()
       }
-      // A logical lhs of the same operator can only be the node this loop is growing: groups
-      // are wrapped, and the nested climb returns tighter-binding operators only.
-      if (items !== undefined && lhs.kind === 'logical' && lhs.op === current) {
+      if (this.#ctx !== undefined) checkCombination(current, firstType, this.#type, rhsPos)
+      // `built` is the operator of the node this loop is growing (groups are wrapped, and the
+      // nested climb returns tighter-binding operators only), so a run of it extends that node.
+      if (items !== undefined && built === current) {
         items.push(rhs)
       } else {
         items = [lhs, rhs]
-        lhs = { kind: 'logical', op: current, items, pos: lhs.pos }
+        built = current
+        lhs = { kind: 'logical', op: current, items, pos: firstPos }
       }
     }
+    this.#type = firstType
     return lhs
   }
 
@@ -107,40 +143,41 @@ class Parser {
           this.#lookLength = 2
         }
       } else if (ch === 97 /* a */ || ch === 111 /* o */ || ch === 120 /* x */) {
-        const len = c.wordEnd() - c.pos
-        const op = len === 3 && c.src.startsWith('and', c.pos) ? 'and' : len === 2 && c.src.startsWith('or', c.pos) ? 'or' : len === 3 && c.src.startsWith('xor', c.pos) ? 'xor' : undefined
+        const end = c.scanWord()
+        const op = logicalOpOf[c.word]
         if (op !== undefined) {
           this.#lookOp = op
-          this.#lookLength = len
+          this.#lookLength = end - c.pos
         }
       }
     }
     return this.#lookOp
   }
 
-  #unary (): Expr {
+  /** A unary expression at the cursor, which is past any spaces. */
+  #unary (arg: boolean): Expr {
     const c = this.#c
-    c.skipSpace()
     const pos = c.pos
-    const bang = c.peek() === 33 /* ! */ && c.peek(1) !== 61 /* = */
-    if (bang || (c.peek() === 110 /* n */ && c.peekWord() === 'not')) {
+    const ch = c.peek()
+    const bang = ch === 33 /* ! */ && c.peek(1) !== 61 /* = */
+    if (bang || (ch === 110 /* n */ && c.atWord(NOT_WORD))) {
       c.pos += bang ? 1 : 3
       this.#enter(pos)
-      const arg = this.#unary()
+      c.skipSpace()
+      const inner = this.#unary(false)
       this.#depth--
-      return { kind: 'not', arg, pos }
+      return { kind: 'not', arg: inner, pos }
     }
-    return this.#simple()
+    return this.#simple(arg)
   }
 
-  #simple (): Expr {
+  #simple (arg: boolean): Expr {
     const c = this.#c
     const pos = c.pos
     if (c.peek() === 40 /* ( */) {
       this.#enter(pos)
       c.pos++
-      c.skipSpace()
-      const expr = this.#expr()
+      const expr = this.#expr(false)
       c.skipSpace()
       if (c.peek() !== 41 /* ) */) {
         const { line, column } = locate(c.src, pos)
@@ -150,62 +187,95 @@ class Parser {
       this.#depth--
       return { kind: 'group', expr, pos }
     }
-    const name = c.readWord()
-    const first = name.charCodeAt(0)
-    // Only a capitalised word can be `AND`, `Not`… (names are lowercase): the set lookup, which
-    // hashes the word, is kept off the common path.
-    if (name === '' || isKeyword(name) || (first >= 65 && first <= 90 && KEYWORDS.has(name.toLowerCase()))) {
-      c.pos = pos
-      lowercaseHint(name, c.pos)
+    const end = c.scanWord()
+    const word = c.word
+    const first = c.peek()
+    // Only a capitalised word can be `AND`, `Not`… (names are lowercase): the slice and the set
+    // lookup, which hashes it, are kept off the common path.
+    if (end === pos || isKeyword[word] === true || (first >= 65 && first <= 90 && KEYWORDS.has(c.src.slice(pos, end).toLowerCase()))) {
+      lowercaseHint(c.src.slice(pos, end), pos)
       unexpected(c, 'expected a field, a function or "("')
     }
-    const operand = this.#operand(name, pos)
+    c.pos = end
+    const operand = this.#operand(pos, end, word)
     const op = this.#compareOp()
-    if (op === undefined) return { kind: 'bare', operand, pos }
+    const ctx = this.#ctx
+    if (op === undefined) {
+      // A function's whole argument is a value (`lower(http.host)`); anything else is a condition.
+      if (ctx !== undefined && !(arg && this.#peekLogical() === undefined)) this.#type = typeOfCondition(operand, this.#type, this.#each, pos)
+      return { kind: 'bare', operand, pos }
+    }
     const opPos = c.pos
     c.pos += this.#opLength
     c.skipSpace()
-    if (op === 'bitwise_and' && c.src.charCodeAt(opPos) === 38 /* & */) {
+    if (op === 'bitwise_and' && c.codes[opPos] === 38 /* & */) {
       const d = c.peek()
       if (!((d >= 48 && d <= 57) || d === 45 /* - */)) fail('a single "&" is bitwise_and (as in tcp.flags & 0x02); the logical operator is "&&"', opPos)
     }
     const rhs = op === 'in' ? readSet(c) : readValue(c, op)
-    return { kind: 'compare', lhs: operand, op, rhs, pos, opPos }
+    const node: Compare = { kind: 'compare', lhs: operand, op, rhs, pos, opPos }
+    if (ctx !== undefined) this.#type = typeOfCompare(ctx, node, this.#type, this.#each)
+    return node
   }
 
-  /** The operand whose name has just been read. */
-  #operand (name: string, pos: number): Operand {
+  /**
+   * The operand whose name, src[pos, end) with vocabulary id `word`, has just been read; types
+   * it when typing. A known word's string (words.ts) is the AST's name: no slice for it.
+   */
+  #operand (pos: number, end: number, word: number): Operand {
     const c = this.#c
-    let operand: Operand = { kind: 'field', name, pos }
+    const ctx = this.#ctx
+    const name = word !== 0 ? vocabulary.words[word]! : c.src.slice(pos, end)
+    let operand: Operand
     c.skipSpace()
-    if (c.peek() === 40 /* ( */) operand = { kind: 'call', name, args: this.#args(name, pos), pos }
-    for (c.skipSpace(); c.peek() === 91 /* [ */; c.skipSpace()) {
+    if (c.peek() === 40 /* ( */) {
+      const def = ctx === undefined ? undefined : requireFunction(ctx, functionOf[word], name, pos)
+      const infos: ArgInfo[] | undefined = def === undefined ? undefined : []
+      operand = { kind: 'call', name, args: this.#args(name, pos, infos), pos }
+      if (def !== undefined) this.#type = typeOfCall(def, name, infos!, pos)
+      c.skipSpace()
+    } else {
+      operand = { kind: 'field', name, pos }
+      if (ctx !== undefined) this.#type = typeOfField(ctx, ctx.fieldOf[word], name, pos)
+    }
+    this.#each = false
+    // The cursor is past spaces here and after each index, as #compareOp expects.
+    for (; c.peek() === 91 /* [ */; c.skipSpace()) {
       const at = c.pos
       c.pos++
       c.skipSpace()
-      let key: IndexKey
-      if (c.peek() === 42 /* * */) {
-        c.pos++
-        key = { kind: 'each' }
-      } else if (c.atString()) {
-        key = c.readString()
-      } else {
-        const p = c.pos
-        const token = c.readBare()
-        if (token === '') unexpected(c, 'expected *, an array position or a quoted map key')
-        const value = parseInteger(token, p)
-        if (value < 0 || value > 0xffffffff) fail(`array position ${token} is out of range (0–4294967295)`, p)
-        key = { kind: 'int', value, pos: p }
-      }
+      const key = this.#indexKey()
       c.skipSpace()
       if (c.peek() !== 93 /* ] */) unexpected(c, 'expected "]"')
       c.pos++
+      if (ctx !== undefined) {
+        this.#type = typeOfIndex(operand, this.#type, key, at)
+        if (key.kind === 'each') this.#each = true
+      }
       operand = { kind: 'index', target: operand, key, pos: at }
     }
     return operand
   }
 
-  #args (name: string, pos: number): Arg[] {
+  /** `*`, a quoted map key or an array position, after `[`. */
+  #indexKey (): IndexKey {
+    const c = this.#c
+    if (c.peek() === 42 /* * */) {
+      c.pos++
+      return { kind: 'each' }
+    }
+    if (c.atString()) return c.readString()
+    const p = c.pos
+    const end = c.bareEnd()
+    if (end === p) unexpected(c, 'expected *, an array position or a quoted map key')
+    c.pos = end
+    const value = parseInteger(c.src, p, end)
+    if (value < 0 || value > 0xffffffff) fail(`array position ${c.src.slice(p, end)} is out of range (0–4294967295)`, p)
+    return { kind: 'int', value, pos: p }
+  }
+
+  /** The arguments of a call, after its name; `infos` (typing only) receives their types. */
+  #args (name: string, pos: number, infos: ArgInfo[] | undefined): Arg[] {
     const c = this.#c
     this.#enter(pos)
     c.pos++ // (
@@ -221,13 +291,25 @@ class Parser {
       const at = c.pos
       const ch = c.peek()
       if (c.atString()) {
-        args.push(c.readString())
+        const s = c.readString()
+        args.push(s)
+        infos?.push({ type: 'Bytes', each: false, literal: 'string', value: s.value, pos: at })
       } else if ((ch >= 48 && ch <= 57) || (ch === 45 /* - */ && c.peek(1) >= 48 && c.peek(1) <= 57)) {
-        const lit = parseBareValue(c.readBare(), at)
+        const end = c.bareEnd()
+        c.pos = end
+        const lit = parseBareValue(c.src, at, end)
         if (lit.kind !== 'int') fail(`${name}() takes strings and integers as literal arguments`, at)
         args.push(lit)
+        infos?.push({ type: 'Int', each: false, literal: 'int', value: lit.value, pos: at })
       } else {
-        args.push(this.#expr())
+        const e = this.#expr(true)
+        args.push(e)
+        if (infos !== undefined) {
+          const each = e.kind === 'bare' && this.#each
+          // wirefilter maps over the first argument only ("for code simplicity", and so do we).
+          if (each && infos.length > 0) fail(`[*] is only allowed in the first argument of ${name}()`, at)
+          infos.push({ type: this.#type, each, literal: undefined, value: undefined, pos: at })
+        }
       }
       c.skipSpace()
       if (c.peek() === 44 /* , */) { c.pos++; continue }
@@ -239,12 +321,11 @@ class Parser {
   }
 
   /**
-   * The comparison operator at the cursor (after spaces), without consuming it; its length is
-   * left in #opLength (no result object: this runs once per clause).
+   * The comparison operator at the cursor (which #operand leaves past spaces), without consuming
+   * it; its length is left in #opLength (no result object: this runs once per clause).
    */
   #compareOp (): CompareOp | undefined {
     const c = this.#c
-    c.skipSpace()
     const ch = c.peek()
     const next = c.peek(1)
     this.#opLength = 2
@@ -256,7 +337,7 @@ class Parser {
       case 126: this.#opLength = 1; return 'matches' // ~
       case 38: if (next === 38) return undefined; this.#opLength = 1; return 'bitwise_and' // & (not &&)
     }
-    const end = c.wordEnd()
+    const end = c.scanWord()
     if (end === c.pos) {
       if (c.atString() || (ch >= 48 && ch <= 57) || ch === 123 /* { */) {
         unexpected(c, 'expected an operator (eq, contains, in, …) before this value')
@@ -264,20 +345,21 @@ class Parser {
       return undefined
     }
     this.#opLength = end - c.pos
-    const op = operatorWord(c.src, c.pos, end)
+    const op = compareOpOf[c.word]
     if (op !== undefined) return op
-    const word = c.src.slice(c.pos, end)
-    if (word === 'strict') {
+    // A logical operator ends the operand: it stands alone, as a condition or an argument.
+    if (logicalOpOf[c.word] !== undefined) return undefined
+    if (c.word === STRICT_WORD) {
       const save = c.pos
       c.pos = end
       c.skipSpace()
-      const ok = c.peekWord() === 'wildcard'
+      const ok = c.atWord(WILDCARD_WORD)
       this.#opLength = c.pos + 8 - save
       c.pos = save
       if (!ok) fail('expected "wildcard" after "strict"', end)
       return 'strict_wildcard'
     }
-    if (word === 'and' || word === 'or' || word === 'xor') return undefined
+    const word = c.src.slice(c.pos, end)
     lowercaseHint(word, c.pos)
     // A dotted word is a field name: most likely a missing operator or comma before it.
     if (word.indexOf('.') !== -1) return fail(`expected an operator (eq, contains, in, …), found "${word}"`, c.pos)

@@ -26,6 +26,12 @@ export interface RegexProblem {
 interface Frame { size: number, last: number, verbose: boolean }
 
 const FLAG_CHARS = 'imsUuxR'
+const SPACE = 32
+const TAB = 9
+const LF = 10
+const CR = 13
+const HASH = 35
+const BACKSLASH = 92
 const GROUP_NAME = /^[_A-Za-z][_0-9A-Za-z.[\]]*$/
 /** Characters with a meaning in a pattern (the rest are copied as runs of literals). */
 const SPECIAL = new Uint8Array(128)
@@ -68,106 +74,114 @@ export function checkRegex (pattern: string): RegexProblem | undefined {
   }
 }
 
+/**
+ * The Rust-syntax pass: checks `p` and returns its JavaScript translation. Most of a pattern
+ * translates to itself (runs of literals, groups, quantifiers, alternations), so the output is
+ * built lazily: text that translates to itself stays in the pattern until a construct that is
+ * rewritten (an escape, a class, a flag group…) flushes it, and a pattern that needs no
+ * rewriting is returned as it is, without a copy.
+ */
 function translate (p: string): string {
   const stack: Frame[] = [{ size: 0, last: 0, verbose: false }]
-  const names: string[] = []
+  const names: string[] = [] // capture group names, to refuse duplicates
   let out = ''
+  /** p[copied, i) translates to itself and is not in `out` yet. */
+  let copied = 0
   let i = 0
   while (i < p.length) {
     const frame = stack[stack.length - 1]!
-    const ch = p[i]!
-    if (frame.verbose && (ch === ' ' || ch === '\t' || ch === '\n' || ch === '\r')) { i++; continue }
-    if (frame.verbose && ch === '#') {
-      while (i < p.length && p[i] !== '\n') i++
+    const ch = p.charCodeAt(i)
+    const at = i
+    if (frame.verbose && (ch === SPACE || ch === TAB || ch === LF || ch === CR || ch === HASH)) {
+      // (?x): whitespace and comments are dropped.
+      if (ch === HASH) while (i < p.length && p.charCodeAt(i) !== LF) i++
+      else i++
+      out += p.slice(copied, at)
+      copied = i
       continue
     }
-    const at = i
+    let js: string | undefined // set when the construct at `at` is rewritten
     switch (ch) {
-      case '\\': {
+      case BACKSLASH: {
         const e: Emitted = scanEscape(p, i, false)
-        out += e.js
+        // `\d`, `\s`, `\b`… are themselves in JavaScript; `\x41`, `\A`, `\.`… are rewritten.
+        if (e.js.length !== e.end - i || !p.startsWith(e.js, i)) js = e.js
         addAtom(frame, e.weight)
         i = e.end
         break
       }
-      case '[': {
+      case 91 /* [ */: {
         const e = scanClass(p, i, frame.verbose)
-        out += e.js
+        js = e.js
         addAtom(frame, e.weight)
         i = e.end
         break
       }
-      case '(': {
+      case 40 /* ( */: {
         const g = scanGroupOpen(p, i, names)
         if (g.flagsOnly) {
           if (g.verbose !== undefined) frame.verbose = g.verbose
         } else {
-          out += g.js
           stack.push({ size: 0, last: 0, verbose: g.verbose ?? frame.verbose })
         }
+        if (g.js.length !== g.end - i || !p.startsWith(g.js, i)) js = g.js // `(` and `(?:` are themselves
         i = g.end
         break
       }
-      case ')': {
+      case 41 /* ) */: {
         if (stack.length === 1) throw new RegexFailure('regex has an unopened ")"', i)
         stack.pop()
-        const parent = stack[stack.length - 1]!
-        out += ')'
-        addAtom(parent, frame.size + 1)
+        addAtom(stack[stack.length - 1]!, frame.size + 1)
         i++
         break
       }
-      case '*': case '+': case '?': {
-        const end = lazySuffix(p, i + 1)
-        out += p.slice(i, end)
-        i = end
+      case 42 /* * */: case 43 /* + */: case 63 /* ? */:
+        i = lazySuffix(p, i + 1)
         break
-      }
-      case '{': {
+      case 123 /* { */: {
         const r = scanRepetition(p, i)
-        out += r.js
         frame.size += frame.last * Math.max(0, r.max - 1)
         frame.last *= Math.max(1, r.max)
         i = r.end
         break
       }
-      case '|':
-        out += '|'
+      case 124 /* | */:
         frame.last = 0
         i++
         break
-      case '.':
-        out += '.'
+      case 46 /* . */:
         addAtom(frame, 4)
         i++
         break
-      case '^': case '$':
-        out += ch
+      case 94 /* ^ */: case 36 /* $ */:
         addAtom(frame, 1)
         i++
         break
-      case ']': case '}':
+      case 93 /* ] */: case 125 /* } */:
         // Rust takes a lone `]` or `}` literally; JavaScript's `u` mode wants them escaped.
-        out += '\\' + ch
+        js = '\\' + p[i]!
         addAtom(frame, 1)
         i++
         break
       default: {
-        // A run of plain characters is copied in one slice; a quantifier after it applies to
-        // its last character only, hence `last` = 1.
+        // A run of plain characters; a quantifier after it applies to its last character only,
+        // hence `last` = 1.
         let j = i + 1
         while (j < p.length && !isSpecial(p.charCodeAt(j), frame.verbose)) j++
-        out += p.slice(i, j)
         frame.size += j - i
         frame.last = 1
         i = j
       }
     }
+    if (js !== undefined) {
+      out += p.slice(copied, at) + js
+      copied = i
+    }
     // Only the top frame grew in this step (a closing ")" grows the parent, now on top).
     if (stack[stack.length - 1]!.size > MAX_REGEX_SIZE) throw new RegexFailure(`regex is too large once compiled (limit ${MAX_REGEX_SIZE} units; counted repetitions multiply)`, at)
   }
   if (stack.length > 1) throw new RegexFailure('regex has an unclosed "("', p.length)
-  return out
+  return copied === 0 ? p : out + p.slice(copied)
 }
 
 function addAtom (frame: Frame, weight: number): void {
@@ -182,7 +196,7 @@ function lazySuffix (p: string, i: number): number {
   return i
 }
 
-function scanRepetition (p: string, i: number): { js: string, max: number, end: number } {
+function scanRepetition (p: string, i: number): { max: number, end: number } {
   const close = p.indexOf('}', i)
   const body = close === -1 ? '' : p.slice(i + 1, close)
   const m = /^(\d{1,9})(,(\d{0,9}))?$/.exec(body)
@@ -190,27 +204,27 @@ function scanRepetition (p: string, i: number): { js: string, max: number, end: 
   const min = Number(m[1])
   const max = m[2] === undefined ? min : m[3] === '' ? min + 1 : Number(m[3])
   if (max < min) throw new RegexFailure(`invalid repetition {${body}}: the minimum is above the maximum`, i)
-  const end = lazySuffix(p, close + 1)
-  return { js: p.slice(i, end), max, end }
+  return { max, end: lazySuffix(p, close + 1) }
 }
 
 interface GroupOpen { js: string, end: number, flagsOnly: boolean, verbose: boolean | undefined }
 
 function scanGroupOpen (p: string, i: number, names: string[]): GroupOpen {
   if (p[i + 1] !== '?') return { js: '(', end: i + 1, flagsOnly: false, verbose: undefined }
-  const rest = p.slice(i + 2, i + 4)
-  if (rest.startsWith('=') || rest.startsWith('!') || rest === '<=' || rest === '<!') {
-    throw new RegexFailure(`look-around "(?${rest.startsWith('<') ? rest : rest[0]}" is not supported: Rust regex syntax, which guarantees linear-time matching, has none`, i)
+  // The two characters after `(?` decide the group's kind (NaN past the end: no match).
+  const r0 = p.charCodeAt(i + 2)
+  const r1 = p.charCodeAt(i + 3)
+  if (r0 === 61 /* = */ || r0 === 33 /* ! */ || (r0 === 60 /* < */ && (r1 === 61 || r1 === 33))) {
+    throw new RegexFailure(`look-around "(?${p.slice(i + 2, r0 === 60 ? i + 4 : i + 3)}" is not supported: Rust regex syntax, which guarantees linear-time matching, has none`, i)
   }
-  const r0 = rest.charCodeAt(0)
   const recursion = (r0 >= 48 && r0 <= 57) || r0 === 82 /* R */ || r0 === 43 /* + */ || r0 === 38 /* & */ ||
-    (r0 === 45 /* - */ && !FLAG_CHARS.includes(rest[1] ?? '-'))
-  if (rest.startsWith('P=') || rest.startsWith('P>') || recursion) {
+    (r0 === 45 /* - */ && !FLAG_CHARS.includes(p[i + 3] ?? '-'))
+  if ((r0 === 80 /* P */ && (r1 === 61 /* = */ || r1 === 62 /* > */)) || recursion) {
     throw new RegexFailure('backreferences and recursion are not supported in Rust regex syntax', i)
   }
-  if (rest.startsWith('>')) throw new RegexFailure('atomic groups "(?>" are not supported in Rust regex syntax', i)
-  if (rest.startsWith('P<') || rest.startsWith('<')) {
-    const start = i + 2 + (rest.startsWith('P') ? 2 : 1)
+  if (r0 === 62 /* > */) throw new RegexFailure('atomic groups "(?>" are not supported in Rust regex syntax', i)
+  if ((r0 === 80 /* P */ && r1 === 60 /* < */) || r0 === 60) {
+    const start = i + 2 + (r0 === 80 ? 2 : 1)
     const close = p.indexOf('>', start)
     const name = close === -1 ? '' : p.slice(start, close)
     if (!GROUP_NAME.test(name)) throw new RegexFailure(`invalid capture group name "${name}"`, start)
@@ -218,7 +232,7 @@ function scanGroupOpen (p: string, i: number, names: string[]): GroupOpen {
     names.push(name)
     return { js: '(', end: close + 1, flagsOnly: false, verbose: undefined }
   }
-  if (rest.startsWith(':')) return { js: '(?:', end: i + 3, flagsOnly: false, verbose: undefined }
+  if (r0 === 58 /* : */) return { js: '(?:', end: i + 3, flagsOnly: false, verbose: undefined }
   // Inline flags: (?flags) or (?flags:…), e.g. (?i), (?-u), (?ix:…).
   let j = i + 2
   let negated = false

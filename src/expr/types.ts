@@ -24,13 +24,47 @@ export function isMapType (t: Type): boolean {
   return t.charCodeAt(0) === 77 /* M */
 }
 
+/**
+ * One string object per type. The types of the schemes and of the checker's messages are
+ * source literals, which V8 keeps once each (internalised): comparing two of them is a pointer
+ * compare, and a Map finds them by a hash stored in the string. A type computed by slicing or
+ * by a template is a new string, which makes every later compare and lookup read its
+ * characters; so computed types are swapped for the literal of the same text, and memoised.
+ * The set is small and closed (scheme types, and arrays of function results, nested at most as
+ * deep as an expression can nest), and capped anyway.
+ */
+const types = new Map<string, Type>()
+const elementTypes = new Map<Type, Type>()
+const arrayTypes = new Map<Type, Type>()
+const MAX_TYPES = 1024
+
+/** The canonical string object for a type's text. */
+export function internType (t: Type): Type {
+  const known = types.get(t)
+  if (known !== undefined) return known
+  if (types.size >= MAX_TYPES) { types.clear(); elementTypes.clear(); arrayTypes.clear() }
+  types.set(t, t)
+  return t
+}
+for (const t of [BOOL, INT, BYTES, IP, ARRAY_BOOL, 'Array<Int>', 'Array<Bytes>', 'Array<Ip>', 'Map<Array<Bytes>>'] as const) internType(t)
+
 /** Element type of an Array<T> or value type of a Map<T>; the caller has checked which it is. */
 export function elementType (t: Type): Type {
-  return t.slice(t.indexOf('<') + 1, -1) as Type
+  let e = elementTypes.get(t)
+  if (e === undefined) {
+    e = internType(t.slice(t.indexOf('<') + 1, -1) as Type)
+    elementTypes.set(t, e)
+  }
+  return e
 }
 
 export function arrayOf (t: Type): Type {
-  return `Array<${t}>`
+  let a = arrayTypes.get(t)
+  if (a === undefined) {
+    a = internType(`Array<${t}>`)
+    arrayTypes.set(t, a)
+  }
+  return a
 }
 
 /** A rule kind: which field scheme its expression is checked against (SPEC §2.4). */
@@ -57,12 +91,7 @@ export interface Scheme {
   readonly lookup: ReadonlyMap<string, FieldEntry>
   /** Canonical names, sorted; `FieldEntry.rank` indexes it. */
   readonly names: readonly string[]
-  /** The lookup again, bucketed by name length: see findField. */
-  readonly byLength: ReadonlyArray<readonly KeyedEntry[] | undefined>
 }
-
-/** A lookup entry with the name or alias it is found under. */
-interface KeyedEntry { readonly key: string, readonly last: number, readonly entry: FieldEntry }
 
 export interface FieldEntry {
   readonly name: string
@@ -71,43 +100,32 @@ export interface FieldEntry {
   readonly rank: number
 }
 
-/** Builds a frozen scheme from its tables (a Map for the lookup: it runs once per field use). */
+/** Builds a frozen scheme from its tables. */
 export function defineScheme (kind: RuleKind, fields: Record<string, FieldDef>, aliases: Record<string, string>, hasPhase: boolean): Scheme {
   const names = Object.keys(fields).sort()
   const lookup = new Map<string, FieldEntry>()
-  for (const [rank, name] of names.entries()) lookup.set(name, Object.freeze({ name, def: Object.freeze(fields[name]!), rank }))
+  for (const [rank, name] of names.entries()) {
+    const def = fields[name]!
+    internType(def.type) // a literal in the scheme's table: the canonical object from now on
+    lookup.set(name, Object.freeze({ name, def: Object.freeze(def), rank }))
+  }
   for (const [alias, name] of Object.entries(aliases)) {
     const target = lookup.get(name)
     if (target === undefined) throw new Error(`alias ${alias} names unknown field ${name}`)
     lookup.set(alias, target)
   }
-  const byLength: KeyedEntry[][] = []
-  for (const [key, entry] of lookup) (byLength[key.length] ??= []).push({ key, last: key.charCodeAt(key.length - 1), entry })
-  // Holes would make the array sparse (dictionary mode); findField wants a fast indexed load.
-  for (let i = 0; i < byLength.length; i++) byLength[i] ??= []
-  return Object.freeze({ kind, fields: Object.freeze(fields), aliases: Object.freeze(aliases), hasPhase, lookup, names: Object.freeze(names), byLength })
+  return Object.freeze({ kind, fields: Object.freeze(fields), aliases: Object.freeze(aliases), hasPhase, lookup, names: Object.freeze(names) })
 }
 
 /**
- * Looks a field up by name or alias, as `scheme.lookup.get(name)` but faster for a name just
- * sliced from the source: a Map must hash the new string before it can compare, and V8 hashes
- * a sliced string (any slice of 13 characters or more) in the runtime. Here the name length
- * and last character narrow the scheme to a candidate or two, and one `===` confirms. This
- * runs once per field use. (A char-code loop instead of `===` measured slower: charCodeAt on a
- * sliced string leaves the fast path on every character.)
+ * Looks a field up by name or alias. (The parser does not: it knows a field by its word id,
+ * see words.ts.)
  *
  * @example
  *   findField(wafScheme, 'cf.bot_management.ja4')?.name // → 'tls.ja4'
  */
 export function findField (scheme: Scheme, name: string): FieldEntry | undefined {
-  const bucket = scheme.byLength[name.length]
-  if (bucket === undefined) return undefined
-  const last = name.charCodeAt(name.length - 1)
-  for (let i = 0; i < bucket.length; i++) {
-    const k = bucket[i]!
-    if (k.last === last && k.key === name) return k.entry
-  }
-  return undefined
+  return scheme.lookup.get(name)
 }
 
 /** Looks a field up by name or alias; returns the canonical name, or undefined. */

@@ -1,24 +1,29 @@
 /**
- * The type checker: resolves fields against the rule kind's scheme, checks every operator
- * against its operand types, function signatures, indexing, regex and wildcard patterns, and
- * the rule's phase. It throws ExpressionError at the first problem, pointing at the operator,
- * value or name that is wrong, with a message that says what to write instead.
+ * The type rules: fields against the rule kind's scheme, every operator against its operand
+ * types, function signatures, indexing, regex and wildcard patterns, and the rule's phase.
+ * Each rule fails with ExpressionError at the first problem, pointing at the operator, value
+ * or name that is wrong, with a message that says what to write instead.
+ *
+ * The parser applies these rules as it builds each node (a node's type is known the moment
+ * its last child is parsed), so there is no second walk over the tree. It calls them in the
+ * order a walk would (children before parents, left to right), so the first type error found
+ * is the one a walk would find; check.ts makes syntax errors win over it, as they would if
+ * the whole text were parsed first.
  *
  * Map-each (`[*]`) follows wirefilter: a comparison on a map-each operand yields Array<Bool>,
  * which only any()/all() (or a logical operator between two such arrays) can consume.
  *
  * Types are written as literals ('Bool', not types.ts's BOOL) on purpose: tsx, which runs the
  * tests and benches, compiles modules to CommonJS, where each use of an imported binding is a
- * getter call, and these comparisons run several times per node. The compiler checks every
- * literal against the Type union.
+ * getter call. The compiler checks every literal against the Type union.
  */
-import type { Arg, Compare, Expr, Literal, Operand, SetLit, StringLit } from './ast.js'
+import type { Compare, IndexKey, LogicalOp, Literal, Operand, SetLit, StringLit } from './ast.js'
 import { fail, suggest } from './diagnostic.js'
-import { functions, type ArgInfo } from './functions.js'
+import { functions, type ArgInfo, type FunctionDef } from './functions.js'
 import { bytesToText } from './lexer.js'
 import { printLiteral, printOperand } from './printer.js'
 import { checkRegex } from './regex.js'
-import { arrayOf, elementType, findField, isArrayType, isMapType, resolveField, type Phase, type Scheme, type Type } from './types.js'
+import { arrayOf, elementType, isArrayType, isMapType, resolveField, type FieldEntry, type Phase, type Scheme, type Type } from './types.js'
 import { checkWildcard } from './wildcard.js'
 
 export interface CheckContext {
@@ -27,75 +32,35 @@ export interface CheckContext {
   /** The other kind's scheme, to say "it is a smart_firewall_rule field". */
   readonly other: Scheme
   readonly phase: Phase | undefined
+  /** The scheme's fields by word id (words.ts). */
+  readonly fieldOf: ReadonlyArray<FieldEntry | undefined>
   /** Ranks (FieldEntry.rank) of the fields used, unique, in order of first use. */
   readonly fields: number[]
   usesResponseField: boolean
-  /**
-   * Set by typeOfOperand alongside the type it returns: whether the operand maps over an
-   * array or map (`[*]`). An out-parameter rather than a result object, since it runs per clause.
-   */
-  each: boolean
 }
 
-/** Checks a whole expression; it must be one Bool. */
-export function checkTree (e: Expr, ctx: CheckContext): void {
-  const t = typeOfExpr(e, ctx)
-  if (t !== 'Bool') fail(`the expression is ${t}: wrap the [*] comparison in any(…) or all(…)`, e.pos)
+/** The whole expression must be one Bool. */
+export function checkRoot (t: Type, pos: number): void {
+  if (t !== 'Bool') fail(`the expression is ${t}: wrap the [*] comparison in any(…) or all(…)`, pos)
 }
 
-function typeOfExpr (e: Expr, ctx: CheckContext): Type {
-  switch (e.kind) {
-    case 'group': return typeOfExpr(e.expr, ctx)
-    case 'not': return typeOfExpr(e.arg, ctx)
-    case 'compare': return typeOfCompare(e, ctx)
-    case 'bare': {
-      const t = typeOfOperand(e.operand, ctx)
-      if (t === 'Bool') return ctx.each ? 'Array<Bool>' : 'Bool'
-      return fail(`${printOperand(e.operand)} is ${t}, not a condition: compare it with an operator (eq, contains, in, …)`, e.pos)
-    }
-    case 'logical': {
-      const first = typeOfExpr(e.items[0]!, ctx)
-      for (let i = 1; i < e.items.length; i++) {
-        const item = e.items[i]!
-        const t = typeOfExpr(item, ctx)
-        if (t !== first) fail(`"${e.op}" cannot combine ${first} with ${t}: wrap the [*] comparison in any(…) or all(…)`, item.pos)
-      }
-      return first
-    }
-  }
+/** An operand standing alone as a condition (`ssl`, `tcp.flags.syn`) must be Bool. */
+export function typeOfCondition (operand: Operand, t: Type, each: boolean, pos: number): Type {
+  if (t === 'Bool') return each ? 'Array<Bool>' : 'Bool'
+  return fail(`${printOperand(operand)} is ${t}, not a condition: compare it with an operator (eq, contains, in, …)`, pos)
 }
 
-function typeOfOperand (o: Operand, ctx: CheckContext): Type {
-  switch (o.kind) {
-    case 'field': {
-      const t = resolve(o.name, o.pos, ctx)
-      ctx.each = false
-      return t
-    }
-    case 'call': {
-      const t = typeOfCall(o.name, o.args, o.pos, ctx)
-      ctx.each = false
-      return t
-    }
-    case 'index': {
-      const t = typeOfOperand(o.target, ctx)
-      const key = o.key
-      if (key.kind === 'each') {
-        if (!isArrayType(t) && !isMapType(t)) fail(`${printOperand(o.target)} is ${t}; [*] needs an array or a map`, o.pos)
-        ctx.each = true
-      } else if (key.kind === 'int') {
-        if (!isArrayType(t)) fail(`${printOperand(o.target)} is ${t}; [${key.value}] needs an array${isMapType(t) ? ' (index a map by name, as in ["name"])' : ''}`, o.pos)
-      } else if (!isMapType(t)) {
-        fail(`${printOperand(o.target)} is ${t}; [${printLiteral(key)}] needs a map${isArrayType(t) ? ' (index an array by position, as in [0])' : ''}`, o.pos)
-      }
-      return elementType(t)
-    }
-  }
+/** Items of one logical node must all have the type of its first item. */
+export function checkCombination (op: LogicalOp, first: Type, t: Type, pos: number): void {
+  if (t !== first) fail(`"${op}" cannot combine ${first} with ${t}: wrap the [*] comparison in any(…) or all(…)`, pos)
 }
 
-function resolve (name: string, pos: number, ctx: CheckContext): Type {
+/**
+ * The type of the field `name`, whose entry the parser has looked up (undefined: not a field
+ * of the scheme); records its use and checks it against the phase.
+ */
+export function typeOfField (ctx: CheckContext, entry: FieldEntry | undefined, name: string, pos: number): Type {
   const { scheme } = ctx
-  const entry = findField(scheme, name)
   if (entry === undefined) {
     if (!scheme.hasPhase && name.startsWith('http.')) {
       fail(`layer-7 field "${name}" is not allowed in smart firewall rules (they act on layer 3/4 packets, before any HTTP request exists)`, pos)
@@ -137,46 +102,53 @@ export function fieldNames (scheme: Scheme, ranks: number[]): string[] {
   return out
 }
 
-function typeOfCall (name: string, args: readonly Arg[], pos: number, ctx: CheckContext): Type {
-  const def = functions.get(name)
+/** The element type of `target[key]`, whose target is of type `t`. */
+export function typeOfIndex (target: Operand, t: Type, key: IndexKey, pos: number): Type {
+  if (key.kind === 'each') {
+    if (!isArrayType(t) && !isMapType(t)) fail(`${printOperand(target)} is ${t}; [*] needs an array or a map`, pos)
+  } else if (key.kind === 'int') {
+    if (!isArrayType(t)) fail(`${printOperand(target)} is ${t}; [${key.value}] needs an array${isMapType(t) ? ' (index a map by name, as in ["name"])' : ''}`, pos)
+  } else if (!isMapType(t)) {
+    fail(`${printOperand(target)} is ${t}; [${printLiteral(key)}] needs a map${isArrayType(t) ? ' (index an array by position, as in [0])' : ''}`, pos)
+  }
+  return elementType(t)
+}
+
+/**
+ * The definition of the function `name`, which the parser has looked up (undefined: no such
+ * function); checked before its arguments, as a walk would.
+ */
+export function requireFunction (ctx: CheckContext, def: FunctionDef | undefined, name: string, pos: number): FunctionDef {
   if (def === undefined) {
     const isField = resolveField(ctx.scheme, name) !== undefined
     const near = isField ? undefined : suggest(name, functions.keys())
-    fail(`unknown function "${name}"${isField ? ` (${name} is a field)` : near !== undefined ? ` (did you mean "${near}"?)` : ''}`, pos)
+    return fail(`unknown function "${name}"${isField ? ` (${name} is a field)` : near !== undefined ? ` (did you mean "${near}"?)` : ''}`, pos)
   }
-  const infos: ArgInfo[] = []
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!
-    let info: ArgInfo
-    if (a.kind === 'string') info = { type: 'Bytes', each: false, literal: 'string', value: a.value, pos: a.pos }
-    else if (a.kind === 'int') info = { type: 'Int', each: false, literal: 'int', value: a.value, pos: a.pos }
-    else if (a.kind === 'bare') {
-      const t = typeOfOperand(a.operand, ctx)
-      info = { type: t, each: ctx.each, literal: undefined, value: undefined, pos: a.pos }
-    } else {
-      info = { type: typeOfExpr(a, ctx), each: false, literal: undefined, value: undefined, pos: a.pos }
-    }
-    // wirefilter maps over the first argument only ("for code simplicity", and so do we).
-    if (info.each && i > 0) fail(`[*] is only allowed in the first argument of ${name}()`, a.pos)
-    infos.push(info)
-  }
-  const result = def.check(name, infos, pos)
-  return infos.length > 0 && infos[0]!.each ? arrayOf(result) : result
+  return def
 }
 
-/** What an ordering or `in` operand accepts: Bytes ↔ strings, Int ↔ integers, Ip ↔ addresses. */
-const VALUE_KINDS = new Map<Type, readonly Literal['kind'][]>([
-  ['Bytes', ['string']],
-  ['Int', ['int', 'int_range']],
-  ['Ip', ['ip', 'cidr', 'ip_range']],
-])
+/** The result type of a call whose arguments are typed; an array when the first maps over `[*]`. */
+export function typeOfCall (def: FunctionDef, name: string, args: readonly ArgInfo[], pos: number): Type {
+  const result = def.check(name, args, pos)
+  return args.length > 0 && args[0]!.each ? arrayOf(result) : result
+}
+
+/**
+ * What an ordering or `in` operand accepts: Bytes ↔ strings, Int ↔ integers, Ip ↔ addresses;
+ * undefined for other types. (Compares, not a Map: types are interned, see types.ts.)
+ */
+function valueKinds (t: Type): readonly Literal['kind'][] | undefined {
+  return t === 'Bytes' ? BYTES_VALUES : t === 'Int' ? INT_VALUES : t === 'Ip' ? IP_VALUES : undefined
+}
+const BYTES_VALUES: readonly Literal['kind'][] = ['string']
+const INT_VALUES: readonly Literal['kind'][] = ['int', 'int_range']
+const IP_VALUES: readonly Literal['kind'][] = ['ip', 'cidr', 'ip_range']
 const KIND_NAMES: Readonly<Record<Literal['kind'], string>> = {
   string: 'a string', int: 'an integer', int_range: 'an integer range', ip: 'an IP address', cidr: 'a CIDR', ip_range: 'an IP range',
 }
 
-function typeOfCompare (c: Compare, ctx: CheckContext): Type {
-  const t = typeOfOperand(c.lhs, ctx)
-  const each = ctx.each
+/** A comparison whose left-hand side is of type `t`; its type is Bool, or Array<Bool> over `[*]`. */
+export function typeOfCompare (ctx: CheckContext, c: Compare, t: Type, each: boolean): Type {
   if (t === 'Bool') {
     const l = printOperand(c.lhs)
     fail(`${l} is Bool: use it alone as a condition ("${l}" or "not ${l}"), without "${operatorText(ctx.src, c.opPos)}"`, c.opPos)
@@ -194,7 +166,7 @@ function typeOfCompare (c: Compare, ctx: CheckContext): Type {
       if (rhs.kind !== 'int') wrongValue(c, 'an integer', rhs, ctx)
       break
     case 'in': {
-      const allowed = VALUE_KINDS.get(t)
+      const allowed = valueKinds(t)
       if (allowed === undefined) return wrongOperand(c, t, 'Bytes, Int or Ip', ctx)
       if (rhs.kind !== 'set') break // the parser only builds sets after "in"
       for (const item of rhs.items) {
@@ -203,7 +175,7 @@ function typeOfCompare (c: Compare, ctx: CheckContext): Type {
       break
     }
     default: {
-      const allowed = VALUE_KINDS.get(t)
+      const allowed = valueKinds(t)
       if (allowed === undefined) return wrongOperand(c, t, 'Bytes, Int or Ip', ctx)
       if (rhs.kind === allowed[0] || rhs.kind === 'set') break // sets only follow "in"
       const l = printOperand(c.lhs)

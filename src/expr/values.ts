@@ -18,9 +18,10 @@ export function readValue (c: Cursor, op: CompareOp): Literal {
   if (c.atString()) return c.readString()
   if (c.peek() === 123 /* { */) fail('a set {…} needs the "in" operator', pos)
   if (c.peek() === 36 /* $ */) fail('named lists ($name) are not supported; list the values in a set {…}', pos)
-  const token = c.readBare()
-  if (token === '') unexpected(c, `expected a value after "${op === 'strict_wildcard' ? 'strict wildcard' : op}"`)
-  return parseBareValue(token, pos)
+  const end = c.bareEnd()
+  if (end === pos) unexpected(c, `expected a value after "${op === 'strict_wildcard' ? 'strict wildcard' : op}"`)
+  c.pos = end
+  return parseBareValue(c.src, pos, end)
 }
 
 /** The set after `in`: values separated by spaces, in braces. */
@@ -42,9 +43,10 @@ export function readSet (c: Cursor): SetLit {
       items.push(c.readString())
       continue
     }
-    const token = c.readBare()
-    if (token === '') unexpected(c, 'expected a value or "}"')
-    items.push(parseBareValue(token, at))
+    const end = c.bareEnd()
+    if (end === at) unexpected(c, 'expected a value or "}"')
+    c.pos = end
+    items.push(parseBareValue(c.src, at, end))
   }
   c.pos++
   if (items.length === 0) fail('an empty set never matches', pos)

@@ -101,6 +101,7 @@ export const validCases: readonly ValidCase[] = [
   waf('UTF-8 text', 'http.request.uri.path contains "/ü/日本"', ['http.request.uri.path']),
   waf('escaped UTF-8 bytes print as text', 'http.request.uri.path contains "\\xc3\\xbc"', ['http.request.uri.path'], 'http.request.uri.path contains "ü"'),
   waf('empty string', 'http.referer eq ""', ['http.referer']),
+  waf('NUL typed inside a string', 'http.referer eq "a\u0000b"', ['http.referer'], 'http.referer eq "a\\x00b"'),
   waf('raw string', 'http.request.uri.path matches r"^/a\\d+\\.php$"', ['http.request.uri.path']),
   waf('raw string with #', 'http.user_agent contains r#"say "hi""#', ['http.user_agent']),
   waf('raw string with ##', 'http.user_agent contains r##"a"#b"##', ['http.user_agent']),
@@ -162,6 +163,15 @@ export const validCases: readonly ValidCase[] = [
   sf('ICMP', 'icmp.type eq 8 and icmp.code eq 0', ['icmp.code', 'icmp.type']),
   sf('countries and ASN', 'ip.src.country eq "RU" and ip.dst.country ne "US" and ip.src.asnum eq 64500', ['ip.dst.country', 'ip.src.asnum', 'ip.src.country']),
   sf('lengths, ttl and ports', 'ip.len gt 1400 and ip.ttl lt 5 and tcp.srcport eq 0 and udp.srcport eq 19', ['ip.len', 'ip.ttl', 'tcp.srcport', 'udp.srcport']),
+  // --- words the lexer knows (operators, functions, fields) next to ones it does not ---
+  waf('logical keyword right before a parenthesis', 'ssl or(ssl)', ['ssl'], 'ssl or (ssl)'),
+  waf('a field that extends another field', 'http.request.uri.path.extension eq "php" and http.request.uri.path eq "/a"', ['http.request.uri.path', 'http.request.uri.path.extension']),
+  // --- literals in every spelling the byte parsers take apart ---
+  waf('IPv6 ranges, CIDRs of every length, IPv4-mapped CIDR', 'ip.src in {2001:db8::..2001:db8::ff 1.2.3.4/32 ::/0 ::ffff:1.2.3.4/128}', ['ip.src']),
+  waf('IPv6 ending in a dotted quad', 'ip.src in {::1.2.3.4 1:2:3:4:5:6:1.2.3.4}', ['ip.src'], 'ip.src in {::102:304 1:2:3:4:5:6:102:304}'),
+  waf('non-ASCII text in quoted and raw strings and map keys', 'http.request.headers["a"][0] eq "é" and http.host eq r"é😀"', ['http.host', 'http.request.headers']),
+  waf('regex: rewritten and verbatim parts side by side', 'http.host matches "(?i)(a|b)\\\\s+\\\\x41\\\\d[a-z]]" and http.host matches r"(?x) a # c\n b\\]" and http.host matches "(?i:a)(?-i)b\\\\Az"', ['http.host']),
+  waf('regex: Unicode class and named groups', 'http.host matches "\\\\p{Greek}(?P<x>a)(?<y>b)"', ['http.host']),
   // --- limits at their edge ---
   waf('exactly 4096 characters', `http.host eq "${'a'.repeat(4096 - 15)}"`, ['http.host']),
   waf('nesting at the limit', `${'('.repeat(32)}ssl${')'.repeat(32)}`, ['ssl']),
