@@ -171,6 +171,12 @@ export interface RuleStore {
   listAccessRules (workspaceId: string, now: number): Promise<AccessRule[]>
   /** Deletes rules that lapsed before `before`; returns how many. */
   purgeLapsed (before: number): Promise<number>
+  /**
+   * A counter that rises with every write that changes a rule of this workspace (0 when none
+   * ever did), in the same transaction as the write. The feed side refetches a workspace's rules
+   * only when its own counter moved, not on every change in any workspace (revisions().rules).
+   */
+  revisionOf (workspaceId: string): Promise<number>
 }
 
 /** One accepted signal entry on the durable message stream (SPEC §6, DECISIONS §3). */

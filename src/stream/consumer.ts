@@ -41,10 +41,10 @@ export interface ConsumerOptions {
    * when records pile up: records that arrive while a pass commits are taken together by the
    * next pass, and under load several ingest batches share one transaction and one flush. The
    * transaction's callback runs on the event loop, so this also bounds how long one pass holds up
-   * HTTP requests: default 10 000, about 30 ms on the bench machine. Measured with
-   * bench/ingest.ts (v1, 1000-entry batches): at 16 requests in flight a cap of 4000 let the
-   * backlog reach the 429 threshold 78 times in 200 batches (30k entries/s), 10 000 27 times
-   * (63k/s); at 4 in flight both shed nothing.
+   * HTTP requests. Measured with bench/ingest.ts (v1, 1000-entry batches, 4 in flight, quiet
+   * machine): 2000 → 117–121k entries/s, p99 56–63 ms, a few 429s; 3000–4000 → 116–135k/s,
+   * p99 58–90 ms; 10 000 → 88k/s, p99 100–115 ms (passes of 40+ ms, and fewer, larger commits
+   * that each wait longer for the disk).
    */
   readonly batchSize?: number
   readonly log?: Pick<Logger, 'warn' | 'error'>
@@ -52,7 +52,7 @@ export interface ConsumerOptions {
 
 export const DEFAULT_CONSUMER = 'rules'
 
-const DEFAULT_BATCH_SIZE = 10_000
+const DEFAULT_BATCH_SIZE = 4000
 
 /** Most decoded records kept for the consumer; past that (a consumer far behind) it reads the store. */
 const MAX_OFFERED = 100_000

@@ -44,7 +44,13 @@ function flaky (store: Store): { store: Store, down: boolean } {
   state.store = new Proxy(store, {
     get (target, prop, receiver) {
       if (prop === 'revisions') return () => state.down ? fail() : target.revisions()
-      if (prop === 'rules') return new Proxy(target.rules, { get: (r, p) => p === 'listAccessRules' ? (...a: [string, number]) => state.down ? fail() : r.listAccessRules(...a) : Reflect.get(r, p) })
+      if (prop === 'rules') {
+        return new Proxy(target.rules, {
+          get: (r, p) => p === 'listAccessRules'
+            ? (...a: [string, number]) => state.down ? fail() : r.listAccessRules(...a)
+            : p === 'revisionOf' ? (ws: string) => state.down ? fail() : r.revisionOf(ws) : Reflect.get(r, p),
+        })
+      }
       if (prop === 'feedVersions') return { observe: (...a: Parameters<Store['feedVersions']['observe']>) => state.down ? fail() : target.feedVersions.observe(...a), get: target.feedVersions.get.bind(target.feedVersions) }
       return Reflect.get(target, prop, receiver)
     },
@@ -118,6 +124,38 @@ t.test('changes show within the rebuild interval, and a feed is rebuilt at most 
   t.ok(mine.length <= 4, `${mine.length} builds for 11 changes`)
   await tmp.store.rules.deleteAccessByTarget(ws.id, { type: 'ip', value: '192.0.2.1/32' })
   await waitFor('the deletion', () => !(plainV4(feeds.getSnapshot(ws.id, '*', Date.now())) ?? '192.0.2.1/32').includes('192.0.2.1/32'))
+})
+
+t.test('a rule change refetches the rules of its own workspace only', async (t) => {
+  const a = await tmp.store.workspaces.create({ name: 'a', subscription: 'active' })
+  const b = await tmp.store.workspaces.create({ name: 'b', subscription: 'active' })
+  await addRules(tmp.store, [rule(a.id, '192.0.2.1/32'), rule(b.id, '198.51.100.1/32')])
+  const fetches = new Map<string, number>()
+  const counting = new Proxy(tmp.store, {
+    get (target, prop) {
+      const value: unknown = Reflect.get(target, prop)
+      if (prop !== 'rules') return typeof value === 'function' ? value.bind(target) : value
+      return new Proxy(target.rules, {
+        get: (r, p) => p === 'listAccessRules'
+          ? (ws: string, now: number) => { fetches.set(ws, (fetches.get(ws) ?? 0) + 1); return r.listAccessRules(ws, now) }
+          : p === 'revisionOf' ? r.revisionOf.bind(r) : Reflect.get(r, p),
+      })
+    },
+  })
+  const { feeds } = service(counting, 50)
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  await waitFor('both built', () => feeds.getSnapshot(a.id, '*', Date.now()) !== null && feeds.getSnapshot(b.id, '*', Date.now()) !== null)
+  const bBefore = feeds.getSnapshot(b.id, '*', Date.now())
+  t.same([fetches.get(a.id), fetches.get(b.id)], [1, 1], 'each fetched once at start')
+  for (let i = 2; i < 5; i++) {
+    // Far apart: neighbours would be coalesced into one network.
+    await addRules(tmp.store, [rule(a.id, `192.0.2.${10 * i}/32`)])
+    await waitFor(`rule ${i}`, () => plainV4(feeds.getSnapshot(a.id, '*', Date.now()))?.includes(`192.0.2.${10 * i}/32`))
+  }
+  t.equal(fetches.get(a.id), 4, 'a: fetched again for each change')
+  t.equal(fetches.get(b.id), 1, 'b: never fetched again')
+  t.equal(feeds.getSnapshot(b.id, '*', Date.now()), bBefore, 'b: the same snapshot')
 })
 
 t.test('a rule disappears at its expiry, not an interval later, and no expired snapshot is ever served', async (t) => {

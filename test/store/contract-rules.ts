@@ -218,6 +218,35 @@ export function describeRuleContract (test: StoreTest): void {
     t.equal((await store.revisions()).admin, start.admin)
   })
 
+  test('revisionOf: a workspace\'s counter rises with its own rule changes only', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const other = freshWorkspaceId()
+    t.equal(await store.rules.revisionOf(ws), 0, 'no change yet')
+    const target = ip('203.0.113.0/24')
+    await store.rules.upsertAccessRule(accessInput(other))
+    const otherRev = await store.rules.revisionOf(other)
+    t.ok(otherRev > 0)
+    let last = 0
+    const steps: Array<[string, () => Promise<unknown>, boolean]> = [
+      ['access upsert', () => store.rules.upsertAccessRule(accessInput(ws, { ruleRef: 'r', target })), true],
+      ['expression upsert', () => store.rules.upsertExpressionRule(expressionInput(ws, { ruleRef: 'e' })), true],
+      ['delete by ref', () => store.rules.deleteByRef(ws, 'waf_rule', 'e'), true],
+      ['delete by ref of nothing', () => store.rules.deleteByRef(ws, 'waf_rule', 'e'), false],
+      ['delete by target', () => store.rules.deleteAccessByTarget(ws, target), true],
+      ['delete by target of nothing', () => store.rules.deleteAccessByTarget(ws, target), false],
+      ['batch', () => store.applyRuleBatch({ ops: [{ op: 'upsertAccessRule', input: accessInput(ws, { expiresAt: 100 }) }] }), true],
+      ['purge of one of its rules', () => store.rules.purgeLapsed(101), true],
+    ]
+    for (const [description, step, moves] of steps) {
+      await step()
+      const now = await store.rules.revisionOf(ws)
+      if (moves) t.ok(now > last, `${description}: rises`)
+      else t.equal(now, last, `${description}: stays`)
+      last = now
+    }
+    t.equal(await store.rules.revisionOf(other), otherRev, 'the other workspace\'s counter never moved')
+  })
+
   test('applyRuleBatch: ops in order, checkpoint in the same transaction', async (t, store) => {
     const ws = freshWorkspaceId()
     const target = ip('198.51.100.0/24')

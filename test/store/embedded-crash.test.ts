@@ -98,11 +98,14 @@ async function checkIndexes (t: Test, dir: string): Promise<void> {
       for (const { key: hash, value: id } of dbs.keysByHash.getRange({})) {
         if (dbs.keys.get(id)?.hash !== hash) found.push(`stray hash entry ${hash}`)
       }
-      let lastSeq = 0
-      for (const { key, value } of dbs.stream.getRange({ reverse: true, limit: 1 })) lastSeq = key + chunkCount(value) - 1
-      if ((dbs.meta.get(META.streamHead) ?? 0) !== lastSeq) found.push(`stream head ${dbs.meta.get(META.streamHead)} != last seq ${lastSeq}`)
       return found
     })
+    problems.push(...env.readStream((dbs) => {
+      let lastSeq = 0
+      for (const { key, value } of dbs.chunks.getRange({ reverse: true, limit: 1 })) lastSeq = key + chunkCount(value) - 1
+      const head = dbs.meta.get(META.streamHead) ?? 0
+      return head === lastSeq ? [] : [`stream head ${head} != last seq ${lastSeq}`]
+    }))
     t.same(problems, [], 'indexes agree with the records')
   } finally {
     await env.close()

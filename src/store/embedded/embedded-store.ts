@@ -45,7 +45,8 @@ export class EmbeddedStore implements BatchingStore {
 
   async ping (): Promise<void> {
     if (this.#env.closed) throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new Error('the store is closed') })
-    this.#env.read((dbs) => dbs.meta.get(META.streamHead))
+    this.#env.read((dbs) => dbs.meta.get(META.adminRevision))
+    this.#env.readStream((dbs) => dbs.meta.get(META.streamHead))
   }
 
   applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {

@@ -6,20 +6,27 @@
  *             expiry index ('rules-by-expiry')
  *   format 2  binary access rules (rule-codec.ts), one stream chunk per append
  *             ('stream-chunks', stream-codec.ts), the lazy expiry log (expiry-log.ts)
+ *   format 3  the stream (its chunks and head) in an environment of its own, `<dataDir>/stream/`
+ *             (lmdb-env.ts says why)
  *
- * The upgrade is one write transaction, so a crash leaves format 1 untouched, and it re-checks
- * the format under the write lock, so two processes opening an old directory at once upgrade it
- * once. A directory of a newer format is refused rather than misread.
+ * Each upgrade of the main environment is one write transaction, so a crash leaves the older
+ * format untouched, and it re-checks the format under the write lock, so two processes opening an
+ * old directory at once upgrade it once. Moving the stream spans two environments: the chunks are
+ * copied first (idempotent: the same keys and bytes, the head as the larger of both), and only
+ * then removed from the main environment in the transaction that records format 3 — a crash in
+ * between copies them again at the next open. A directory of a newer format is refused rather
+ * than misread (so a format-2 version of threatfeed refuses a moved directory instead of
+ * starting an empty stream at seq 1).
  */
 import type { RootDatabase } from 'lmdb'
 import type { AccessRule, StreamRecordInput } from '../types.js'
 import { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, ExpiryLogWriter } from './expiry-log.js'
-import type { Databases } from './lmdb-env.js'
+import { META, type Databases, type StreamDatabases } from './lmdb-env.js'
 import { encodeAccessRule } from './rule-codec.js'
 import { encodeChunk } from './stream-codec.js'
 
-export const FORMAT = 2
+export const FORMAT = 3
 const FORMAT_KEY = 'format'
 
 /** Records per chunk when old per-record entries are regrouped. */
@@ -36,13 +43,13 @@ const JSON_OBJECT = 0x7b
  * @example
  *   migrateFormat(root, dbs) // at open, before anything else reads or writes
  */
-export function migrateFormat (root: RootDatabase, dbs: Databases): void {
+export function migrateFormat (root: RootDatabase, dbs: Databases, streamRoot: RootDatabase, stream: StreamDatabases): void {
   const seen = dbs.meta.get(FORMAT_KEY)
   if (seen === FORMAT) return
   checkNotNewer(seen)
   root.transactionSync(() => {
     const format = dbs.meta.get(FORMAT_KEY)
-    if (format === FORMAT) return
+    if (format !== undefined && format >= 2) return
     checkNotNewer(format)
     const w = new ByteWriter()
     const log = new ExpiryLogWriter()
@@ -53,6 +60,24 @@ export function migrateFormat (root: RootDatabase, dbs: Databases): void {
     }
     root.openDB('rules-by-expiry', { encoding: 'string' }).dropSync()
     log.write(dbs, w)
+    dbs.meta.put(FORMAT_KEY, 2)
+  })
+  root.resetReadTxn()
+  moveStream(root, dbs, streamRoot, stream)
+}
+
+/** Format 2 → 3: the stream's chunks and head into the stream's own environment. */
+function moveStream (root: RootDatabase, dbs: Databases, streamRoot: RootDatabase, stream: StreamDatabases): void {
+  streamRoot.transactionSync(() => {
+    for (const { key, value } of dbs.legacyStream.getRange({})) stream.chunks.put(key, value)
+    const head = dbs.meta.get(META.streamHead)
+    if (head !== undefined && head > (stream.meta.get(META.streamHead) ?? 0)) stream.meta.put(META.streamHead, head)
+  })
+  root.transactionSync(() => {
+    if (dbs.meta.get(FORMAT_KEY) === FORMAT) return
+    // Collected first: removing entries under a live cursor is not something to rely on.
+    for (const key of Array.from(dbs.legacyStream.getKeys({}))) dbs.legacyStream.remove(key)
+    dbs.meta.remove(META.streamHead)
     dbs.meta.put(FORMAT_KEY, FORMAT)
   })
 }
@@ -71,7 +96,7 @@ function regroupStream (root: RootDatabase, dbs: Databases, w: ByteWriter): void
     if (records.length === 0) return
     w.reset()
     encodeChunk(w, records)
-    dbs.stream.put(first, w.view())
+    dbs.legacyStream.put(first, w.view())
     records = []
   }
   for (const { key, value: [workspaceId, acceptedAt, schemaVersion, payload] } of old.getRange({})) {

@@ -5,8 +5,8 @@
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
 import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, Rule, RuleKind, RuleStore, Target } from '../types.js'
 import { ExpiryLogWriter, purgeLog } from './expiry-log.js'
-import { expressionRuleRange, workspaceRange } from './key-layout.js'
-import { META, type Databases, type ExpiryLogKey, type LmdbEnv } from './lmdb-env.js'
+import { expressionRuleRange, workspaceOfKey, workspaceRange } from './key-layout.js'
+import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey, type LmdbEnv } from './lmdb-env.js'
 import { decodeAccessRule } from './rule-codec.js'
 import { lapseTarget, putAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 
@@ -24,7 +24,7 @@ export class EmbeddedRuleStore implements RuleStore {
   upsertAccessRule (input: AccessRuleInput): Promise<AccessRule> {
     return this.#write((txn) => {
       const rule = putAccessRule(txn, input, Date.now())
-      this.#env.bump(META.rulesRevision)
+      this.#changed([input.workspaceId])
       return rule
     })
   }
@@ -32,7 +32,7 @@ export class EmbeddedRuleStore implements RuleStore {
   upsertExpressionRule (input: ExpressionRuleInput): Promise<ExpressionRule> {
     return this.#write((txn) => {
       const rule = putExpressionRule(txn, input, Date.now())
-      this.#env.bump(META.rulesRevision)
+      this.#changed([input.workspaceId])
       return rule
     })
   }
@@ -40,7 +40,7 @@ export class EmbeddedRuleStore implements RuleStore {
   deleteByRef (workspaceId: string, kind: RuleKind, ruleRef: string): Promise<boolean> {
     return this.#write((txn) => {
       const removed = removeByRef(txn, workspaceId, kind, ruleRef)
-      if (removed) this.#env.bump(META.rulesRevision)
+      if (removed) this.#changed([workspaceId])
       return removed
     })
   }
@@ -48,9 +48,19 @@ export class EmbeddedRuleStore implements RuleStore {
   deleteAccessByTarget (workspaceId: string, target: Target): Promise<number> {
     return this.#write((txn) => {
       const removed = removeAccessByTarget(txn, workspaceId, target)
-      if (removed > 0) this.#env.bump(META.rulesRevision)
+      if (removed > 0) this.#changed([workspaceId])
       return removed
     })
+  }
+
+  async revisionOf (workspaceId: string): Promise<number> {
+    return this.#env.read((dbs) => dbs.meta.get(workspaceRulesRevision(workspaceId)) ?? 0)
+  }
+
+  /** Inside a write: raises the rules revision and that of each workspace whose rules changed. */
+  #changed (workspaces: Iterable<string>): void {
+    this.#env.bump(META.rulesRevision)
+    for (const ws of workspaces) this.#env.bump(workspaceRulesRevision(ws))
   }
 
   async list (workspaceId: string, kind: RuleKind, now?: number): Promise<Rule[]> {
@@ -73,8 +83,9 @@ export class EmbeddedRuleStore implements RuleStore {
     let after: ExpiryLogKey | undefined
     for (;;) {
       const step = await this.#write((txn) => {
-        const done = purgeLog(txn.dbs, txn.scratch, lapseTarget(txn), before, after, PURGE_CHUNK)
-        if (done.removed > 0) this.#env.bump(META.rulesRevision)
+        const workspaces = new Set<string>()
+        const done = purgeLog(txn.dbs, txn.scratch, lapseTarget(txn, (pk) => { workspaces.add(workspaceOfKey(pk)) }), before, after, PURGE_CHUNK)
+        if (done.removed > 0) this.#changed(workspaces)
         return done
       })
       total += step.removed
@@ -95,18 +106,25 @@ export class EmbeddedRuleStore implements RuleStore {
       const now = Date.now()
       let upserted = 0
       let deleted = 0
+      // A batch is usually one workspace's: the set stays tiny.
+      const workspaces = new Set<string>()
       for (const op of batch.ops) {
         switch (op.op) {
-          case 'upsertAccessRule': upsertAccessRule(txn, op.input, now, null); upserted++; break
-          case 'upsertExpressionRule': putExpressionRule(txn, op.input, now); upserted++; break
-          case 'deleteByRef': if (removeByRef(txn, op.workspaceId, op.kind, op.ruleRef)) deleted++; break
-          case 'deleteAccessByTarget': deleted += removeAccessByTarget(txn, op.workspaceId, op.target); break
+          case 'upsertAccessRule': upsertAccessRule(txn, op.input, now, null); upserted++; workspaces.add(op.input.workspaceId); break
+          case 'upsertExpressionRule': putExpressionRule(txn, op.input, now); upserted++; workspaces.add(op.input.workspaceId); break
+          case 'deleteByRef': if (removeByRef(txn, op.workspaceId, op.kind, op.ruleRef)) { deleted++; workspaces.add(op.workspaceId) } break
+          case 'deleteAccessByTarget': {
+            const removed = removeAccessByTarget(txn, op.workspaceId, op.target)
+            if (removed > 0) workspaces.add(op.workspaceId)
+            deleted += removed
+            break
+          }
           // Throwing aborts the whole batch: an op we do not know must not be skipped silently.
           default: throw new TypeError('unknown rule op')
         }
       }
       if (cp !== undefined) dbs.checkpoints.put(cp.consumer, cp.seq)
-      if (upserted + deleted > 0) this.#env.bump(META.rulesRevision)
+      if (upserted + deleted > 0) this.#changed(workspaces)
       return { applied: true, checkpoint: cp?.seq ?? null, upserted, deleted }
     })
   }

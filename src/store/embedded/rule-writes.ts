@@ -161,8 +161,8 @@ function removeExpressionRule (txn: RuleTxn, pk: string): boolean {
   return txn.dbs.expressionRules.removeSync(pk)
 }
 
-/** The rule tables as the expiry-log purge sees them. */
-export function lapseTarget (txn: RuleTxn): LapseTarget {
+/** The rule tables as the expiry-log purge sees them; `onRemove` hears of every rule removed. */
+export function lapseTarget (txn: RuleTxn, onRemove: (pk: string) => void): LapseTarget {
   return {
     expiresAt: (table: ExpiryTable, pk: string) => table === EXPIRY_TABLE.access
       ? readAccessRule(txn.dbs, pk)?.expiresAt
@@ -170,6 +170,7 @@ export function lapseTarget (txn: RuleTxn): LapseTarget {
     remove: (table: ExpiryTable, pk: string) => {
       if (table === EXPIRY_TABLE.access) removeAccessRule(txn, pk)
       else removeExpressionRule(txn, pk)
+      onRemove(pk)
     },
   }
 }

@@ -1,5 +1,7 @@
 /**
- * The signal stream on LMDB: one chunk per append (stream-codec.ts), keyed by its first seq.
+ * The signal stream on LMDB, in an environment of its own (lmdb-env.ts says why): one chunk per
+ * append (stream-codec.ts), keyed by its first seq. Consumer checkpoints live in the main
+ * environment, where they move in the same transaction as the rules (rule-store.ts).
  * Seqs are taken from a counter inside the write transaction that stores the chunk; LMDB admits
  * one writer at a time across every process, so transactions commit in the order they took
  * their seqs and a reader can never see seq n+1 without seq n.
@@ -19,12 +21,12 @@ export class EmbeddedSignalStream implements SignalStream {
    *  call, however many records: the ingest batch is the unit. */
   async append (records: StreamRecordInput[]): Promise<number[]> {
     if (records.length === 0) return []
-    const first = await this.#env.write((dbs) => {
+    const first = await this.#env.writeStream((dbs) => {
       const first = (dbs.meta.get(META.streamHead) ?? 0) + 1
-      const w = this.#env.scratch
+      const w = this.#env.streamScratch
       w.reset()
       encodeChunk(w, records)
-      dbs.stream.put(first, w.view())
+      dbs.chunks.put(first, w.view())
       dbs.meta.put(META.streamHead, first + records.length - 1)
       return first
     })
@@ -33,12 +35,12 @@ export class EmbeddedSignalStream implements SignalStream {
 
   async read (from: number, limit: number): Promise<StreamRecord[]> {
     if (limit <= 0) return []
-    return this.#env.read((dbs) => {
+    return this.#env.readStream((dbs) => {
       const out: StreamRecord[] = []
       // The chunk holding `from` starts at or before it: the first key at or below `from`.
       let start = from
-      for (const key of dbs.stream.getKeys({ start: from, reverse: true, limit: 1 })) start = key
-      for (const { key, value } of dbs.stream.getRange({ start })) {
+      for (const key of dbs.chunks.getKeys({ start: from, reverse: true, limit: 1 })) start = key
+      for (const { key, value } of dbs.chunks.getRange({ start })) {
         decodeChunk(value, key, from, limit, out)
         if (out.length >= limit) break
       }
@@ -47,7 +49,7 @@ export class EmbeddedSignalStream implements SignalStream {
   }
 
   async head (): Promise<number> {
-    return this.#env.read((dbs) => dbs.meta.get(META.streamHead) ?? 0)
+    return this.#env.readStream((dbs) => dbs.meta.get(META.streamHead) ?? 0)
   }
 
   async getCheckpoint (consumer: string): Promise<number> {

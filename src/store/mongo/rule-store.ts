@@ -14,6 +14,10 @@ import {
 } from './rule-docs.js'
 import { num, text } from './values.js'
 
+function workspaceRevisionId (workspaceId: string): string {
+  return `${COUNTERS.rulesRevision}:${text(workspaceId)}`
+}
+
 export class MongoRuleStore implements RuleStore {
   readonly #ctx: MongoContext
 
@@ -25,7 +29,7 @@ export class MongoRuleStore implements RuleStore {
     return this.#ctx.write(async (session) => {
       const { filter, update } = upsertAccessModel(input, Date.now())
       const doc = await this.#ctx.c.accessRules.findOneAndUpdate(filter, update, { session, upsert: true, returnDocument: 'after' })
-      await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      await this.#changed([input.workspaceId], session)
       return toAccessRule(present(doc))
     })
   }
@@ -34,7 +38,7 @@ export class MongoRuleStore implements RuleStore {
     return this.#ctx.write(async (session) => {
       const { filter, update } = upsertExpressionModel(input, Date.now())
       const doc = await this.#ctx.c.expressionRules.findOneAndUpdate(filter, update, { session, upsert: true, returnDocument: 'after' })
-      await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      await this.#changed([input.workspaceId], session)
       return toExpressionRule(present(doc))
     })
   }
@@ -45,7 +49,7 @@ export class MongoRuleStore implements RuleStore {
         ? await this.#ctx.c.accessRules.deleteOne(accessByRefFilter(workspaceId, ruleRef), { session })
         : await this.#ctx.c.expressionRules.deleteOne(expressionByRefFilter(workspaceId, kind, ruleRef), { session })
       if (res.deletedCount === 0) return false
-      await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      await this.#changed([workspaceId], session)
       return true
     })
   }
@@ -53,7 +57,7 @@ export class MongoRuleStore implements RuleStore {
   deleteAccessByTarget (workspaceId: string, target: Target): Promise<number> {
     return this.#ctx.write(async (session) => {
       const res = await this.#ctx.c.accessRules.deleteMany(accessByTargetFilter(workspaceId, target), { session })
-      if (res.deletedCount > 0) await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      if (res.deletedCount > 0) await this.#changed([workspaceId], session)
       return res.deletedCount
     })
   }
@@ -83,12 +87,31 @@ export class MongoRuleStore implements RuleStore {
   purgeLapsed (before: number): Promise<number> {
     return this.#ctx.run(async () => {
       const lapsed = { expiresAt: { $lt: num(before) } }
+      // Taken before the deletes: a workspace is then raised at worst once more than needed.
+      const workspaces = new Set([
+        ...await this.#ctx.c.accessRules.distinct('workspaceId', lapsed),
+        ...await this.#ctx.c.expressionRules.distinct('workspaceId', lapsed),
+      ])
       const access = await this.#ctx.c.accessRules.deleteMany(lapsed)
       const expression = await this.#ctx.c.expressionRules.deleteMany(lapsed)
       const removed = access.deletedCount + expression.deletedCount
-      if (removed > 0) await this.#ctx.c.meta.updateOne({ _id: COUNTERS.rulesRevision }, { $inc: { value: 1 } })
+      if (removed > 0) {
+        for (const ws of workspaces) await this.#ctx.c.meta.updateOne({ _id: workspaceRevisionId(ws) }, { $inc: { value: 1 } }, { upsert: true })
+        await this.#ctx.c.meta.updateOne({ _id: COUNTERS.rulesRevision }, { $inc: { value: 1 } })
+      }
       return removed
     })
+  }
+
+  revisionOf (workspaceId: string): Promise<number> {
+    return this.#ctx.run(async () => (await this.#ctx.c.meta.findOne({ _id: workspaceRevisionId(workspaceId) }))?.value ?? 0)
+  }
+
+  /** Inside the write's transaction: the rules revision and each changed workspace's. */
+  async #changed (workspaces: Iterable<string>, session: ClientSession): Promise<void> {
+    await this.#ctx.bump(COUNTERS.rulesRevision, session)
+    // Created on a workspace's first change, unlike the global counters made at start-up.
+    for (const ws of workspaces) await this.#ctx.c.meta.updateOne({ _id: workspaceRevisionId(ws) }, { $inc: { value: 1 } }, { session, upsert: true })
   }
 
   /**
@@ -112,7 +135,10 @@ export class MongoRuleStore implements RuleStore {
       const access: AccessWrite[] = []
       const expression: ExpressionWrite[] = []
       let upserted = 0
+      // Every workspace an op names (a delete that finds nothing raises it needlessly, harmlessly).
+      const workspaces = new Set<string>()
       for (const op of batch.ops) {
+        workspaces.add('input' in op ? op.input.workspaceId : op.workspaceId)
         switch (op.op) {
           case 'upsertAccessRule': access.push({ updateOne: { ...upsertAccessModel(op.input, now), upsert: true } }); upserted++; break
           case 'upsertExpressionRule': expression.push({ updateOne: { ...upsertExpressionModel(op.input, now), upsert: true } }); upserted++; break
@@ -128,7 +154,7 @@ export class MongoRuleStore implements RuleStore {
       if (cp !== undefined) {
         await this.#ctx.c.checkpoints.updateOne({ _id: text(cp.consumer) }, { $set: { seq: num(cp.seq) } }, { session, upsert: true })
       }
-      if (upserted + deleted > 0) await this.#ctx.bump(COUNTERS.rulesRevision, session)
+      if (upserted + deleted > 0) await this.#changed(workspaces, session)
       return { applied: true, checkpoint: cp?.seq ?? null, upserted, deleted }
     })
   }

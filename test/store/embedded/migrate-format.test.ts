@@ -9,7 +9,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { open } from 'lmdb'
 import t from 'tap'
+import { ByteWriter } from '../../../src/store/embedded/byte-writer.js'
 import { accessRuleKey, expressionRuleKey } from '../../../src/store/embedded/key-layout.js'
+import { encodeChunk } from '../../../src/store/embedded/stream-codec.js'
 import { openStore } from '../../../src/store/open.js'
 import type { AccessRule, ExpressionRule, StreamRecord } from '../../../src/store/types.js'
 import { expressionInput, freshWorkspaceId } from '../contract-fixtures.js'
@@ -74,6 +76,43 @@ t.test('a format-1 directory opens with its stream, rules and expiries', async (
 
   // New writes continue the stream after the old records.
   t.same(await store.stream.append([{ workspaceId: ws, payload: 'x', acceptedAt: 1 }]), [records.length + 1])
+})
+
+t.test('a format-2 directory moves its stream into the stream environment, once', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'threatfeed-format2-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const ws = freshWorkspaceId()
+  const records: StreamRecord[] = Array.from({ length: 2500 }, (_, i) => ({ seq: i + 1, workspaceId: ws, payload: `{"n":${i}}`, acceptedAt: 7000 + i, ...(i % 3 === 0 ? { schemaVersion: 2 } : {}) }))
+  const old = open({ path: dir, noSubdir: false, maxDbs: 16, overlappingSync: false })
+  await old.transaction(() => {
+    const chunks = old.openDB('stream-chunks', { encoding: 'binary' })
+    const w = new ByteWriter()
+    for (let first = 1; first <= records.length; first += 1000) {
+      w.reset()
+      encodeChunk(w, records.slice(first - 1, first + 999).map(({ seq: _seq, ...r }) => r))
+      chunks.put(first, Buffer.from(w.view()))
+    }
+    const meta = old.openDB('meta', { encoding: 'json' })
+    meta.put('format', 2)
+    meta.put('stream:head', records.length)
+    old.openDB('checkpoints', { encoding: 'json' }).put('rules', 1500)
+  })
+  await old.close()
+
+  for (const round of ['first open', 'second open']) {
+    const store = await openStore({ kind: 'embedded', dataDir: dir })
+    t.equal(await store.stream.head(), records.length, `${round}: the head`)
+    t.strictSame(await store.stream.read(1, 5000), records, `${round}: every record, byte for byte`)
+    t.equal(await store.stream.getCheckpoint('rules'), 1500, `${round}: the checkpoint stays with the rules`)
+    await store.close()
+  }
+  const main = open({ path: dir, noSubdir: false, maxDbs: 16, overlappingSync: false })
+  t.equal(main.openDB('stream-chunks', { encoding: 'binary' }).getKeysCount(), 0, 'nothing left in the main environment')
+  t.equal(main.openDB('meta', { encoding: 'json' }).get('format'), 3)
+  await main.close()
+  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  t.teardown(() => store.close())
+  t.same(await store.stream.append([{ workspaceId: ws, payload: 'x', acceptedAt: 1 }]), [records.length + 1], 'appends continue after the moved records')
 })
 
 t.test('a directory of a newer format is refused, not misread', async (t) => {
