@@ -8,22 +8,25 @@
  * template strings, `zlib.gzipSync` and MD5 per body, on one thread — what a first version would do.
  *
  * Targets (issue 6): full rebuild ≤ 1 s; rebuild after one added IP ≤ 200 ms; RSS with ten such
- * lists built ≤ 400 MB. Also: the gzip level table behind GZIP_LEVEL (src/feed/render/gzip.ts).
+ * lists built ≤ 400 MB (compiled service; measured three times in fresh processes, 1 s after the
+ * builds, 10 s later, and after every body was read once — see measureRssRuns). Also: the gzip
+ * level table behind GZIP_LEVEL (src/feed/render/gzip.ts).
  *
- * BENCH_SNAPSHOT_RUNS sets the runs per case (default 5).
+ * Environment:
+ * - BENCH_SNAPSHOT_RUNS: runs per case (default 5);
+ * - BENCH_SNAPSHOT_CASES: which cases, comma-separated, of `full` (full rebuild and the anchor),
+ *   `incremental` (one added IP), `levels` (the gzip level table), `rss` (ten lists in a fresh
+ *   process); default all. A subset writes its rows to bench/results/snapshot.json all the same.
  */
 import { createHash } from 'node:crypto'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { pathToFileURL } from 'node:url'
 import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setFlagsFromString } from 'node:v8'
-import { runInNewContext } from 'node:vm'
 import { gzipSync } from 'node:zlib'
 import { median, repoDir, report, type Ratio, type Row } from './lib/report.js'
 import { buildSnapshot, type FeedDefinition, type FeedTasks } from '../src/feed/build-snapshot.js'
-import { FeedService } from '../src/feed/feed-service.js'
 import { inProcessTasks } from '../src/feed/in-process-tasks.js'
 import { LastModifiedKeeper } from '../src/feed/last-modified.js'
 import { computeNetworks } from '../src/feed/render/compute-networks.js'
@@ -40,13 +43,12 @@ import type { AccessRule, AccessRuleInput } from '../src/store/types.js'
 import { allTargets, groupTargets, selectRules, toRuleTable, type RuleTable } from '../src/feed/rule-table.js'
 
 const RUNS = Number(process.env.BENCH_SNAPSHOT_RUNS ?? 5)
+const CASES = new Set((process.env.BENCH_SNAPSHOT_CASES ?? 'full,incremental,levels,rss').split(',').map((c) => c.trim()))
 const TARGET_ENTRIES = 131_072
 const COUNTRIES = 20
 const ASNS = 50
 const IPS = 100_000
 
-setFlagsFromString('--expose-gc')
-const gc = runInNewContext('gc') as () => void
 
 function makeRandom (seed: number): () => number {
   let s = seed >>> 0
@@ -204,77 +206,89 @@ async function main (): Promise<void> {
     pool.setGeo(geo.toTransferable())
     const lastModified = new LastModifiedKeeper(store.feedVersions, { timeoutMs: 5000 })
     const def: FeedDefinition = { workspaceId: ws.id, workspaceName: ws.name, list: null }
+    // Without caches, a cold build: nothing reused from earlier builds of any feed (as after a restart).
     const build = (tasks: FeedTasks, rs: RuleTable, caches?: Map<string, ChunkCache>, gzipLevel?: number): Promise<{ snapshot: FeedSnapshot, caches: Map<string, ChunkCache> }> =>
-      buildSnapshot(def, rs, { tasks, lastModified, now: Date.now(), ...(caches !== undefined ? { caches } : {}), ...(gzipLevel !== undefined ? { gzipLevel } : {}) })
+      buildSnapshot(def, rs, { tasks, lastModified, now: Date.now(), reuseOtherFeeds: false, ...(caches !== undefined ? { caches } : {}), ...(gzipLevel !== undefined ? { gzipLevel } : {}) })
     // Warm-up: worker start, JIT, geo index delivery.
     const warm = await build(pool, rules)
     const entries = warm.snapshot.variants.get('plain|both|block|')!.entries
     process.stderr.write(`bench: ${entries} entries in the feed; ${warm.snapshot.variants.size} variants\n`)
 
-    // Full rebuild (no chunk cache) in the pool vs the anchor, alternating.
+    // Full rebuild (no chunk cache) in the pool vs the anchor, alternating. Each run has one IP
+    // of its own, so that nothing computed for an earlier run (the workers keep the last networks
+    // they computed, for lists selecting the same rules) can serve it: a cold build.
+    const local = inProcessTasks(geo)
+    const another = makeRandom(0xf0)
+    const withAnotherIp = (): RuleTable => toRuleTable([...stored, { ...stored[stored.length - 1]!, id: `full-${seq}`, target: { type: 'ip', value: ipText(another()) }, seq: seq++ }])
     const full: number[] = []
     const anchor: number[] = []
     const anchorCpu: number[] = []
     const inProcess: number[] = []
     const inProcessCpu: number[] = []
-    const local = inProcessTasks(geo)
-    for (let i = 0; i < RUNS; i++) {
-      full.push((await timed(() => build(pool, rules))).ms)
-      const a = await timed(async () => naiveBuild(rules, geo, 6))
+    for (let i = 0; i < (CASES.has('full') ? RUNS : 0); i++) {
+      const table = withAnotherIp()
+      full.push((await timed(() => build(pool, table))).ms)
+      const a = await timed(async () => naiveBuild(table, geo, 6))
       anchor.push(a.ms)
       anchorCpu.push(a.cpu)
-      const l = await timed(() => build(local, rules))
+      const l = await timed(() => build(local, table))
       inProcess.push(l.ms)
       inProcessCpu.push(l.cpu)
     }
     const fullCase = `full rebuild, ${entries} entries, 44 variants × identity+gzip`
-    rows.push({ case: fullCase, subject: 'threatfeed (pool, 2 workers)', value: median(full), unit: 'ms', runs: full, extra: { min: Math.min(...full) } })
-    rows.push({ case: fullCase, subject: 'threatfeed (in-process, one thread)', value: median(inProcess), unit: 'ms', runs: inProcess, extra: { cpuMs: median(inProcessCpu) } })
-    rows.push({ case: fullCase, subject: 'anchor: strings + gzipSync per body', value: median(anchor), unit: 'ms', runs: anchor, extra: { cpuMs: median(anchorCpu) } })
-    ratios.push({ case: 'full rebuild', label: 'threatfeed pool / anchor (wall)', value: median(full) / median(anchor) })
-    ratios.push({ case: 'full rebuild', label: 'threatfeed in-process / anchor (CPU)', value: median(inProcessCpu) / median(anchorCpu) })
-    ratios.push({ case: 'full rebuild', label: 'threatfeed pool ms / 1000 ms budget', value: median(full) / 1000, target: '≤ 1', pass: median(full) <= 1000 })
+    if (CASES.has('full')) {
+      rows.push({ case: fullCase, subject: 'threatfeed (pool, 2 workers)', value: median(full), unit: 'ms', runs: full, extra: { min: Math.min(...full) } })
+      rows.push({ case: fullCase, subject: 'threatfeed (in-process, one thread)', value: median(inProcess), unit: 'ms', runs: inProcess, extra: { cpuMs: median(inProcessCpu) } })
+      rows.push({ case: fullCase, subject: 'anchor: strings + gzipSync per body', value: median(anchor), unit: 'ms', runs: anchor, extra: { cpuMs: median(anchorCpu) } })
+      ratios.push({ case: 'full rebuild', label: 'threatfeed pool / anchor (wall)', value: median(full) / median(anchor) })
+      ratios.push({ case: 'full rebuild', label: 'threatfeed in-process / anchor (CPU)', value: median(inProcessCpu) / median(anchorCpu) })
+      ratios.push({ case: 'full rebuild', label: 'threatfeed pool ms / 1000 ms budget', value: median(full) / 1000, target: '≤ 1', pass: median(full) <= 1000 })
+    }
 
     // Rebuild after one added IP: the previous build's chunks are reused.
-    const incremental: number[] = []
-    const incrementalLocal: number[] = []
-    const incrementalCpu: number[] = []
-    let caches = (await build(pool, rules)).caches
-    let localCaches = (await build(local, rules)).caches
-    const extra = makeRandom(0xadd)
-    for (let i = 0; i < RUNS; i++) {
-      stored = [...stored, { ...stored[stored.length - 1]!, id: `extra-${i}`, target: { type: 'ip', value: ipText(extra()) }, seq: seq++ }]
-      const table = toRuleTable(stored)
-      const r = await timed(() => build(pool, table, caches))
-      caches = r.value.caches
-      incremental.push(r.ms)
-      const l = await timed(() => build(local, table, localCaches))
-      localCaches = l.value.caches
-      incrementalLocal.push(l.ms)
-      incrementalCpu.push(l.cpu)
+    if (CASES.has('incremental')) {
+      const incremental: number[] = []
+      const incrementalLocal: number[] = []
+      const incrementalCpu: number[] = []
+      let caches = (await build(pool, rules)).caches
+      let localCaches = (await build(local, rules)).caches
+      const extra = makeRandom(0xadd)
+      for (let i = 0; i < RUNS; i++) {
+        stored = [...stored, { ...stored[stored.length - 1]!, id: `extra-${i}`, target: { type: 'ip', value: ipText(extra()) }, seq: seq++ }]
+        const table = toRuleTable(stored)
+        const r = await timed(() => build(pool, table, caches))
+        caches = r.value.caches
+        incremental.push(r.ms)
+        const l = await timed(() => build(local, table, localCaches))
+        localCaches = l.value.caches
+        incrementalLocal.push(l.ms)
+        incrementalCpu.push(l.cpu)
+      }
+      rows.push({ case: 'rebuild after one added IP', subject: 'threatfeed (pool, chunk reuse)', value: median(incremental), unit: 'ms', runs: incremental, extra: { min: Math.min(...incremental) } })
+      rows.push({ case: 'rebuild after one added IP', subject: 'threatfeed (in-process, one thread)', value: median(incrementalLocal), unit: 'ms', runs: incrementalLocal, extra: { cpuMs: median(incrementalCpu) } })
+      ratios.push({ case: 'rebuild after one added IP', label: 'threatfeed pool ms / 200 ms budget', value: median(incremental) / 200, target: '≤ 1', pass: median(incremental) <= 200 })
+      if (full.length > 0) ratios.push({ case: 'rebuild after one added IP', label: 'incremental / full rebuild (pool)', value: median(incremental) / median(full) })
     }
-    rows.push({ case: 'rebuild after one added IP', subject: 'threatfeed (pool, chunk reuse)', value: median(incremental), unit: 'ms', runs: incremental, extra: { min: Math.min(...incremental) } })
-    rows.push({ case: 'rebuild after one added IP', subject: 'threatfeed (in-process, one thread)', value: median(incrementalLocal), unit: 'ms', runs: incrementalLocal, extra: { cpuMs: median(incrementalCpu) } })
-    ratios.push({ case: 'rebuild after one added IP', label: 'threatfeed pool ms / 200 ms budget', value: median(incremental) / 200, target: '≤ 1', pass: median(incremental) <= 200 })
-    ratios.push({ case: 'rebuild after one added IP', label: 'incremental / full rebuild (pool)', value: median(incremental) / median(full) })
 
     // The gzip level table: full in-process builds (one thread), so CPU time is the work itself,
     // whatever else the machine runs; levels alternate run by run.
-    const levels: Record<number, { cpu: number[], bytes: number }> = { 1: { cpu: [], bytes: 0 }, 4: { cpu: [], bytes: 0 }, 6: { cpu: [], bytes: 0 }, 9: { cpu: [], bytes: 0 } }
-    for (let i = 0; i < RUNS; i++) {
-      for (const level of [1, 4, 6, 9]) {
-        const r = await timed(() => build(local, rules, undefined, level))
-        levels[level]!.cpu.push(r.cpu)
-        levels[level]!.bytes = gzipBytes(r.value.snapshot)
+    if (CASES.has('levels')) {
+      const levels: Record<number, { cpu: number[], bytes: number }> = { 1: { cpu: [], bytes: 0 }, 4: { cpu: [], bytes: 0 }, 6: { cpu: [], bytes: 0 }, 9: { cpu: [], bytes: 0 } }
+      for (let i = 0; i < RUNS; i++) {
+        for (const level of [1, 4, 6, 9]) {
+          const r = await timed(() => build(local, rules, undefined, level))
+          levels[level]!.cpu.push(r.cpu)
+          levels[level]!.bytes = gzipBytes(r.value.snapshot)
+        }
       }
-    }
-    for (const [level, l] of Object.entries(levels)) {
-      rows.push({ case: 'gzip level (full in-process build, CPU time)', subject: `level ${level}`, value: median(l.cpu), unit: 'ms', runs: l.cpu, extra: { gzipBytes: l.bytes } })
-    }
-    const cpuOf = (level: number): number => median(levels[level]!.cpu)
-    for (const level of [1, 4, 9]) {
-      ratios.push({ case: 'gzip level', label: `level ${level} / level 6 build CPU`, value: cpuOf(level) / cpuOf(6) })
-      ratios.push({ case: 'gzip level', label: `level ${level} / level 6 gzip bytes`, value: levels[level]!.bytes / levels[6]!.bytes })
+      for (const [level, l] of Object.entries(levels)) {
+        rows.push({ case: 'gzip level (full in-process build, CPU time)', subject: `level ${level}`, value: median(l.cpu), unit: 'ms', runs: l.cpu, extra: { gzipBytes: l.bytes } })
+      }
+      const cpuOf = (level: number): number => median(levels[level]!.cpu)
+      for (const level of [1, 4, 9]) {
+        ratios.push({ case: 'gzip level', label: `level ${level} / level 6 build CPU`, value: cpuOf(level) / cpuOf(6) })
+        ratios.push({ case: 'gzip level', label: `level ${level} / level 6 gzip bytes`, value: levels[level]!.bytes / levels[6]!.bytes })
+      }
     }
 
     await pool.destroy()
@@ -283,33 +297,88 @@ async function main (): Promise<void> {
     // strings among them), and RSS never gives those back.
     for (let i = 0; i < 10; i++) await store.lists.create({ workspaceId: ws.id, name: `list-${i}`, description: `bench list ${i}`, defaults: { maxEntries: 200_000 }, selector: {} })
     await store.close()
-    // Twice: as the service runs in production (compiled, dist/), and from the sources under tsx
-    // (whose loader adds to the main thread and to each worker).
-    const rssRuns: Array<{ subject: string, argv: string[] }> = [{ subject: 'FeedService, fresh process, tsx', argv: [...process.execArgv, fileURLToPath(import.meta.url)] }]
-    if (ensureBuilt()) rssRuns.unshift({ subject: 'FeedService, fresh process, compiled (dist/)', argv: ['--expose-gc', writeDistChild(dir)] })
-    for (const run of rssRuns) {
-      const child = spawnSync(process.execPath, run.argv, {
-        env: { ...process.env, BENCH_SNAPSHOT_RSS_CHILD: dir, BENCH_SNAPSHOT_GEO: JSON.stringify(geoPaths) },
-        stdio: ['ignore', 'pipe', 'inherit'],
-        encoding: 'utf8',
-      })
-      if (child.status !== 0) throw new Error(`the RSS child (${run.subject}) exited with ${child.status}`)
-      const m = JSON.parse(child.stdout) as { baseline: number, rss: number, heap: number, external: number, buildAllMs: number, anonMiB?: number, fileMiB?: number }
-      rows.push({
-        case: 'ten 131,072-entry lists + the workspace feed built',
-        subject: run.subject,
-        value: m.rss,
-        unit: 'MiB RSS',
-        extra: { beforeServiceMiB: m.baseline, anonMiB: m.anonMiB ?? 'n/a', fileMiB: m.fileMiB ?? 'n/a', snapshotBuffersMiB: m.external, heapMiB: m.heap, buildAllMs: m.buildAllMs },
-      })
-      ratios.push({ case: `RSS, ten lists (${run.subject})`, label: 'RSS MiB / 400 MiB budget', value: m.rss / 400, target: '≤ 1', pass: m.rss <= 400 })
-      if (m.anonMiB !== undefined) ratios.push({ case: `RSS, ten lists (${run.subject})`, label: 'anonymous RSS (mapped files — LMDB data, node — left out) / 400 MiB', value: m.anonMiB / 400, target: '≤ 1', pass: m.anonMiB <= 400 })
-    }
-
+    if (CASES.has('rss')) measureRssRuns(dir, geoPaths, rows, ratios)
     report('snapshot', 'Snapshot building (issue 6)', rows, ratios, { entries, ips: ips.length, countries, asns, geo: geoPaths, loadAverage: loadAverage() })
     process.stdout.write(`load average at the end: ${loadAverage()} (${os.cpus().length} CPUs; other work on the machine inflates wall times)\n`)
   } finally {
     rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+interface RssFigures {
+  /** RSS (VmRSS), its anonymous and file-mapped parts, and the V8 heap, in MiB. */
+  rss: number
+  anon: number
+  file: number
+  heap: number
+  /** Every ArrayBuffer and SharedArrayBuffer of the main thread (the snapshots' bytes). */
+  buffers: number
+}
+
+interface RssChild {
+  beforeService: number
+  buildAllMs: number
+  /** 1 s after the last build. */
+  built: RssFigures
+  /** 10 s later (V8 has given back the heap pages of the build burst). */
+  rest: RssFigures
+  /** Then every body of every variant of every feed read once (assembled where it has several spans). */
+  readAll: RssFigures
+  /** Peak RSS of the process (VmHWM). */
+  peak: number
+}
+
+const RSS_RUNS = 3
+
+/**
+ * Runs the RSS child RSS_RUNS times as the service runs in production (compiled, dist/) and once
+ * from the sources under tsx (whose loader adds to the main thread and to each worker), and
+ * reports the medians. Repeated because the figure moves by tens of MiB from run to run: how
+ * much heap V8 still holds from the store fetch at start, and where glibc's per-thread heaps
+ * end up, depend on timing.
+ */
+function measureRssRuns (dir: string, geoPaths: { countryDb: string, asnDb: string }, rows: Row[], ratios: Ratio[]): void {
+  const child = writeRssChild(dir)
+  const subjects: Array<{ subject: string, argv: string[], runs: number, compiled: boolean }> = []
+  if (ensureBuilt()) subjects.push({ subject: 'FeedService, fresh process, compiled (dist/)', argv: ['--expose-gc', child, pathToFileURL(join(repoDir, 'dist/src/')).href], runs: RSS_RUNS, compiled: true })
+  subjects.push({ subject: 'FeedService, fresh process, tsx', argv: ['--expose-gc', '--import=tsx', child, pathToFileURL(join(repoDir, 'src/')).href + '#ts'], runs: 1, compiled: false })
+  for (const { subject, argv, runs, compiled } of subjects) {
+    const results: RssChild[] = []
+    for (let i = 0; i < runs; i++) {
+      const r = spawnSync(process.execPath, argv, {
+        env: { ...process.env, BENCH_SNAPSHOT_RSS_CHILD: dir, BENCH_SNAPSHOT_GEO: JSON.stringify(geoPaths) },
+        stdio: ['ignore', 'pipe', 'inherit'],
+        encoding: 'utf8',
+      })
+      if (r.status !== 0) throw new Error(`the RSS child (${subject}) exited with ${r.status}`)
+      results.push(JSON.parse(r.stdout) as RssChild)
+    }
+    const med = (f: (c: RssChild) => number): number => median(results.map(f))
+    const caseName = 'ten 131,072-entry lists + the workspace feed built'
+    rows.push({
+      case: caseName,
+      subject,
+      value: med((c) => c.built.rss),
+      unit: 'MiB RSS',
+      runs: results.map((c) => c.built.rss),
+      extra: {
+        anonMiB: med((c) => c.built.anon),
+        fileMiB: med((c) => c.built.file),
+        heapMiB: med((c) => c.built.heap),
+        buffersMiB: med((c) => c.built.buffers),
+        beforeServiceMiB: med((c) => c.beforeService),
+        peakMiB: med((c) => c.peak),
+        buildAllMs: med((c) => c.buildAllMs),
+      },
+    })
+    rows.push({ case: `${caseName}, 10 s later`, subject, value: med((c) => c.rest.rss), unit: 'MiB RSS', runs: results.map((c) => c.rest.rss), extra: { anonMiB: med((c) => c.rest.anon), heapMiB: med((c) => c.rest.heap) } })
+    rows.push({ case: `${caseName}, then every body read once`, subject, value: med((c) => c.readAll.rss), unit: 'MiB RSS', runs: results.map((c) => c.readAll.rss), extra: { anonMiB: med((c) => c.readAll.anon), buffersMiB: med((c) => c.readAll.buffers) } })
+    const worst = Math.max(...results.map((c) => c.built.rss))
+    // The budget is the compiled service's; under tsx the loader adds to every thread (for information).
+    const budget = compiled ? { target: '≤ 1', pass: med((c) => c.built.rss) <= 400 } : {}
+    ratios.push({ case: `RSS, ten lists (${subject})`, label: 'RSS MiB (median, 1 s after the builds) / 400 MiB budget', value: med((c) => c.built.rss) / 400, ...budget })
+    if (compiled) ratios.push({ case: `RSS, ten lists (${subject})`, label: 'worst run / 400 MiB budget', value: worst / 400, target: '≤ 1', pass: worst <= 400 })
+    ratios.push({ case: `RSS, ten lists (${subject})`, label: 'every body read once / 400 MiB budget', value: med((c) => c.readAll.rss) / 400 })
   }
 }
 
@@ -320,35 +389,55 @@ function ensureBuilt (): boolean {
   return existsSync(join(repoDir, 'dist/src/feed/feed-service.js'))
 }
 
-/** The RSS child for the compiled service: measureRss below, in JavaScript, importing dist/. */
-function writeDistChild (dir: string): string {
-  const dist = (p: string): string => JSON.stringify(pathToFileURL(join(repoDir, 'dist', p)).href)
+/**
+ * The RSS child: the server's feed side alone — store, geo, pool, FeedService — loaded from the
+ * directory given as its argument (dist/src/ compiled, or src/ under tsx when it ends in `#ts`).
+ * RSS is read from /proc/self/status (Linux) 300 ms after a full GC: V8 unmaps the pages a GC
+ * freed on a background thread, and reading at once counted them (up to 60 MiB more).
+ */
+function writeRssChild (dir: string): string {
   const file = join(dir, 'rss-child.mjs')
   writeFileSync(file, `
 import { readFileSync } from 'node:fs'
-import { openEmbeddedStore } from ${dist('src/store/embedded/embedded-store.js')}
-import { loadGeoIndex } from ${dist('src/geo/load.js')}
-import { createPool } from ${dist('src/pool/pool.js')}
-import { FeedService } from ${dist('src/feed/feed-service.js')}
-function rssSplit () {
-  const status = readFileSync('/proc/self/status', 'utf8')
-  const kb = (key) => Number(new RegExp('^' + key + ':\\\\s+(\\\\d+) kB', 'm').exec(status)?.[1] ?? NaN)
-  return { anonMiB: Math.round(kb('RssAnon') / 1024), fileMiB: Math.round(kb('RssFile') / 1024) }
-}
+const [base, ts] = process.argv[2].split('#')
+const load = (p) => import(new URL(ts === 'ts' ? p + '.ts' : p + '.js', base).href)
+const { openEmbeddedStore } = await load('store/embedded/embedded-store')
+const { loadGeoIndex } = await load('geo/load')
+const { createPool } = await load('pool/pool')
+const { FeedService } = await load('feed/feed-service')
 const mib = (n) => Math.round(n / 2 ** 20)
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+function status (key) {
+  return Math.round(Number(new RegExp('^' + key + ':\\\\s+(\\\\d+) kB', 'm').exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? NaN) / 1024)
+}
+async function figures () {
+  globalThis.gc()
+  await sleep(300)
+  const m = process.memoryUsage()
+  return { rss: status('VmRSS'), anon: status('RssAnon'), file: status('RssFile'), heap: mib(m.heapTotal), buffers: mib(m.arrayBuffers) }
+}
 const store = await openEmbeddedStore(process.env.BENCH_SNAPSHOT_RSS_CHILD)
 const geo = await loadGeoIndex(JSON.parse(process.env.BENCH_SNAPSHOT_GEO))
 const pool = createPool({ workers: 2, taskTimeoutMs: 120000 })
-globalThis.gc()
-const baseline = mib(process.memoryUsage().rss)
+const beforeService = (await figures()).rss
 const service = new FeedService({ store, pool, config: { feedRebuildMs: 3600000, pollMs: 1000 }, log: { info () {}, warn () {}, error () {}, debug () {} }, geo })
 const t0 = performance.now()
 await service.start()
-while (!service.ready()) await new Promise((resolve) => setTimeout(resolve, 20))
+while (!service.ready()) await sleep(20)
 const buildAllMs = Math.round(performance.now() - t0)
-globalThis.gc()
-const m = process.memoryUsage()
-process.stdout.write(JSON.stringify({ baseline, rss: mib(m.rss), heap: mib(m.heapUsed), external: mib(m.external), buildAllMs, ...rssSplit() }) + '\\n')
+await sleep(1000)
+const built = await figures()
+await sleep(10000)
+const rest = await figures()
+const [workspace] = await store.workspaces.list()
+let bytes = 0
+for (const feedId of ['*', ...(await store.lists.list()).map((l) => l.id)]) {
+  const snapshot = service.getSnapshot(workspace.id, feedId)
+  if (snapshot === null) throw new Error('feed ' + feedId + ' has no snapshot')
+  for (const v of snapshot.variants.values()) bytes += v.identity.body.length + v.gzip.body.length
+}
+const readAll = await figures()
+process.stdout.write(JSON.stringify({ beforeService, buildAllMs, built, rest, readAll, peak: status('VmHWM'), bytes }) + '\\n')
 await service.stop()
 await pool.destroy()
 await store.close()
@@ -356,40 +445,4 @@ await store.close()
   return file
 }
 
-/**
- * RSS split (Linux): anonymous memory is the process's own; file-backed pages are mapped files —
- * node itself and, above all, LMDB's data file, which the kernel can drop at will.
- */
-function rssSplit (): { anonMiB?: number, fileMiB?: number } {
-  try {
-    const status = readFileSync('/proc/self/status', 'utf8')
-    const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN)
-    return { anonMiB: Math.round(kb('RssAnon') / 1024), fileMiB: Math.round(kb('RssFile') / 1024) }
-  } catch {
-    return {}
-  }
-}
-
-/** The child of the RSS case: the server's feed side alone — store, geo, pool, FeedService. */
-async function measureRss (dir: string): Promise<void> {
-  const mib = (n: number): number => Math.round(n / 2 ** 20)
-  const store = await openEmbeddedStore(dir)
-  const geo = await loadGeoIndex(JSON.parse(process.env.BENCH_SNAPSHOT_GEO!) as { countryDb: string, asnDb: string })
-  const pool = createPool({ workers: 2, taskTimeoutMs: 120_000 })
-  gc()
-  const baseline = mib(process.memoryUsage().rss)
-  const service = new FeedService({ store, pool, config: { feedRebuildMs: 3_600_000, pollMs: 1000 }, log: { info () {}, warn () {}, error () {}, debug () {} }, geo })
-  const t0 = performance.now()
-  await service.start()
-  while (!service.ready()) await new Promise((resolve) => setTimeout(resolve, 20))
-  const buildAllMs = Math.round(performance.now() - t0)
-  gc()
-  const m = process.memoryUsage()
-  process.stdout.write(JSON.stringify({ baseline, rss: mib(m.rss), heap: mib(m.heapUsed), external: mib(m.external), buildAllMs, ...rssSplit() }) + '\n')
-  await service.stop()
-  await pool.destroy()
-  await store.close()
-}
-
-if (process.env.BENCH_SNAPSHOT_RSS_CHILD !== undefined) await measureRss(process.env.BENCH_SNAPSHOT_RSS_CHILD)
-else await main()
+await main()

@@ -186,3 +186,41 @@ t.test('ETag and Last-Modified are the same after a restart on the same data', a
     t.same(Buffer.from(w.gzip.body), Buffer.from(v.gzip.body))
   }
 })
+
+t.test('feeds selecting the same networks share their bytes: text, compressed chunks, assembled bodies', async (t) => {
+  // Enough networks for chunks of their own (a few KB each), straight into a table: no store needed.
+  const many: AccessRule[] = Array.from({ length: 6000 }, (_, i) => ({
+    ...rules[0]!, id: `bulk-${i}`, seq: 10_000 + i, labels: { team: 'edge' }, target: { type: 'ip', value: `10.${(i >> 8) & 255}.${i & 255}.${(i * 7) & 255}/32` },
+  }))
+  const table = toRuleTable([...rules, ...many])
+  const lm = new LastModifiedKeeper(tmp.store.feedVersions, { timeoutMs: 2000 })
+  const feed = async (name: string): Promise<FeedSnapshot> => (await buildSnapshot({ workspaceId: ws.id, workspaceName: ws.name, list: await listOf({ name, selector: { team: 'edge' } }) }, table, { tasks: inProcessTasks(geo), lastModified: lm, now: T0 })).snapshot
+  const a = await feed('appliance-a')
+  const b = await feed('appliance-b')
+  for (const key of ['plain|v4|block|', 'plain|both|block|', 'dialect_b|v4|block|', 'nftables|v4|block|']) {
+    const x = a.variants.get(key)!
+    const y = b.variants.get(key)!
+    t.equal(x.identity.body.buffer, y.identity.body.buffer, `${key}: one copy of the text`)
+    t.equal(x.identity.body.byteOffset, y.identity.body.byteOffset)
+    t.equal(x.gzip.etag, y.gzip.etag)
+    t.equal(x.gzip.body, y.gzip.body, `${key}: the gzip body, assembled once for both`)
+  }
+  t.match(Buffer.from(variant(a, 'dialect_a', 'v4').identity.body).toString(), /^# appliance-a\n/)
+  t.match(Buffer.from(variant(b, 'dialect_a', 'v4').identity.body).toString(), /^# appliance-b\n/, 'each feed its own dialect_a header')
+})
+
+t.test('a rebuild from the previous caches gives exactly the bytes of a build without them', async (t) => {
+  const list = await listOf({ name: 'caches', selector: {} })
+  const def: FeedDefinition = { workspaceId: ws.id, workspaceName: ws.name, list }
+  const opts = { tasks: inProcessTasks(geo), lastModified: new LastModifiedKeeper(tmp.store.feedVersions, { timeoutMs: 2000 }), now: T0 }
+  const first = await buildSnapshot(def, toRuleTable(rules), opts)
+  const extra = await addRules(tmp.store, [rule(ws.id, '192.0.2.200/32', { labels: { team: 'ops' } }), rule(ws.id, '2001:db8:1::/48')])
+  const warm = await buildSnapshot(def, toRuleTable([...rules, ...extra]), { ...opts, caches: first.caches })
+  const cold = await buildSnapshot(def, toRuleTable([...rules, ...extra]), opts)
+  for (const [key, v] of cold.snapshot.variants) {
+    const w = warm.snapshot.variants.get(key)!
+    t.same([w.identity.etag, w.gzip.etag], [v.identity.etag, v.gzip.etag], key)
+    t.same(Buffer.from(w.identity.body), Buffer.from(v.identity.body))
+    t.same(Buffer.from(w.gzip.body), Buffer.from(v.gzip.body))
+  }
+})

@@ -33,20 +33,35 @@ t.test('a task naming an unknown geo version is answered GEO_MISSING; with the i
   t.equal(again.outcome.ok, true, 'the version alone suffices now')
   const r = (again.outcome as { value: ComputeResult }).value
   t.ok(r.block.total.v4.length > 2, 'the country expanded')
-  t.ok(again.transfer.includes(r.block.total.v4.buffer as ArrayBuffer), 'result buffers are moved, not cloned')
-  t.equal(new Set(again.transfer).size, again.transfer.length, 'no buffer listed twice')
+  t.ok(r.block.total.v4.buffer instanceof SharedArrayBuffer, 'result arrays are shared, not cloned')
+  t.equal(r.block.groups[0]!.v4, r.block.total.v4, "one group's arrays are the total's, shared once")
   t.equal(unwrap(await worker.compute(task({ geo: { version: 8 } }))).outcome.ok, false, 'a newer version is asked for')
 })
 
-t.test('render moves its arena and cache', async (t) => {
+t.test('networks computed once serve the next task with the same targets, under its own meta', async (t) => {
+  const ips = Array.from({ length: 300 }, (_, i) => `10.${i >> 8}.${i & 255}.1\n`).join('')
+  const first = unwrap(await worker.compute(task({ block: [group(ips)], meta: 'list a' })))
+  const second = unwrap(await worker.compute(task({ block: [group(ips)], meta: 'list b' })))
+  const a = (first.outcome as { value: ComputeResult }).value
+  const b = (second.outcome as { value: ComputeResult }).value
+  t.equal(b.block.total.v4, a.block.total.v4, 'the same shared arrays, not computed again')
+  t.not(b.block.hash.v4, a.block.hash.v4, 'the content hash covers the meta')
+  const other = unwrap(await worker.compute(task({ block: [group(ips + '192.0.2.1\n')], meta: 'list a' })))
+  t.not((other.outcome as { value: ComputeResult }).value.block.total.v4, a.block.total.v4, 'other targets, other networks')
+})
+
+t.test('render shares its text and moves its other buffers', async (t) => {
   const ips = Array.from({ length: 500 }, (_, i) => `10.${i >> 8}.${i & 255}.1\n`).join('')
   const c = unwrap(await worker.compute(task({ block: [group(ips)] })))
   const networks = (c.outcome as { value: ComputeResult }).value.block
   const r = unwrap<RenderResult>(await worker.render({ stream: 'rows', action: 'block', networks, name: '', description: '', generated: { v4: 0, v6: 0, both: 0 }, limit: 1000, listFeed: true, gzipLevel: 6, cache: null }))
   t.equal(r.outcome.ok, true)
   const value = (r.outcome as { value: RenderResult }).value
-  t.ok(r.transfer.includes(value.arena))
-  t.ok(r.transfer.includes(value.cache.bytes.buffer as ArrayBuffer))
+  t.ok(value.text instanceof SharedArrayBuffer)
+  t.notOk(r.transfer.includes(value.text as unknown as ArrayBuffer), 'shared memory is not transferred')
+  t.ok(r.transfer.includes(value.local))
+  t.ok(r.transfer.includes(value.fresh.bytes.buffer as ArrayBuffer))
+  t.equal(new Set(r.transfer).size, r.transfer.length, 'no buffer listed twice')
 })
 
 t.test('errors do not cross the boundary: a failing task answers { ok: false, code, message }', async (t) => {

@@ -16,9 +16,9 @@
  *
  * GZIP_LEVEL is measured (bench/snapshot.ts, on a 131,072-entry feed): see the constant.
  */
-import { createHash } from 'node:crypto'
 import { constants, crc32, deflateRawSync } from 'node:zlib'
-import type { ChunkCache } from '../../pool/protocol.js'
+import type { ChunkCache, PackedChunks } from '../../pool/protocol.js'
+import { digestOf } from './content-key.js'
 
 /**
  * Level 6 (zlib's default), by measurement (bench/snapshot.ts, CPU time of a full one-thread build
@@ -45,35 +45,36 @@ export function deflateChunk (bytes: Uint8Array, level: number): Uint8Array {
   return deflateRawSync(bytes, { ...SYNC, level })
 }
 
-function keyOf (bytes: Uint8Array, level: number): string {
-  return createHash('sha1').update(bytes).digest('base64') + level
+/** The cache key of a chunk compressed at `level`: its content key and the level. */
+export function chunkKey (bytes: Uint8Array, level: number): string {
+  return `${digestOf(bytes)}.${level}`
 }
 
-/** One part of a gzip body; `key` names a compressed chunk that the exported cache will hold. */
+/** One part of a gzip body; `key` names a compressed chunk (null: a small piece, compressed afresh). */
 export interface GzipPart {
   readonly key: string | null
   readonly bytes: Uint8Array
 }
 
 /**
- * Compresses chunks, reusing the previous build's compressed chunks by content. Only the chunks
- * asked for in this build are kept for the next one, so the cache never outgrows one build.
+ * Compresses chunks, reusing compressed chunks the caller already holds (`previous`: the feed's
+ * previous build, sent by the main thread) by content. Records which chunks this build used, in
+ * order of first use, and which of them it had to compress: only those travel back.
  */
 export class ChunkCompressor {
   readonly #level: number
-  readonly #previous: ChunkCache | null
-  readonly #index = new Map<string, number>()
+  readonly #previous = new Map<string, Uint8Array>()
   readonly #used = new Map<string, Uint8Array>()
-  /** The same piece object is usually part of several bodies (plain, both, dialect_a): hash it once. */
+  readonly #fresh: string[] = []
+  /** The same piece object is usually part of several bodies (plain, both, dialect_a): look it up once. */
   readonly #byPiece = new WeakMap<Uint8Array, GzipPart>()
-  /** Chunks compressed afresh in this build (for tests and the bench). */
+  /** Chunks compressed afresh and reused in this build (for tests and the bench). */
   compressed = 0
   reused = 0
 
   constructor (level: number, previous: ChunkCache | null) {
     this.#level = level
-    this.#previous = previous
-    if (previous !== null) previous.keys.forEach((k, i) => this.#index.set(k, i))
+    if (previous !== null) previous.keys.forEach((k, i) => this.#previous.set(k, previous.chunks[i]!))
   }
 
   compress (piece: Uint8Array): Uint8Array {
@@ -85,38 +86,45 @@ export class ChunkCompressor {
     if (piece.length < MIN_CACHED) return { key: null, bytes: deflateChunk(piece, this.#level) }
     let part = this.#byPiece.get(piece)
     if (part !== undefined) return part
-    const key = keyOf(piece, this.#level)
+    const key = chunkKey(piece, this.#level)
     let out = this.#used.get(key)
-    if (out !== undefined) {
-      part = { key, bytes: out }
-      this.#byPiece.set(piece, part)
-      return part
+    if (out === undefined) {
+      out = this.#previous.get(key)
+      if (out !== undefined) {
+        this.reused++
+      } else {
+        out = deflateChunk(piece, this.#level)
+        this.compressed++
+        this.#fresh.push(key)
+      }
+      this.#used.set(key, out)
     }
-    const i = this.#index.get(key)
-    if (i !== undefined) {
-      const p = this.#previous!
-      out = p.bytes.subarray(p.offsets[i]!, p.offsets[i + 1]!)
-      this.reused++
-    } else {
-      out = deflateChunk(piece, this.#level)
-      this.compressed++
-    }
-    this.#used.set(key, out)
     part = { key, bytes: out }
     this.#byPiece.set(piece, part)
     return part
   }
 
-  /** The chunks used in this build, packed for the next one. */
-  exportCache (): ChunkCache {
-    const keys = [...this.#used.keys()]
+  /** Keys of every chunk used in this build, in order of first use. */
+  usedKeys (): string[] {
+    return [...this.#used.keys()]
+  }
+
+  /** The chunks compressed in this build, packed in one buffer (to be moved, not cloned, to the caller). */
+  exportFresh (): PackedChunks {
+    const keys = this.#fresh
     const offsets = new Uint32Array(keys.length + 1)
     let total = 0
     keys.forEach((k, i) => { offsets[i] = total; total += this.#used.get(k)!.length })
     offsets[keys.length] = total
     const bytes = new Uint8Array(total)
     keys.forEach((k, i) => bytes.set(this.#used.get(k)!, offsets[i]!))
-    return { keys, offsets, bytes }
+    return { keys: [...keys], offsets, bytes }
+  }
+
+  /** Every chunk used in this build, as the next build's `previous`. */
+  exportCache (): ChunkCache {
+    const keys = this.usedKeys()
+    return { keys, chunks: keys.map((k) => this.#used.get(k)!), text: null }
   }
 }
 
@@ -166,7 +174,13 @@ export function crc32Combine (crc1: number, crc2: number, len2: number): number 
 
 const pieceCrcs = new WeakMap<Uint8Array, number>()
 
-function crcOf (p: Uint8Array): number {
+/** Records the CRC-32 of a piece known from an earlier build (a reused chunk of text). */
+export function rememberCrc (p: Uint8Array, crc: number): void {
+  pieceCrcs.set(p, crc)
+}
+
+/** The CRC-32 of a piece, computed once per piece object. */
+export function crcOf (p: Uint8Array): number {
   let c = pieceCrcs.get(p)
   if (c === undefined) {
     c = crc32(p)

@@ -1,9 +1,10 @@
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import fc from 'fast-check'
-import { computeNetworks, needsGeo } from '../../../src/feed/render/compute-networks.js'
+import { computeNetworks, needsGeo, networksKey, shareResult, withMeta } from '../../../src/feed/render/compute-networks.js'
 import { loadGeoIndex } from '../../../src/geo/load.js'
-import { NetworkSet } from '../../../src/net/network-set.js'
+import { INTERVAL_WORDS, scanCidr } from '../../../src/net/cidr.js'
+import { NetworkSet, NetworkSetBuilder } from '../../../src/net/network-set.js'
 import { renderLines } from '../../../src/feed/render/text-streams.js'
 import type { ComputeTask, TargetGroup, WirePrefixes } from '../../../src/pool/protocol.js'
 
@@ -93,4 +94,77 @@ t.test('needsGeo', async (t) => {
   t.notOk(needsGeo(task({ block: [group(['192.0.2.1'])] })))
   t.ok(needsGeo(task({ block: [group([], { countries: ['SE'] })] })))
   t.ok(needsGeo(task({ carve: group([], { asns: [3] }) })))
+})
+
+t.test('the one-pass IPv4 reader agrees with scanCidr on any line: same networks, same unreadable count', async (t) => {
+  // Lines near the canonical form, so that the fast path and every way out of it are taken.
+  const octet = fc.oneof(fc.integer({ min: 0, max: 255 }).map(String), fc.constantFrom('256', '999', '01', '00', '007', '', 'x', '1000'))
+  const length = fc.oneof(fc.integer({ min: 0, max: 32 }).map(String), fc.constantFrom('33', '99', '100', '08', '00', '', '1x', '032'))
+  const v4 = fc.tuple(octet, octet, octet, octet, fc.option(length)).map(([a, b, c, d, l]) => `${a}.${b}.${c}.${d}` + (l === null ? '' : `/${l}`))
+  const other = fc.constantFrom('2001:db8::/32', '::ffff:192.0.2.1', '::ffff:192.0.2.0/120', '1.2.3', '1.2.3.4.5', ' 1.2.3.4', '1.2.3.4 ', '1.2.3.4/', '', 'x', '1.2.3.4/24\r')
+  await fc.assert(fc.property(fc.array(fc.oneof(v4, other), { maxLength: 40 }), (lines) => {
+    const r = computeNetworks(task({ block: [{ confidence: 'high', severity: 'high', ips: lines.join('\n') + (lines.length > 0 ? '\n' : ''), asns: [], countries: [] }] }), null)
+    const b = new NetworkSetBuilder()
+    const interval = new Uint32Array(INTERVAL_WORDS)
+    let invalid = 0
+    for (const l of lines) {
+      if (l.length === 0) continue
+      const family = scanCidr(l, 0, l.length, interval)
+      if (family === 0) invalid++
+      else b.addScanned(family, interval)
+    }
+    const expected = b.build().prefixes()
+    return r.invalid === invalid && Buffer.from(r.block.total.v4.buffer).equals(Buffer.from(expected.v4.buffer)) && Buffer.from(r.block.total.v6.buffer).equals(Buffer.from(expected.v6.buffer))
+  }), { numRuns: 300 })
+  // A last line without its newline reads the same.
+  t.equal(lines(computeNetworks(task({ block: [{ confidence: 'high', severity: 'high', ips: '10.0.0.1\n192.0.2.0/24', asns: [], countries: [] }] }), null).block.total), '10.0.0.1/32\n192.0.2.0/24\n')
+})
+
+t.test('geo expansions are kept per index and key set: any order of the same keys, the same networks', async (t) => {
+  const a = computeNetworks(task({ block: [group([], { countries: ['SE', 'GB'], asns: [71, 3] })] }), geo)
+  const b = computeNetworks(task({ block: [group([], { countries: ['GB', 'SE', 'GB'], asns: [3, 71] })] }), geo)
+  t.same(Array.from(b.block.total.v4), Array.from(a.block.total.v4))
+  t.same(Array.from(b.block.total.v6), Array.from(a.block.total.v6))
+  const fresh = NetworkSet.fromPacked(geo.expandCountry('SE')).union(NetworkSet.fromPacked(geo.expandCountry('GB')))
+    .union(NetworkSet.fromPacked(geo.expandAsn(71))).union(NetworkSet.fromPacked(geo.expandAsn(3)))
+  t.equal(lines(a.block.total), setLines(fresh))
+  const other = computeNetworks(task({ block: [group([], { countries: ['SE'] })] }), geo)
+  t.equal(lines(other.block.total), setLines(NetworkSet.fromPacked(geo.expandCountry('SE'))), 'another key set is not confused with the first')
+})
+
+t.test('networksKey: everything the networks depend on, and nothing else', async (t) => {
+  const base = task({ block: [group(['192.0.2.0/24'], { countries: ['SE'], asns: [71] })], carve: group(['192.0.2.7']) })
+  const key = networksKey(base)
+  t.equal(networksKey({ ...base, meta: 'another list name' }), key, 'the list name and description are not networks')
+  t.equal(networksKey({ ...base, geo: { version: 9 } }), key, 'the geo index is the caller\'s to tell apart')
+  const cases: Array<{ description: string, task: ComputeTask }> = [
+    { description: 'one more IP', task: { ...base, block: [group(['192.0.2.0/24', '10.0.0.1'], { countries: ['SE'], asns: [71] })] } },
+    { description: 'another country', task: { ...base, block: [group(['192.0.2.0/24'], { countries: ['GB'], asns: [71] })] } },
+    { description: 'another ASN', task: { ...base, block: [group(['192.0.2.0/24'], { countries: ['SE'], asns: [72] })] } },
+    { description: 'other labels', task: { ...base, block: [group(['192.0.2.0/24'], { countries: ['SE'], asns: [71], confidence: 'low' })] } },
+    { description: 'another carve', task: { ...base, carve: group(['192.0.2.8']) } },
+    { description: 'the block rules as allow rules', task: { ...base, block: [], allow: base.block } },
+    { description: 'two groups instead of one', task: { ...base, block: [...base.block, group([])] } },
+    { description: 'a country list that joins alike', task: { ...base, block: [group(['192.0.2.0/24'], { countries: ['SE,GB'], asns: [71] })] } },
+  ]
+  const keys = new Set([key])
+  for (const c of cases) {
+    const k = networksKey(c.task)
+    t.notOk(keys.has(k), c.description)
+    keys.add(k)
+  }
+})
+
+t.test('withMeta: the same networks with the content hashes of another meta; shareResult: the same in shared memory', async (t) => {
+  const input = task({ block: [group(['192.0.2.0/24', '2001:db8::/32'])], meta: 'a' })
+  const r = computeNetworks(input, null)
+  const other = withMeta(r, 'b')
+  t.same(other.block.hash, computeNetworks({ ...input, meta: 'b' }, null).block.hash)
+  t.not(other.block.hash.v4, r.block.hash.v4)
+  t.equal(other.block.total.v4, r.block.total.v4, 'the arrays are not copied')
+  const shared = shareResult(r)
+  t.ok(shared.block.total.v4.buffer instanceof SharedArrayBuffer)
+  t.same(Array.from(shared.block.total.v4), Array.from(r.block.total.v4))
+  t.equal(shared.block.groups[0]!.v4, shared.block.total.v4, 'arrays used twice are shared once')
+  t.same(shared.block.hash, r.block.hash)
 })

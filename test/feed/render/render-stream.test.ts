@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { computeNetworks } from '../../../src/feed/render/compute-networks.js'
 import { renderStream } from '../../../src/feed/render/render-stream.js'
-import type { ActionNetworks, RenderResult, RenderTask, RenderedRepresentation, TargetGroup, WireFamily, WireFormat, WireStream } from '../../../src/pool/protocol.js'
+import { SOURCE_CHUNK, type ActionNetworks, type ChunkCache, type RenderResult, type RenderTask, type RenderedRepresentation, type TargetGroup, type WireFamily, type WireFormat, type WireStream } from '../../../src/pool/protocol.js'
 
 function group (ips: string[], extra: Partial<TargetGroup> = {}): TargetGroup {
   return { confidence: 'high', severity: 'high', ips: ips.map((i) => i + '\n').join(''), asns: [], countries: [], ...extra }
@@ -22,19 +22,37 @@ function render (stream: WireStream, n: ActionNetworks, over: Partial<RenderTask
     limit: 131072, listFeed: true, gzipLevel: 6, cache: null, ...over,
   })
 }
+/** The compressed chunks of a result, in chunkKeys order (as build-snapshot.ts resolves them). */
+function chunksOf (r: RenderResult, previous: ChunkCache | null = null): Uint8Array[] {
+  return r.chunkKeys.map((key) => {
+    const i = r.fresh.keys.indexOf(key)
+    if (i >= 0) return r.fresh.bytes.slice(r.fresh.offsets[i]!, r.fresh.offsets[i + 1]!)
+    const j = previous?.keys.indexOf(key) ?? -1
+    if (j < 0) throw new Error(`chunk ${key} neither fresh nor cached`)
+    return previous!.chunks[j]!
+  })
+}
+/** What the main thread keeps of a result for the next build of the feed. */
+function cacheOf (r: RenderResult, previous: ChunkCache | null = null): ChunkCache {
+  return { keys: r.chunkKeys, chunks: chunksOf(r, previous), text: { key: r.textKey, bytes: new Uint8Array(r.text), pieces: r.textPieces } }
+}
 /** A representation's bytes from its spans (as build-snapshot.ts assembles them). */
-function bytesOf (r: RenderResult, rep: RenderedRepresentation): Buffer {
-  const sources = [Buffer.from(r.arena), Buffer.from(r.cache.bytes.buffer, r.cache.bytes.byteOffset, r.cache.bytes.byteLength)]
+function bytesOf (r: RenderResult, rep: RenderedRepresentation, previous: ChunkCache | null = null): Buffer {
+  const chunks = chunksOf(r, previous)
+  const sources = [Buffer.from(r.text), Buffer.from(r.local)]
   const parts: Buffer[] = []
-  for (let k = 0; k < rep.spans.length; k += 3) parts.push(sources[rep.spans[k]!]!.subarray(rep.spans[k + 1]!, rep.spans[k + 1]! + rep.spans[k + 2]!))
+  for (let k = 0; k < rep.spans.length; k += 3) {
+    if (rep.spans[k] === SOURCE_CHUNK) parts.push(Buffer.from(chunks[rep.spans[k + 1]!]!))
+    else parts.push(sources[rep.spans[k]!]!.subarray(rep.spans[k + 1]!, rep.spans[k + 1]! + rep.spans[k + 2]!))
+  }
   const out = Buffer.concat(parts)
   if (out.length !== rep.length) throw new Error(`spans give ${out.length} bytes, length says ${rep.length}`)
   return out
 }
-function body (r: RenderResult, format: WireFormat, family: WireFamily, checksum = false, enc: 'identity' | 'gzip' = 'identity'): Buffer {
+function body (r: RenderResult, format: WireFormat, family: WireFamily, checksum = false, enc: 'identity' | 'gzip' = 'identity', previous: ChunkCache | null = null): Buffer {
   const v = r.variants.find((x) => x.format === format && x.family === family && x.checksum === checksum)
   if (v === undefined) throw new Error(`no variant ${format} ${family}`)
-  return bytesOf(r, v[enc])
+  return bytesOf(r, v[enc], previous)
 }
 const text = (r: RenderResult, format: WireFormat, family: WireFamily): string => body(r, format, family).toString()
 
@@ -159,30 +177,77 @@ t.test('over the entry cap: the 413 body, never a network, for the variant and i
   t.equal(JSON.parse(bytesOf(rows, v4.identity).toString()).details.hint, 'publish it through a list with a higher max_entries')
 })
 
-t.test('bodies are written once: plain bodies are views of one region, dialect_a adds only its header', async (t) => {
+t.test('bodies are written once: plain bodies are views of the shared text, dialect_a adds only its header', async (t) => {
   const r = render('lines', SAMPLE)
   const find = (format: WireFormat, family: WireFamily): RenderedRepresentation => r.variants.find((v) => v.format === format && v.family === family && !v.checksum)!.identity
-  t.equal(find('plain', 'v4').spans.length, 3, 'one span')
-  t.equal(find('plain', 'both').spans.length, 3)
+  t.same(find('plain', 'v4').spans.slice(0, 2), [0, 0], 'plain v4 is the start of the text')
+  t.equal(find('plain', 'both').spans.length, 3, 'one span')
   t.equal(find('plain', 'both').spans[1], find('plain', 'v4').spans[1], 'both starts where v4 does')
-  t.equal(find('dialect_a', 'both').spans.length, 3, 'the both header sits right before the lines')
-  t.equal(find('dialect_a', 'v4').spans.length, 6, 'header, then the shared v4 lines')
+  t.equal(find('plain', 'both').key, null, 'a view needs no content key')
+  t.equal(find('dialect_a', 'v4').spans.length, 6, 'its header (local), then the shared v4 lines')
+  t.equal(find('dialect_a', 'v4').spans[3], 0, 'the lines are the text')
   t.equal(find('dialect_a', 'v4').spans[4], find('plain', 'v4').spans[1])
+  t.match(find('dialect_a', 'v4').key, /^i:/, 'a body of several spans has a content key')
+  t.equal(find('dialect_a', 'both').spans.length, 6)
+  t.ok(r.text instanceof SharedArrayBuffer, 'the text is shared memory: the next build gets it without a copy')
   const ips = Array.from({ length: 20_000 }, (_, i) => `10.${i >> 8}.${i & 255}.${i % 7}`)
   const big = render('lines', networks([group(ips)]))
   const lines = body(big, 'plain', 'both').length
-  t.ok(big.arena.byteLength < lines * 1.05, `the arena (${big.arena.byteLength} B) holds the ${lines} B of lines once`)
-  t.ok(big.cache.bytes.length < lines, 'gzip bodies are spans of the compressed chunks')
+  t.equal(big.text.byteLength, lines, 'the text holds the lines once and nothing else')
+  t.ok(big.local.byteLength < 4096, `the feed's own bytes are small (${big.local.byteLength} B)`)
+  t.ok(big.fresh.bytes.length < lines, 'gzip bodies are spans of the compressed chunks')
+  t.equal(new Set(big.textPieces.keys).size, big.textPieces.keys.length)
+  t.equal(big.textPieces.offsets[big.textPieces.offsets.length - 1], lines)
 })
 
-t.test('a rebuild with one more network recompresses few chunks and gives the fresh bytes', async (t) => {
+t.test('feeds with the same networks get the same text and text key, whatever their name or labels', async (t) => {
+  const ips = ['192.0.2.0/24', '198.51.100.7', '2001:db8::/48']
+  const a = render('lines', networks([group(ips)]), { name: 'a', generated: { v4: 0, v6: 0, both: 0 } })
+  const b = render('lines', networks([group(ips, { confidence: 'low' })]), { name: 'b', action: 'allow' })
+  t.equal(a.textKey, b.textKey)
+  t.same(Buffer.from(a.text), Buffer.from(b.text))
+  t.not(render('rows', networks([group(ips)])).textKey, render('rows', networks([group(ips, { confidence: 'low' })])).textKey, 'dialect_b rows carry the labels')
+  t.not(a.textKey, render('lines', networks([group([...ips, '203.0.113.9'])])).textKey)
+})
+
+t.test('a rebuild with one more network recompresses and rewrites few chunks and gives the fresh bytes', async (t) => {
   let seed = 5
   const ips = Array.from({ length: 30_000 }, () => { seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0; return `${seed >>> 24}.${(seed >>> 16) & 255}.${(seed >>> 8) & 255}.${seed & 255}` })
+  const more = networks([group([...ips, '203.0.113.77', '2001:db8::7'])])
+  for (const stream of ['lines', 'rows', 'nft'] as const) {
+    const first = render(stream, networks([group(ips)]))
+    const previous = cacheOf(first)
+    const warm = render(stream, more, { cache: previous })
+    const cold = render(stream, more)
+    t.ok(warm.fresh.keys.length <= 3, `${stream}: ${warm.fresh.keys.length} of ${warm.chunkKeys.length} chunks compressed again`)
+    t.same(Buffer.from(warm.text), Buffer.from(cold.text), `${stream}: reusing chunks changes no byte of the text`)
+    t.equal(warm.textKey, cold.textKey)
+    t.same(warm.textPieces, cold.textPieces)
+    t.same(warm.variants.map((v) => [v.identity.etag, v.gzip.etag]), cold.variants.map((v) => [v.identity.etag, v.gzip.etag]), `${stream}: same tags`)
+    for (const v of warm.variants) {
+      t.same(bytesOf(warm, v.gzip, previous), bytesOf(cold, cold.variants.find((c) => c.format === v.format && c.family === v.family && c.checksum === v.checksum)!.gzip), `${stream} ${v.format} ${v.family} ${v.checksum}: same gzip bytes`)
+    }
+  }
+})
+
+t.test('unchanged chunks of text are taken from the previous build, not written again', async (t) => {
+  const ips = Array.from({ length: 12_000 }, (_, i) => `10.${i >> 8}.${i & 255}.1`)
   const first = render('lines', networks([group(ips)]))
-  const more = networks([group([...ips, '203.0.113.77'])])
-  const warm = render('lines', more, { cache: first.cache })
-  const cold = render('lines', more)
-  const plainV4 = (r: RenderResult): Buffer => body(r, 'plain', 'v4', false, 'gzip')
-  t.same(plainV4(warm), plainV4(cold), 'reusing chunks changes no byte')
-  t.same(warm.variants.map((v) => v.gzip.etag), cold.variants.map((v) => v.gzip.etag))
+  const previous = cacheOf(first)
+  // Mark the previous text: every chunk the rebuild takes from it shows the mark.
+  const marked = new Uint8Array(previous.text!.bytes.length).fill(0x23)
+  const warm = render('lines', networks([group([...ips, '192.0.2.1'])]), { cache: { ...previous, text: { key: previous.text!.key, bytes: marked, pieces: previous.text!.pieces } } })
+  const text = Buffer.from(warm.text).toString()
+  t.match(text, /^#+\n?/, 'the chunks before the change were copied')
+  t.match(text, /192\.0\.2\.1\/32\n/, 'the changed chunk was written')
+})
+
+t.test('the same text again (another feed, or a header-only change) is the previous buffer itself', async (t) => {
+  const n = networks([group(Array.from({ length: 5000 }, (_, i) => `10.0.${i >> 8}.${i & 255}`))])
+  for (const stream of ['lines', 'rows', 'nft'] as const) {
+    const first = render(stream, n)
+    const again = render(stream, n, { name: 'another list', cache: cacheOf(first) })
+    t.equal(again.text, first.text, `${stream}: no copy, no new buffer`)
+    t.equal(again.fresh.keys.length, 0, `${stream}: nothing compressed again`)
+  }
 })

@@ -1,7 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { NetworkSet } from '../../../src/net/network-set.js'
-import { chunksOf, CUT_EVERY, MAX_CHUNK, renderLines, renderNftItems, renderRows, type TextStream } from '../../../src/feed/render/text-streams.js'
+import { chunksOf, CUT_EVERY, FamilyText, MAX_CHUNK, renderLines, renderNftItems, renderRows, Scratch, type TextKind, type TextStream } from '../../../src/feed/render/text-streams.js'
 import type { GroupPrefixes } from '../../../src/pool/protocol.js'
 
 const text = (s: TextStream): string => Buffer.from(s.bytes).toString()
@@ -95,4 +95,54 @@ t.test('chunks are content-defined: inserting one network changes at most two ch
     const changed = after.filter((c) => !before.has(c)).length
     return changed <= 2
   }), { numRuns: 25 })
+})
+
+t.test('FamilyText: written chunk by chunk, the text of the whole-text renderers, for every kind and family', async () => {
+  const v4 = fc.tuple(fc.integer({ min: 0, max: 0xffffffff }), fc.integer({ min: 8, max: 32 })).map(([a, l]) => `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}/${l}`)
+  const v6 = fc.tuple(fc.integer({ min: 0, max: 0xffff }), fc.integer({ min: 0, max: 0xffff }), fc.integer({ min: 16, max: 128 })).map(([a, b, l]) => `2001:${a.toString(16)}::${b.toString(16)}/${l}`)
+  await fc.assert(fc.property(fc.array(fc.oneof(v4, v6), { maxLength: 60 }), fc.array(v4, { maxLength: 20 }), fc.integer({ min: 1, max: 3 }), (a, b, groups) => {
+    const lists = [group('high', 'low', a), group('medium', 'critical', b), group('low', 'high', a.slice(0, 5))].slice(0, groups)
+    const scratch = new Scratch()
+    for (const family of [4, 6] as const) {
+      const cases: Array<[FamilyText, TextStream]> = [
+        [new FamilyText('lines', family, lists.slice(0, 1)), renderLines(family === 4 ? lists[0]!.v4 : lists[0]!.v6, family)],
+        [new FamilyText('nft', family, lists.slice(0, 1)), renderNftItems(family === 4 ? lists[0]!.v4 : lists[0]!.v6, family)],
+        [new FamilyText('rows', family, lists), renderRows(lists, family)],
+      ]
+      for (const [text, whole] of cases) {
+        scratch.reset()
+        const chunks = text.ends.map((_, c) => Buffer.from(text.write(c, scratch)))
+        if (!Buffer.concat(chunks).equals(Buffer.from(whole.bytes))) return false
+        if (chunks.length !== chunksOf(whole).length || text.count !== whole.count) return false
+      }
+    }
+    return true
+  }), { numRuns: 100 })
+})
+
+t.test('FamilyText keys: equal keys, equal bytes — across lists, whatever the chunk\'s position', async (t) => {
+  const base = randomV4(30_000, 3)
+  const lines = (p: Uint32Array): string[] => text(renderLines(p, 4)).split('\n').filter(Boolean)
+  const more = prefixes([...lines(base), '203.0.113.1', '1.0.0.1']).v4
+  const scratch = new Scratch()
+  const chunks = (kind: TextKind, p: Uint32Array, labels = group('high', 'high', [])): Map<string, string> => {
+    const f = new FamilyText(kind, 4, [{ ...labels, v4: p, v6: new Uint32Array(0) }])
+    return new Map(f.ends.map((_, c) => [f.key(c), Buffer.from(f.write(c, scratch)).toString()]))
+  }
+  for (const kind of ['lines', 'nft', 'rows'] as const) {
+    scratch.reset()
+    const a = chunks(kind, base)
+    const b = chunks(kind, more)
+    let shared = 0
+    for (const [key, bytes] of b) {
+      if (!a.has(key)) continue
+      shared++
+      t.equal(a.get(key), bytes, `${kind}: a key names one text`)
+    }
+    t.ok(shared >= b.size - 3, `${kind}: two added networks change at most three chunks (${b.size - shared} of ${b.size})`)
+  }
+  const keys = (kind: TextKind, labels: GroupPrefixes): string[] => { const f = new FamilyText(kind, 4, [{ ...labels, v4: base, v6: new Uint32Array(0) }]); return f.ends.map((_, c) => f.key(c)) }
+  t.notSame(keys('rows', group('high', 'high', [])), keys('rows', group('low', 'high', [])), 'dialect_b labels are in the key')
+  t.same(keys('lines', group('high', 'high', [])), keys('lines', group('low', 'high', [])), 'and not in plain text')
+  t.not(keys('lines', group('high', 'high', []))[0], keys('nft', group('high', 'high', []))[0], 'kinds never share a key')
 })
