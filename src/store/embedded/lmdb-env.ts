@@ -173,12 +173,7 @@ export class LmdbEnv {
 
   /** Runs a read against the current snapshot. */
   read<T> (fn: (dbs: Databases) => T): T {
-    if (this.#closed) throw closedError()
-    try {
-      return fn(this.dbs)
-    } catch (e) {
-      throw toStoreError(e)
-    }
+    return this.#readIn(this.dbs, fn)
   }
 
   /**
@@ -201,9 +196,13 @@ export class LmdbEnv {
 
   /** read() on the stream's environment. */
   readStream<T> (fn: (dbs: StreamDatabases) => T): T {
+    return this.#readIn(this.streamDbs, fn)
+  }
+
+  #readIn<D, T> (dbs: D, fn: (dbs: D) => T): T {
     if (this.#closed) throw closedError()
     try {
-      return fn(this.streamDbs)
+      return fn(dbs)
     } catch (e) {
       throw toStoreError(e)
     }
