@@ -337,7 +337,6 @@ export class FeedService {
         this.#adminRevision = r.admin
       }
       if (r.rules !== this.#rulesRevision) {
-        this.#rulesRevision = r.rules
         // Only workspaces whose own rules moved: one read each, where refetching every
         // workspace's rules cost 0.4–0.8 s of this thread per 100,000 rules (bench/snapshot.ts).
         for (const ws of this.#workspaces.values()) {
@@ -346,6 +345,9 @@ export class FeedService {
           ws.revision = revision
           for (const f of ws.feeds.values()) this.#markDirty(f, 'change')
         }
+        // Only once every workspace was looked at: a read failing half-way leaves the change to
+        // the next poll, instead of marking it seen for workspaces nobody checked.
+        this.#rulesRevision = r.rules
       }
     } catch (e) {
       this.#log.debug({ err: e }, 'feed service: revision poll failed')

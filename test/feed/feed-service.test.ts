@@ -37,9 +37,10 @@ class Recorder implements FeedMetrics {
   built (): number { return this.builds.filter((b) => b.outcome === 'built').length }
 }
 
-/** A store whose rule, version and revision reads fail while `down` is set (a store outage). */
-function flaky (store: Store): { store: Store, down: boolean } {
-  const state = { down: false, store: store as Store }
+/** A store whose rule, version and revision reads fail while `down` is set (a store outage);
+ *  `revisionOfDown` fails the per-workspace revision reads alone. */
+function flaky (store: Store): { store: Store, down: boolean, revisionOfDown: boolean } {
+  const state = { down: false, revisionOfDown: false, store: store as Store }
   const fail = (): Promise<never> => Promise.reject(new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE'))
   state.store = new Proxy(store, {
     get (target, prop, receiver) {
@@ -48,7 +49,7 @@ function flaky (store: Store): { store: Store, down: boolean } {
         return new Proxy(target.rules, {
           get: (r, p) => p === 'listAccessRules'
             ? (...a: [string, number]) => state.down ? fail() : r.listAccessRules(...a)
-            : p === 'revisionOf' ? (ws: string) => state.down ? fail() : r.revisionOf(ws) : Reflect.get(r, p),
+            : p === 'revisionOf' ? (ws: string) => state.down || state.revisionOfDown ? fail() : r.revisionOf(ws) : Reflect.get(r, p),
         })
       }
       if (prop === 'feedVersions') return { observe: (...a: Parameters<Store['feedVersions']['observe']>) => state.down ? fail() : target.feedVersions.observe(...a), get: target.feedVersions.get.bind(target.feedVersions) }
@@ -156,6 +157,22 @@ t.test('a rule change refetches the rules of its own workspace only', async (t) 
   t.equal(fetches.get(a.id), 4, 'a: fetched again for each change')
   t.equal(fetches.get(b.id), 1, 'b: never fetched again')
   t.equal(feeds.getSnapshot(b.id, '*', Date.now()), bBefore, 'b: the same snapshot')
+})
+
+t.test('a change seen while the per-workspace revision cannot be read still shows once it can', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'half-way', subscription: 'active' })
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.1/32')])
+  const f = flaky(tmp.store)
+  const { feeds } = service(f.store, 50)
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  await feeds.awaitSnapshot(ws.id, '*', Date.now())
+  f.revisionOfDown = true
+  await addRules(tmp.store, [rule(ws.id, '198.51.100.9/32')])
+  await sleep(200) // several polls see the store's revision move and fail on the workspace's
+  f.revisionOfDown = false
+  await waitFor('the change', () => plainV4(feeds.getSnapshot(ws.id, '*', Date.now()))?.includes('198.51.100.9/32'))
+  t.pass('shown')
 })
 
 t.test('a rule disappears at its expiry, not an interval later, and no expired snapshot is ever served', async (t) => {
