@@ -41,7 +41,7 @@ const JSON_OBJECT = 0x7b
  * Brings the directory to FORMAT. Throws when it has a newer one.
  *
  * @example
- *   migrateFormat(root, dbs) // at open, before anything else reads or writes
+ *   migrateFormat(root, dbs, streamRoot, streamDbs) // at open, before anything else reads or writes
  */
 export function migrateFormat (root: RootDatabase, dbs: Databases, streamRoot: RootDatabase, stream: StreamDatabases): void {
   const seen = dbs.meta.get(FORMAT_KEY)
