@@ -3,6 +3,9 @@
  * one run — nginx serving the same bytes as static files (the practical ceiling) and a node:http
  * front end over the same snapshot with the same auth and ETag logic (what a Node user would
  * write). Every server runs pinned to core 0 and wrk to core 1; subjects alternate run by run.
+ * For the 304 cases a fourth server gives the floor of any uWS front end: bare uWS answering
+ * the same 304 with no application code at all (feeds/serve-uws-floor.ts). `uWS floor / node:http`
+ * is the best ratio to node:http any uWS application can reach on this machine.
  *
  * Cases (a 131,072-entry feed, built by the real FeedService from rules in an LMDB store):
  *   304 polls at 16 and 256 connections, and with a new connection per request;
@@ -39,7 +42,7 @@ const SERVER_CORE = '0'
 const CLIENT_CORE = '1'
 const benchDir = join(repoDir, 'bench', 'feeds')
 
-type Subject = 'threatfeed' | 'nginx' | 'node:http'
+type Subject = 'threatfeed' | 'nginx' | 'node:http' | 'uWS floor'
 
 interface Server {
   readonly name: Subject
@@ -149,13 +152,13 @@ function rssMb (pid: number): number {
 }
 
 /** One GET through node:http (fetch would decode gzip and hide the bytes on the wire). */
-function fetchRaw (server: Server, headers: Record<string, string>): Promise<{ status: number, etag: string, body: Buffer }> {
+function fetchRaw (server: Server, headers: Record<string, string>): Promise<{ status: number, etag: string, body: Buffer, rawHeaders: string[] }> {
   return new Promise((resolve, reject) => {
     const all = { ...headers, ...(server.auth === '' ? {} : { authorization: server.auth }) }
     const req = request({ host: '127.0.0.1', port: server.port, path: server.path, headers: all, agent: false }, (res) => {
       const chunks: Buffer[] = []
       res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => { resolve({ status: res.statusCode ?? 0, etag: String(res.headers.etag ?? ''), body: Buffer.concat(chunks) }) })
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, etag: String(res.headers.etag ?? ''), body: Buffer.concat(chunks), rawHeaders: res.rawHeaders }) })
       res.on('error', reject)
     })
     req.on('error', reject)
@@ -196,6 +199,17 @@ async function startNodeServer (name: 'threatfeed' | 'node:http', script: string
   })
   const ready = Number(await waitForLine(child, 'READY'))
   return { name, child, port: ready, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', gzipEtag: '' }
+}
+
+/** The uWS floor (feeds/serve-uws-floor.ts), answering with the headers of threatfeed's 304. */
+async function startUwsFloor (rawHeaders: string[]): Promise<Server> {
+  // uWS writes Date, Content-Length and its own uWebSockets header itself.
+  const own = new Set(['date', 'content-length', 'uwebsockets', 'connection'])
+  const pairs: Array<[string, string]> = []
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (!own.has(rawHeaders[i]!.toLowerCase())) pairs.push([rawHeaders[i]!, rawHeaders[i + 1]!])
+  const child = spawnPinned(SERVER_CORE, [process.execPath, '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(pairs), PORT: '0' })
+  const ready = Number(await waitForLine(child, 'READY'))
+  return { name: 'uWS floor', child, port: ready, path: '/v1/threat/feeds', auth: '', etag: '', gzipEtag: '' }
 }
 
 async function startNginx (identity: Buffer, gzip: Buffer): Promise<Server> {
@@ -273,9 +287,9 @@ interface Case {
 }
 
 const CASES: readonly Case[] = [
-  { name: '304 poll, 16 conns', kind: '304', connections: 16, close: false, subjects: ['threatfeed', 'nginx', 'node:http'] },
-  { name: '304 poll, 256 conns', kind: '304', connections: 256, close: false, subjects: ['threatfeed', 'nginx', 'node:http'] },
-  { name: '304 poll, new connection per request', kind: '304', connections: 16, close: true, subjects: ['threatfeed', 'nginx', 'node:http'] },
+  { name: '304 poll, 16 conns', kind: '304', connections: 16, close: false, subjects: ['threatfeed', 'nginx', 'node:http', 'uWS floor'] },
+  { name: '304 poll, 256 conns', kind: '304', connections: 256, close: false, subjects: ['threatfeed', 'nginx', 'node:http', 'uWS floor'] },
+  { name: '304 poll, new connection per request', kind: '304', connections: 16, close: true, subjects: ['threatfeed', 'nginx', 'node:http', 'uWS floor'] },
   { name: '200 gzip, 16 conns', kind: 'gzip', connections: 16, close: false, subjects: ['threatfeed', 'nginx'] },
   { name: '200 gzip, 256 conns', kind: 'gzip', connections: 256, close: false, subjects: ['threatfeed', 'nginx'] },
   { name: '200 identity, 16 conns', kind: 'identity', connections: 16, close: false, subjects: ['threatfeed', 'nginx'] },
@@ -357,7 +371,8 @@ for (const s of [tf, node, nginx]) {
   const nm = await fetchRaw(s, { 'if-none-match': s.etag })
   if (nm.status !== 304) throw new Error(`${s.name} answered ${nm.status} to its own ETag`)
 }
-const servers: Record<Subject, Server> = { threatfeed: tf, nginx, 'node:http': node }
+const floor = await startUwsFloor((await fetchRaw(tf, { 'if-none-match': tf.etag })).rawHeaders)
+const servers: Record<Subject, Server> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor }
 process.stderr.write(`bench/feeds: identity ${identity.body.length} B, gzip ${gzipped.body.length} B; ${SECONDS} s per run, ${RUNS} rounds\n`)
 
 const rows: Row[] = []
@@ -387,12 +402,16 @@ for (const c of ['304 poll, 16 conns', '304 poll, 256 conns'].filter(ran)) {
   ratios.push(cpuRatioOf(c, 'nginx', get(c, 'threatfeed'), get(c, 'nginx')))
   ratios.push(ratioOf(c, 'threatfeed / node:http', get(c, 'threatfeed'), get(c, 'node:http'), 2.5))
   ratios.push(cpuRatioOf(c, 'node:http', get(c, 'threatfeed'), get(c, 'node:http')))
+  // What any uWS front end could reach at best, and how much of it threatfeed keeps.
+  ratios.push(ratioOf(c, 'uWS floor / node:http', get(c, 'uWS floor'), get(c, 'node:http'), null))
+  ratios.push(ratioOf(c, 'threatfeed / uWS floor', get(c, 'threatfeed'), get(c, 'uWS floor'), null))
 }
 for (const c of ['304 poll, new connection per request'].filter(ran)) {
   ratios.push(ratioOf(c, 'threatfeed / nginx', get(c, 'threatfeed'), get(c, 'nginx'), 1.0))
   ratios.push(cpuRatioOf(c, 'nginx', get(c, 'threatfeed'), get(c, 'nginx')))
   ratios.push(ratioOf(c, 'threatfeed / node:http', get(c, 'threatfeed'), get(c, 'node:http'), null))
   ratios.push(cpuRatioOf(c, 'node:http', get(c, 'threatfeed'), get(c, 'node:http')))
+  ratios.push(ratioOf(c, 'uWS floor / nginx', get(c, 'uWS floor'), get(c, 'nginx'), null))
 }
 for (const c of ['200 gzip, 16 conns', '200 gzip, 256 conns', '200 identity, 16 conns', '200 identity, 256 conns'].filter(ran)) {
   ratios.push(ratioOf(c, 'threatfeed / nginx', get(c, 'threatfeed'), get(c, 'nginx'), c.includes('gzip') ? 1.0 : null))
