@@ -35,10 +35,19 @@ export type CheckResult =
   }
   | { readonly ok: false, readonly error: ExpressionDiagnostic }
 
-/** What a rule kind is checked against: its scheme, the other one (for hints), its fields by word id. */
-interface KindTables { readonly scheme: Scheme, readonly other: Scheme, readonly fieldOf: CheckContext['fieldOf'] }
-const WAF: KindTables = { scheme: wafScheme, other: smartFirewallScheme, fieldOf: fieldsById(wafScheme) }
-const SMART_FIREWALL: KindTables = { scheme: smartFirewallScheme, other: wafScheme, fieldOf: fieldsById(smartFirewallScheme) }
+/**
+ * What a rule kind is checked against: its scheme, the other one (for hints), its fields by word
+ * id, and the set of fields used (CheckContext.fields), sized for the scheme. One set per kind,
+ * zeroed by each check, not one per check: checks run one at a time (the lexer's bytes are
+ * shared too, see text.ts), and the names are read out of it before the check returns.
+ */
+interface KindTables { readonly scheme: Scheme, readonly other: Scheme, readonly fieldOf: CheckContext['fieldOf'], readonly used: Int32Array }
+const WAF = kindTables(wafScheme, smartFirewallScheme)
+const SMART_FIREWALL = kindTables(smartFirewallScheme, wafScheme)
+
+function kindTables (scheme: Scheme, other: Scheme): KindTables {
+  return { scheme, other, fieldOf: fieldsById(scheme), used: new Int32Array((scheme.names.length + 31) >>> 5) }
+}
 
 /**
  * Checks a WAF or smart-firewall rule expression. Never throws for any string input.
@@ -62,13 +71,15 @@ export function checkExpression (kind: RuleKind, text: string, phase?: Phase): C
   if (tables === undefined) return refuse(text, new ExpressionError(`unknown rule kind ${JSON.stringify(kind)}`, 0))
   const refused = refuseArguments(tables.scheme, phase, text)
   if (refused !== undefined) return refuse(text, refused)
+  const used = tables.used
+  for (let k = 0; k < used.length; k++) used[k] = 0
   const ctx: CheckContext = {
     src: text,
     scheme: tables.scheme,
     other: tables.other,
     phase,
     fieldOf: tables.fieldOf,
-    fields: [],
+    fields: used,
     usesResponseField: false,
   }
   try {

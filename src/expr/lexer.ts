@@ -10,7 +10,6 @@
 import type { StringLit } from './ast.js'
 import { fail } from './diagnostic.js'
 import { hexValue, isWordByte, isWordStart, MAX_TEXT_LENGTH, NON_ASCII, TEXT, textCodes } from './text.js'
-import { ROOT_ROW } from './vocabulary.js'
 import { vocabulary } from './words.js'
 
 const SPACE = 32
@@ -55,6 +54,7 @@ CLASSES[NON_ASCII] = STOP
 const CODES = TEXT
 const SYMBOLS = vocabulary.symbols
 const NEXT = vocabulary.next
+const ROOT = vocabulary.root
 
 export class Cursor {
   readonly src: string
@@ -64,6 +64,14 @@ export class Cursor {
   pos = 0
   /** Vocabulary id (words.ts) of the word last scanned by scanWord; 0 when not a known word. */
   word = 0
+  /**
+   * Where the value of the string last read by readString starts in `codes` when it is that
+   * run of the text as is (no escape, nothing but ASCII); -1 otherwise. Then the value is its
+   * own text, and a pattern check can read its bytes in place (typing.ts).
+   */
+  valueAt = -1
+  /** The kinds (ast.ts KIND bits) of the value or set last read by readValue or readSet (values.ts). */
+  kinds = 0
 
   constructor (src: string) {
     if (src.length > MAX_TEXT_LENGTH) throw new Error(`the lexer reads at most ${MAX_TEXT_LENGTH} characters`)
@@ -99,11 +107,28 @@ export class Cursor {
     let i = this.pos
     let row = 0
     if ((CLASSES[codes[i]!]! & WORD_START) !== 0) {
-      row = ROOT_ROW
+      row = ROOT
       for (let sym = SYMBOLS[codes[i]!]!; sym !== 0; sym = SYMBOLS[codes[++i]!]!) row = NEXT[row + sym]!
     }
-    this.word = vocabulary.idAt(row)
+    this.word = NEXT[row]! // the id of the word ending at the row (vocabulary.ts)
     return i
+  }
+
+  /**
+   * Length of the English logical operator (`and`, `or`, `xor`) at the cursor, not consumed, or
+   * 0. Compared byte by byte rather than walked through the vocabulary: one follows nearly every
+   * clause, and a walk is a chain of dependent loads. (Past the text, the 0 after it matches
+   * none.)
+   */
+  scanLogicalOp (): number {
+    const codes = CODES
+    const i = this.pos
+    const c = codes[i]
+    const n = c === 97 /* a */ ? (codes[i + 1] === 110 /* n */ && codes[i + 2] === 100 /* d */ ? 3 : 0)
+      : c === 111 /* o */ ? (codes[i + 1] === 114 /* r */ ? 2 : 0)
+        : c === 120 /* x */ && codes[i + 1] === 111 /* o */ && codes[i + 2] === 114 /* r */ ? 3 : 0
+    // The word must end there, as scanWord would end it.
+    return n !== 0 && SYMBOLS[codes[i + n]!] === 0 ? n : 0
   }
 
   /** Whether the word at the cursor is the vocabulary word `id` (`not`, `wildcard`). */
@@ -176,9 +201,15 @@ export class Cursor {
         i++ // a NUL inside the text
       }
     }
-    out += s.slice(chunk, i)
     this.pos = i + 1
-    return out
+    // No escape or non-ASCII moved the chunk: the value is that run of the text as is (returned
+    // as the slice itself: appending it to '' is a call into V8's string code all the same).
+    if (chunk === open + 1) {
+      this.valueAt = chunk
+      return s.slice(chunk, i)
+    }
+    this.valueAt = -1
+    return out + s.slice(chunk, i)
   }
 
   /** Decodes the escape whose backslash is at `at`; returns the byte it stands for. */
@@ -224,7 +255,9 @@ export class Cursor {
     const end = s.indexOf(closing, start)
     if (end === -1) fail(`unterminated raw string (missing closing ${closing})`, open)
     this.pos = end + closing.length
+    this.valueAt = -1
     for (let k = start; k < end; k++) if (codes[k] === NON_ASCII) return textToBytes(s.slice(start, end), start)
+    this.valueAt = start
     return s.slice(start, end)
   }
 }

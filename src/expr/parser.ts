@@ -49,6 +49,9 @@ export function parseAndCheck (ctx: CheckContext): Expr {
   return new Parser(ctx.src, ctx).parse()
 }
 
+/** The types of no arguments (shared: an empty array each time would be an allocation). */
+const NO_ARGS: readonly ArgInfo[] = Object.freeze([])
+
 class Parser {
   readonly #c: Cursor
   /** Set when typing; every typing step is guarded by it. */
@@ -66,6 +69,8 @@ class Parser {
   #type: Type = 'Bool'
   /** Whether the operand just parsed maps over an array or map (`[*]`). */
   #each = false
+  /** The types of the arguments of the call just parsed (typing only; see #args). */
+  #argInfos: readonly ArgInfo[] = NO_ARGS
 
   constructor (src: string, ctx: CheckContext | undefined) {
     this.#c = new Cursor(src)
@@ -142,12 +147,11 @@ class Parser {
           this.#lookOp = ch === 38 ? 'and' : ch === 124 ? 'or' : 'xor'
           this.#lookLength = 2
         }
-      } else if (ch === 97 /* a */ || ch === 111 /* o */ || ch === 120 /* x */) {
-        const end = c.scanWord()
-        const op = logicalOpOf[c.word]
-        if (op !== undefined) {
-          this.#lookOp = op
-          this.#lookLength = end - c.pos
+      } else {
+        const length = c.scanLogicalOp()
+        if (length !== 0) {
+          this.#lookOp = ch === 97 /* a */ ? 'and' : ch === 111 /* o */ ? 'or' : 'xor'
+          this.#lookLength = length
         }
       }
     }
@@ -214,7 +218,7 @@ class Parser {
     }
     const rhs = op === 'in' ? readSet(c) : readValue(c, op)
     const node: Compare = { kind: 'compare', lhs: operand, op, rhs, pos, opPos }
-    if (ctx !== undefined) this.#type = typeOfCompare(ctx, node, this.#type, this.#each)
+    if (ctx !== undefined) this.#type = typeOfCompare(ctx, node, this.#type, this.#each, c.kinds, c.valueAt)
     return node
   }
 
@@ -230,9 +234,8 @@ class Parser {
     c.skipSpace()
     if (c.peek() === 40 /* ( */) {
       const def = ctx === undefined ? undefined : requireFunction(ctx, functionOf[word], name, pos)
-      const infos: ArgInfo[] | undefined = def === undefined ? undefined : []
-      operand = { kind: 'call', name, args: this.#args(name, pos, infos), pos }
-      if (def !== undefined) this.#type = typeOfCall(def, name, infos!, pos)
+      operand = { kind: 'call', name, args: this.#args(name, pos, def !== undefined), pos }
+      if (def !== undefined) this.#type = typeOfCall(def, name, this.#argInfos, pos)
       c.skipSpace()
     } else {
       operand = { kind: 'field', name, pos }
@@ -274,42 +277,60 @@ class Parser {
     return { kind: 'int', value, pos: p }
   }
 
-  /** The arguments of a call, after its name; `infos` (typing only) receives their types. */
-  #args (name: string, pos: number, infos: ArgInfo[] | undefined): Arg[] {
+  /**
+   * The arguments of a call, after its name. When `typing`, their types are left in #argInfos
+   * (read before another call's arguments are parsed: a nested call's are parsed, and read,
+   * while its own argument is).
+   *
+   * The arrays start at the first argument (`[arg]`): most calls take one, and pushing onto
+   * `[]` would allocate a backing store of 17 slots, then grow it.
+   */
+  #args (name: string, pos: number, typing: boolean): Arg[] {
     const c = this.#c
     this.#enter(pos)
     c.pos++ // (
-    const args: Arg[] = []
     c.skipSpace()
     if (c.peek() === 41 /* ) */) {
       c.pos++
       this.#depth--
-      return args
+      this.#argInfos = NO_ARGS
+      return []
     }
+    let args: Arg[] | undefined
+    let infos: ArgInfo[] | undefined
     for (;;) {
       c.skipSpace()
       const at = c.pos
       const ch = c.peek()
+      let arg: Arg
+      let info: ArgInfo | undefined
       if (c.atString()) {
         const s = c.readString()
-        args.push(s)
-        infos?.push({ type: 'Bytes', each: false, literal: 'string', value: s.value, pos: at })
+        arg = s
+        if (typing) info = { type: 'Bytes', each: false, literal: 'string', value: s.value, pos: at }
       } else if ((ch >= 48 && ch <= 57) || (ch === 45 /* - */ && c.peek(1) >= 48 && c.peek(1) <= 57)) {
         const end = c.bareEnd()
         c.pos = end
         const lit = parseBareValue(c.src, at, end)
         if (lit.kind !== 'int') fail(`${name}() takes strings and integers as literal arguments`, at)
-        args.push(lit)
-        infos?.push({ type: 'Int', each: false, literal: 'int', value: lit.value, pos: at })
+        arg = lit
+        if (typing) info = { type: 'Int', each: false, literal: 'int', value: lit.value, pos: at }
       } else {
         const e = this.#expr(true)
-        args.push(e)
-        if (infos !== undefined) {
+        arg = e
+        if (typing) {
           const each = e.kind === 'bare' && this.#each
           // wirefilter maps over the first argument only ("for code simplicity", and so do we).
-          if (each && infos.length > 0) fail(`[*] is only allowed in the first argument of ${name}()`, at)
-          infos.push({ type: this.#type, each, literal: undefined, value: undefined, pos: at })
+          if (each && args !== undefined) fail(`[*] is only allowed in the first argument of ${name}()`, at)
+          info = { type: this.#type, each, literal: undefined, value: undefined, pos: at }
         }
+      }
+      if (args === undefined) {
+        args = [arg]
+        if (info !== undefined) infos = [info]
+      } else {
+        args.push(arg)
+        if (info !== undefined) infos!.push(info)
       }
       c.skipSpace()
       if (c.peek() === 44 /* , */) { c.pos++; continue }
@@ -317,6 +338,7 @@ class Parser {
       unexpected(c, `expected "," or ")" in the arguments of ${name}()`)
     }
     this.#depth--
+    if (infos !== undefined) this.#argInfos = infos
     return args
   }
 

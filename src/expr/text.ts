@@ -63,13 +63,16 @@ export function isWordByte (c: number): boolean {
   return isWordStart(c) || (c >= 48 && c <= 57) || c === 46
 }
 
-/** A string as codes like textCodes's, in a fresh array (for lookups off the parser's path). */
-export function codesOf (text: string): Uint8Array {
-  const codes = new Uint8Array(text.length + 1)
+/**
+ * A string as codes like textCodes's, for text off the lexer's path (lookups, patterns given
+ * as strings): into `codes`, which must hold `text.length + 1` bytes, or a fresh array.
+ */
+export function codesOf (text: string, codes = new Uint8Array(text.length + 1)): Uint8Array {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
     codes[i] = c < 0x80 ? c : NON_ASCII
   }
+  codes[text.length] = 0
   return codes
 }
 

@@ -17,13 +17,14 @@
  * tests and benches, compiles modules to CommonJS, where each use of an imported binding is a
  * getter call. The compiler checks every literal against the Type union.
  */
-import type { Compare, IndexKey, LogicalOp, Literal, Operand, SetLit, StringLit } from './ast.js'
+import { CIDR_KIND, INT_KIND, INT_RANGE_KIND, IP_KIND, IP_RANGE_KIND, STRING_KIND, type Compare, type IndexKey, type LogicalOp, type Literal, type Operand, type SetLit, type StringLit } from './ast.js'
 import { fail, suggest } from './diagnostic.js'
 import { functions, type ArgInfo, type FunctionDef } from './functions.js'
 import { bytesToText } from './lexer.js'
 import { printLiteral, printOperand } from './printer.js'
 import { checkRegex } from './regex.js'
 import { arrayOf, elementType, isArrayType, isMapType, resolveField, type FieldEntry, type Phase, type Scheme, type Type } from './types.js'
+import { TEXT } from './text.js'
 import { checkWildcard } from './wildcard.js'
 
 export interface CheckContext {
@@ -34,8 +35,13 @@ export interface CheckContext {
   readonly phase: Phase | undefined
   /** The scheme's fields by word id (words.ts). */
   readonly fieldOf: ReadonlyArray<FieldEntry | undefined>
-  /** Ranks (FieldEntry.rank) of the fields used, unique, in order of first use. */
-  readonly fields: number[]
+  /**
+   * The fields used, as a set of ranks (FieldEntry.rank): bit `rank & 31` of `fields[rank >>> 5]`.
+   * A bit set records a use, a repeat included, with no test; a list searched for repeats and
+   * sorted at the end was measured at 5–10 % of the whole check (its compares depend on the
+   * data, so they are mispredicted). Zeroed by the caller before the check.
+   */
+  readonly fields: Int32Array
   usesResponseField: boolean
 }
 
@@ -79,27 +85,33 @@ export function typeOfField (ctx: CheckContext, entry: FieldEntry | undefined, n
     if (ctx.phase === 'request') fail(`${name} is a response-phase field; a rule with phase "request" cannot use it`, pos)
     ctx.usesResponseField = true
   }
-  addField(ctx.fields, entry.rank)
+  const rank = entry.rank
+  ctx.fields[rank >>> 5]! |= 1 << (rank & 31)
   return def.type
 }
 
-/** Adds a field's rank once (a small-integer compare; see FieldEntry.rank). */
-function addField (fields: number[], rank: number): void {
-  for (let i = 0; i < fields.length; i++) if (fields[i] === rank) return
-  fields.push(rank)
+/**
+ * The names of the fields in the set of ranks `used` (CheckContext.fields): in rank order,
+ * which is the names' sorted order, so no sort is needed.
+ */
+export function fieldNames (scheme: Scheme, used: Int32Array): string[] {
+  let count = 0
+  for (let k = 0; k < used.length; k++) count += bitCount(used[k]!)
+  // Allocated at its size: pushing onto [] allocates a backing store of 17 slots, then grows it.
+  const out = new Array<string>(count)
+  let n = 0
+  for (let k = 0; k < used.length; k++) {
+    // Lowest set bit first: `bits & -bits` isolates it, `bits &= bits - 1` clears it.
+    for (let bits = used[k]!; bits !== 0; bits &= bits - 1) out[n++] = scheme.names[(k << 5) | (31 - Math.clz32(bits & -bits))]!
+  }
+  return out
 }
 
-/** The names of the ranks collected, in sorted order (insertion sort of a few small integers). */
-export function fieldNames (scheme: Scheme, ranks: number[]): string[] {
-  for (let i = 1; i < ranks.length; i++) {
-    const x = ranks[i]!
-    let j = i - 1
-    while (j >= 0 && ranks[j]! > x) { ranks[j + 1] = ranks[j]!; j-- }
-    ranks[j + 1] = x
-  }
-  const out = new Array<string>(ranks.length)
-  for (let i = 0; i < ranks.length; i++) out[i] = scheme.names[ranks[i]!]!
-  return out
+/** Set bits in a 32-bit integer (the classic SWAR count: no loop, no branch). */
+function bitCount (x: number): number {
+  x = x - ((x >>> 1) & 0x55555555)
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333)
+  return Math.imul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24
 }
 
 /** The element type of `target[key]`, whose target is of type `t`. */
@@ -147,8 +159,26 @@ const KIND_NAMES: Readonly<Record<Literal['kind'], string>> = {
   string: 'a string', int: 'an integer', int_range: 'an integer range', ip: 'an IP address', cidr: 'a CIDR', ip_range: 'an IP range',
 }
 
-/** A comparison whose left-hand side is of type `t`; its type is Bool, or Array<Bool> over `[*]`. */
-export function typeOfCompare (ctx: CheckContext, c: Compare, t: Type, each: boolean): Type {
+/**
+ * The kinds (ast.ts KIND bits) an ordering or `in` operand of type `t` accepts, as valueKinds;
+ * 0 for other types.
+ */
+function acceptedKinds (t: Type): number {
+  return t === 'Bytes' ? STRING_KIND : t === 'Int' ? INT_KIND | INT_RANGE_KIND : t === 'Ip' ? IP_KIND | CIDR_KIND | IP_RANGE_KIND : 0
+}
+
+/** The kind an ordering operator (eq, lt…) takes a single value of, for an operand of type `t`. */
+function orderedKind (t: Type): number {
+  return t === 'Bytes' ? STRING_KIND : t === 'Int' ? INT_KIND : IP_KIND
+}
+
+/**
+ * A comparison whose left-hand side is of type `t`; its type is Bool, or Array<Bool> over `[*]`.
+ * `kinds`: what the parser read as the value (ast.ts KIND bits: one for a value, all those of
+ * its items for a set); `valueAt`: Cursor.valueAt for a string value. The literals' own `kind`
+ * is read only to word a message.
+ */
+export function typeOfCompare (ctx: CheckContext, c: Compare, t: Type, each: boolean, kinds: number, valueAt: number): Type {
   if (t === 'Bool') {
     const l = printOperand(c.lhs)
     fail(`${l} is Bool: use it alone as a condition ("${l}" or "not ${l}"), without "${operatorText(ctx.src, c.opPos)}"`, c.opPos)
@@ -157,27 +187,30 @@ export function typeOfCompare (ctx: CheckContext, c: Compare, t: Type, each: boo
   switch (c.op) {
     case 'contains': case 'matches': case 'wildcard': case 'strict_wildcard':
       if (t !== 'Bytes') wrongOperand(c, t, 'Bytes', ctx)
-      if (rhs.kind !== 'string') wrongValue(c, 'a string', rhs, ctx)
-      else if (c.op === 'matches') checkPattern(rhs, ctx, 'regex')
-      else if (c.op !== 'contains') checkPattern(rhs, ctx, 'wildcard')
+      if (kinds !== STRING_KIND) wrongValue(c, 'a string', rhs, ctx)
+      // A string, said `kinds`: the parser reads a set only after "in".
+      else if (c.op === 'matches') checkPattern(rhs as StringLit, ctx, 'regex', valueAt)
+      else if (c.op !== 'contains') checkPattern(rhs as StringLit, ctx, 'wildcard', valueAt)
       break
     case 'bitwise_and':
       if (t !== 'Int') wrongOperand(c, t, 'Int', ctx)
-      if (rhs.kind !== 'int') wrongValue(c, 'an integer', rhs, ctx)
+      if (kinds !== INT_KIND) wrongValue(c, 'an integer', rhs, ctx)
       break
     case 'in': {
-      const allowed = valueKinds(t)
-      if (allowed === undefined) return wrongOperand(c, t, 'Bytes, Int or Ip', ctx)
-      if (rhs.kind !== 'set') break // the parser only builds sets after "in"
+      const allowed = acceptedKinds(t)
+      if (allowed === 0) return wrongOperand(c, t, 'Bytes, Int or Ip', ctx)
+      if ((kinds & ~allowed) === 0 || rhs.kind !== 'set') break // the parser only builds sets after "in"
+      // Some item is of a kind not allowed: the first one is the one to report.
+      const names = valueKinds(t)!
       for (const item of rhs.items) {
-        if (!allowed.includes(item.kind)) fail(`${printOperand(c.lhs)} is ${t}, but the set holds ${KIND_NAMES[item.kind]} (${printLiteral(item)})`, item.pos)
+        if (!names.includes(item.kind)) fail(`${printOperand(c.lhs)} is ${t}, but the set holds ${KIND_NAMES[item.kind]} (${printLiteral(item)})`, item.pos)
       }
       break
     }
     default: {
       const allowed = valueKinds(t)
       if (allowed === undefined) return wrongOperand(c, t, 'Bytes, Int or Ip', ctx)
-      if (rhs.kind === allowed[0] || rhs.kind === 'set') break // sets only follow "in"
+      if (kinds === orderedKind(t) || rhs.kind === 'set') break // sets only follow "in"
       const l = printOperand(c.lhs)
       const v = printLiteral(rhs)
       if (allowed.includes(rhs.kind)) fail(`${KIND_NAMES[rhs.kind].replace(/^an? /, '')} ${v} needs "in": write ${l} in {${v}}`, rhs.pos)
@@ -199,11 +232,18 @@ function wrongValue (c: Compare, needs: string, rhs: Literal | SetLit, ctx: Chec
   return fail(`"${operatorText(ctx.src, c.opPos)}" needs ${needs}, found ${rhs.kind === 'set' ? 'a set' : KIND_NAMES[rhs.kind]}`, rhs.pos)
 }
 
-/** Validates a regex or wildcard, pointing inside the literal when its text maps 1:1 to the source. */
-function checkPattern (lit: StringLit, ctx: CheckContext, what: 'regex' | 'wildcard'): void {
-  const text = what === 'regex' ? bytesToText(lit.value) : lit.value
+/**
+ * Validates a regex or wildcard, pointing inside the literal when its text maps 1:1 to the
+ * source. When the value is a run of the text as is (`valueAt` ≥ 0, see Cursor.valueAt), it is
+ * ASCII, so its own text, and the checks read its bytes where the lexer left them.
+ */
+function checkPattern (lit: StringLit, ctx: CheckContext, what: 'regex' | 'wildcard', valueAt: number): void {
+  const inText = valueAt >= 0
+  const text = what === 'regex' && !inText ? bytesToText(lit.value) : lit.value
   if (text === undefined) fail('regex is not valid UTF-8', lit.pos)
-  const problem = what === 'regex' ? checkRegex(text) : checkWildcard(text)
+  const problem = what === 'regex'
+    ? (inText ? checkRegex(text, TEXT, valueAt) : checkRegex(text))
+    : (inText ? checkWildcard(text, TEXT, valueAt) : checkWildcard(text))
   if (problem === undefined) return
   let start = lit.pos + 1
   if (lit.raw) while (ctx.src.charCodeAt(start) === 35 /* # */) start++

@@ -10,6 +10,7 @@
  * The pattern is the string's bytes after the string-literal escapes, so `"\\*"` (quoted) and
  * `r"\*"` (raw) are both a literal star.
  */
+import { codesOf, MAX_TEXT_LENGTH } from './text.js'
 
 /** Most stars in one pattern; each star is a backtracking point for the matcher. */
 export const MAX_WILDCARD_STARS = 64
@@ -23,12 +24,31 @@ export interface WildcardProblem {
 const STAR = 42
 const BACKSLASH = 92
 
-export function checkWildcard (pattern: string): WildcardProblem | undefined {
+/**
+ * The pattern as bytes when the caller has none: filled for each such check (text.ts explains
+ * why bytes). Patterns longer than it (never from an expression) get an array of their own.
+ */
+const PATTERN = new Uint8Array(MAX_TEXT_LENGTH + 1)
+
+/**
+ * Checks a wildcard pattern; undefined when it is valid. `codes`, `from`: the pattern's bytes
+ * when the caller has them, as for checkRegex (regex.ts).
+ *
+ * @example
+ *   checkWildcard('/admin/*')  // → undefined
+ *   checkWildcard('/admin/**') // → { message: 'wildcard pattern has "**"; …', index: 7 }
+ */
+export function checkWildcard (pattern: string, codes?: Uint8Array, from = 0): WildcardProblem | undefined {
+  if (codes === undefined) {
+    codes = pattern.length < PATTERN.length ? codesOf(pattern, PATTERN) : codesOf(pattern)
+    from = 0
+  }
   let stars = 0
   let previousWasStar = false
   for (let i = 0; i < pattern.length; i++) {
-    const c = pattern.charCodeAt(i)
+    const c = codes[from + i]!
     if (c === BACKSLASH) {
+      // The message quotes the character itself, which the bytes do not hold when non-ASCII.
       const next = i + 1 < pattern.length ? pattern.charCodeAt(i + 1) : -1
       if (next !== STAR && next !== BACKSLASH) {
         return next === -1

@@ -42,6 +42,32 @@ t.test('scanWord finds the word and its id in one pass', async (t) => {
   }
 })
 
+/** [text, where the value starts in the text when it is that run of the text as is, else -1] */
+const strings: ReadonlyArray<[string, number]> = [
+  ['"abc"', 1],
+  ['""', 1],
+  ['"a b\u0000c"', 1],
+  ['"a\\"b"', -1],
+  ['"\\x41bc"', -1],
+  ['"ab\\101"', -1],
+  ['"é"', -1],
+  ['"aé"', -1],
+  ['r"a\\d+"', 2],
+  ['r""', 2],
+  ['r#"a"b"#', 3],
+  ['r"é"', -1],
+]
+
+t.test('valueAt: where a string\'s value lies in the text as is, if it does', async (t) => {
+  for (const [text, at] of strings) {
+    const c = new Cursor(`x ${text} y`)
+    c.pos = 2
+    const value = c.readString().value
+    t.equal(c.valueAt, at === -1 ? -1 : at + 2, `${text}: valueAt`)
+    if (at !== -1) t.equal(value, `x ${text} y`.slice(c.valueAt, c.valueAt + value.length), `${text}: the value is the text there`)
+  }
+})
+
 t.test('the bytes: ASCII as is, anything else as one marker byte per UTF-16 unit', async (t) => {
   const c = new Cursor('a é😀\u0000b')
   t.same(Array.from(c.codes.subarray(0, c.len + 1)), [97, 32, 0x80, 0x80, 0x80, 0, 98, 0], 'with a 0 after the text')

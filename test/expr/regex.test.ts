@@ -4,7 +4,9 @@
  * Rust syntax must fail at the right index.
  */
 import t from 'tap'
+import fc from 'fast-check'
 import { checkRegex, MAX_REGEX_SIZE } from '../../src/expr/regex.js'
+import { codesOf } from '../../src/expr/text.js'
 
 const rustValid: ReadonlyArray<[string, string]> = [
   ['empty pattern', ''],
@@ -132,4 +134,43 @@ t.test('repeated checks give the same verdict (the compiled-source cache keeps o
       else t.match(got?.message, want, `${pattern} rejected in round ${round}`)
     }
   }
+})
+
+t.test('reading the pattern\'s bytes in place gives the verdict of reading the string', async (t) => {
+  // As the checker calls it: the pattern is a run of the expression's bytes, between quotes.
+  for (const [, pattern] of [...rustValid, ...notRust]) {
+    const codes = codesOf(`http.host matches r#"${pattern}"#`)
+    t.same(checkRegex(pattern, codes, 21), checkRegex(pattern), JSON.stringify(pattern))
+  }
+  const atoms = ['a', 'é', '\\d', '\\s', '\\.', '\\x41', '[a-z]', '(', ')', '(?i)', '(?x)', '(?P<n>', '(?:', '*', '+?', '{2,3}', '|', ' ', '#', '\n', '^', '$', ']', '}']
+  fc.assert(fc.property(fc.array(fc.constantFrom(...atoms), { maxLength: 12 }), fc.nat(20), (parts, at) => {
+    const pattern = parts.join('')
+    const codes = codesOf(`${'x'.repeat(at)}${pattern}"`)
+    const inPlace = JSON.stringify(checkRegex(pattern, codes, at))
+    const own = JSON.stringify(checkRegex(pattern))
+    if (inPlace !== own) throw new Error(`${JSON.stringify(pattern)}: ${inPlace} in place, ${own} from the string`)
+  }), { numRuns: 2000 })
+})
+
+/** The cache's hash (regex.ts): FNV-1a over the translation's units, kept to 30 bits. */
+function cacheHash (translation: string): number {
+  let h = 0x811c9dc5 | 0
+  for (let k = 0; k < translation.length; k++) h = Math.imul(h ^ translation.charCodeAt(k), 0x01000193)
+  return h & 0x3fffffff
+}
+
+t.test('a translation that shares its hash with an accepted one is still compiled', async (t) => {
+  // `a<n>` translates to itself and compiles; `*<n>` translates to itself and does not.
+  const accepted = new Map<number, string>()
+  for (let n = 0; n < 200_000; n++) accepted.set(cacheHash(`a${n}`), `a${n}`)
+  let pair: [string, string] | undefined
+  for (let n = 0; n < 200_000 && pair === undefined; n++) {
+    const valid = accepted.get(cacheHash(`*${n}`))
+    if (valid !== undefined) pair = [valid, `*${n}`]
+  }
+  if (pair === undefined) return t.fail('no two patterns with one hash found: has the hash changed?')
+  const [valid, invalid] = pair
+  t.equal(checkRegex(valid), undefined, `${valid} is valid`)
+  t.match(checkRegex(invalid)?.message, /^regex does not compile: Nothing to repeat$/, `${invalid}, same hash, is still rejected`)
+  t.equal(checkRegex(valid), undefined, `${valid} is still valid`)
 })

@@ -4,6 +4,7 @@
  * types are well formed, and the phase follows the fields used.
  */
 import t from 'tap'
+import fc from 'fast-check'
 import { checkExpression } from '../../src/expr/check.js'
 import { smartFirewallScheme } from '../../src/expr/schemes/smart-firewall.js'
 import { wafScheme } from '../../src/expr/schemes/waf.js'
@@ -43,6 +44,32 @@ for (const scheme of [wafScheme, smartFirewallScheme] as Scheme[]) {
     }
   })
 }
+
+for (const scheme of [wafScheme, smartFirewallScheme] as Scheme[]) {
+  t.test(`${scheme.kind}: the fields reported are the canonical names used, sorted, once each`, async () => {
+    // Names and aliases alike, in any order, repeated: the fields are kept as a set of ranks
+    // (more than 32 of them in the WAF scheme, so more than one word of bits).
+    const names = [...scheme.lookup.keys()]
+    const rule = fc.array(fc.constantFrom(...names), { minLength: 1, maxLength: 60 })
+    fc.assert(fc.property(rule, fc.constantFrom(' and ', ' or '), (used, join) => {
+      const r = checkExpression(scheme.kind, used.map((n) => useOf(n, scheme.lookup.get(n)!.def.type)).join(join))
+      const want = [...new Set(used.map((n) => scheme.lookup.get(n)!.name))].sort()
+      if (!r.ok) throw new Error(r.error.message)
+      if (JSON.stringify(r.fields) !== JSON.stringify(want)) throw new Error(`${used.join(', ')}: ${r.fields.join(', ')}`)
+    }), { numRuns: 300 })
+  })
+}
+
+t.test('each check starts with no fields, after a valid or a rejected rule alike', async (t) => {
+  const first = checkExpression('waf_rule', 'ssl and http.host eq "a" and ip.src in {10.0.0.0/8}')
+  t.same(first.ok && first.fields, ['http.host', 'ip.src', 'ssl'])
+  const rejected = checkExpression('waf_rule', 'http.user_agent contains "a" and http.host eq 1')
+  t.notOk(rejected.ok, 'a type error after a field was recorded')
+  const next = checkExpression('waf_rule', 'tls.ja4 eq "x"')
+  t.same(next.ok && next.fields, ['tls.ja4'])
+  const other = checkExpression('smart_firewall_rule', 'tcp.flags.syn')
+  t.same(other.ok && other.fields, ['tcp.flags.syn'])
+})
 
 t.test('smart firewall scheme holds no layer-7 field', async (t) => {
   const names = [...smartFirewallScheme.lookup.keys()]
