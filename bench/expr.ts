@@ -122,8 +122,9 @@ for (let i = 0; i < RULES; i++) {
  * modules) and from the TypeScript sources under tsx, each in a process of its own so that
  * neither build's type feedback shapes the other's timing loop. The target is judged on the
  * production build. This virtual machine's own speed changes by about 1.7× from one minute to
- * the next (the split reference below moved between 2.0 and 3.6 ms with the machine idle, and
- * the check with it, between 5.9 and 11.5 ms), so read each figure beside its reference.
+ * the next (the split reference below moved between 2.0 and 4.1 ms with the machine idle, and
+ * the check with it, between 4.6 and 9.4 ms in the third session's runs), so read each figure
+ * beside its reference.
  */
 type Check = typeof CheckExpression
 const BUILDS = {
