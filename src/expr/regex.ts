@@ -13,7 +13,7 @@
  * Character classes are checked here and emitted as a flat union, which is enough to validate.
  */
 import { RegexFailure, scanClass, scanEscape, type Emitted } from './regex-syntax.js'
-import { codesOf, MAX_TEXT_LENGTH, NON_ASCII } from './text.js'
+import { NON_ASCII, scratchCodesOf } from './text.js'
 
 /** Approximate compiled-size units; counted repetitions multiply (Rust unrolls `x{n}`). */
 export const MAX_REGEX_SIZE = 50_000
@@ -59,12 +59,6 @@ const MAX_COMPILED_CHARS = 1 << 20
 let compiledChars = 0
 
 /**
- * The pattern as bytes when the caller has none: filled for each such check (text.ts explains
- * why bytes). Patterns longer than it (never from an expression) get an array of their own.
- */
-const PATTERN = new Uint8Array(MAX_TEXT_LENGTH + 1)
-
-/**
  * Checks a pattern; undefined when it is valid Rust regex syntax within the size cap.
  * `codes`, `from`: the pattern's bytes when the caller has them (the checker passes the
  * expression's, TEXT in text.ts, where a literal's value is a run of the text as is): at
@@ -76,7 +70,7 @@ const PATTERN = new Uint8Array(MAX_TEXT_LENGTH + 1)
  */
 export function checkRegex (pattern: string, codes?: Uint8Array, from = 0): RegexProblem | undefined {
   if (codes === undefined) {
-    codes = pattern.length < PATTERN.length ? codesOf(pattern, PATTERN) : codesOf(pattern)
+    codes = scratchCodesOf(pattern)
     from = 0
   }
   try {

@@ -76,6 +76,17 @@ export function codesOf (text: string, codes = new Uint8Array(text.length + 1)):
   return codes
 }
 
+/**
+ * Codes of a pattern given as a string (checkRegex, checkWildcard called without the
+ * expression's bytes): written into one buffer shared by those checks, which use it and return
+ * before the next one starts; a pattern longer than any expression gets an array of its own.
+ */
+const SCRATCH = new Uint8Array(MAX_TEXT_LENGTH + 1)
+
+export function scratchCodesOf (text: string): Uint8Array {
+  return codesOf(text, text.length < SCRATCH.length ? SCRATCH : undefined)
+}
+
 /** Value of a hex digit's code, or -1. */
 export function hexValue (c: number): number {
   if (c >= 48 && c <= 57) return c - 48

@@ -10,7 +10,7 @@
  * The pattern is the string's bytes after the string-literal escapes, so `"\\*"` (quoted) and
  * `r"\*"` (raw) are both a literal star.
  */
-import { codesOf, MAX_TEXT_LENGTH } from './text.js'
+import { scratchCodesOf } from './text.js'
 
 /** Most stars in one pattern; each star is a backtracking point for the matcher. */
 export const MAX_WILDCARD_STARS = 64
@@ -25,12 +25,6 @@ const STAR = 42
 const BACKSLASH = 92
 
 /**
- * The pattern as bytes when the caller has none: filled for each such check (text.ts explains
- * why bytes). Patterns longer than it (never from an expression) get an array of their own.
- */
-const PATTERN = new Uint8Array(MAX_TEXT_LENGTH + 1)
-
-/**
  * Checks a wildcard pattern; undefined when it is valid. `codes`, `from`: the pattern's bytes
  * when the caller has them, as for checkRegex (regex.ts).
  *
@@ -40,7 +34,7 @@ const PATTERN = new Uint8Array(MAX_TEXT_LENGTH + 1)
  */
 export function checkWildcard (pattern: string, codes?: Uint8Array, from = 0): WildcardProblem | undefined {
   if (codes === undefined) {
-    codes = pattern.length < PATTERN.length ? codesOf(pattern, PATTERN) : codesOf(pattern)
+    codes = scratchCodesOf(pattern)
     from = 0
   }
   let stars = 0
