@@ -67,14 +67,14 @@ export function upsertAccessRule (txn: RuleTxn, input: AccessRuleInput, now: num
   encodeAccessRule(scratch, input, id, now, now)
   // Most upserts insert (an ingest batch is mostly new targets): try that first — one B-tree
   // descent, where reading before writing took two (measured: a third less time per insert).
-  if (insertIfAbsent(dbs, pk, scratch.view())) {
+  if (insertIfAbsent(dbs, pk, scratch.lmdbValue())) {
     reindexAccess(txn, pk, undefined, input)
     return undefined
   }
   const prev = readAccessRule(dbs, pk, input.workspaceId)!
   scratch.reset()
   encodeAccessRule(scratch, input, prev.id, prev.createdAt, now)
-  accessTable(dbs).put(pk, scratch.view())
+  accessTable(dbs).put(pk, scratch.lmdbValue())
   reindexAccess(txn, pk, prev, input)
   return prev
 }

@@ -29,7 +29,7 @@ export function writeRandomUuid (w: ByteWriter): void {
   poolAt += 16
   pool[at + 6] = (pool[at + 6]! & 0x0f) | 0x40
   pool[at + 8] = (pool[at + 8]! & 0x3f) | 0x80
-  w.bytes(pool.subarray(at, at + 16))
+  w.copy(pool, at, 16)
 }
 
 /** A canonical UUID string (isUuid) as its 16 bytes. */
