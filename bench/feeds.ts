@@ -3,9 +3,9 @@
  * one run — nginx serving the same bytes as static files (the practical ceiling) and a node:http
  * front end over the same snapshot with the same auth and ETag logic (what a Node user would
  * write). Every server runs pinned to core 0 and wrk to core 1; subjects alternate run by run.
- * For the 304 cases a fourth server gives the floor of any uWS front end: bare uWS answering
- * the same 304 with no application code at all (feeds/serve-uws-floor.ts). `uWS floor / node:http`
- * is the best ratio to node:http any uWS application can reach on this machine.
+ * A fourth server gives the floor of any uWS front end: bare uWS answering with the same 304 or
+ * 200 bytes and no application code at all (feeds/serve-uws-floor.ts). `uWS floor / node:http`
+ * and `uWS floor / nginx` are the best ratios any uWS application can reach on this machine.
  *
  * Cases (a 131,072-entry feed, built by the real FeedService from rules in an LMDB store):
  *   304 polls at 16 and 256 connections, and with a new connection per request;
@@ -201,13 +201,20 @@ async function startNodeServer (name: 'threatfeed' | 'node:http', script: string
   return { name, child, port: ready, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', gzipEtag: '' }
 }
 
-/** The uWS floor (feeds/serve-uws-floor.ts), answering with the headers of threatfeed's 304. */
-async function startUwsFloor (rawHeaders: string[]): Promise<Server> {
+/**
+ * The uWS floor (feeds/serve-uws-floor.ts): threatfeed's 304 and 200 answers (their headers as
+ * threatfeed sent them, the bodies nginx serves) with no application code.
+ */
+async function startUwsFloor (raw: Record<Kind, string[]>, bodies: string): Promise<Server> {
   // uWS writes Date, Content-Length and its own uWebSockets header itself.
   const own = new Set(['date', 'content-length', 'uwebsockets', 'connection'])
-  const pairs: Array<[string, string]> = []
-  for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (!own.has(rawHeaders[i]!.toLowerCase())) pairs.push([rawHeaders[i]!, rawHeaders[i + 1]!])
-  const child = spawnPinned(SERVER_CORE, [process.execPath, '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(pairs), PORT: '0' })
+  const pairsOf = (rawHeaders: string[]): Array<[string, string]> => {
+    const pairs: Array<[string, string]> = []
+    for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (!own.has(rawHeaders[i]!.toLowerCase())) pairs.push([rawHeaders[i]!, rawHeaders[i + 1]!])
+    return pairs
+  }
+  const headers = { 304: pairsOf(raw['304']), identity: pairsOf(raw.identity), gzip: pairsOf(raw.gzip) }
+  const child = spawnPinned(SERVER_CORE, [process.execPath, '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(headers), FLOOR_BODIES: bodies, PORT: '0' })
   const ready = Number(await waitForLine(child, 'READY'))
   return { name: 'uWS floor', child, port: ready, path: '/v1/threat/feeds', auth: '', etag: '', gzipEtag: '' }
 }
@@ -290,10 +297,10 @@ const CASES: readonly Case[] = [
   { name: '304 poll, 16 conns', kind: '304', connections: 16, close: false, subjects: ['threatfeed', 'nginx', 'node:http', 'uWS floor'] },
   { name: '304 poll, 256 conns', kind: '304', connections: 256, close: false, subjects: ['threatfeed', 'nginx', 'node:http', 'uWS floor'] },
   { name: '304 poll, new connection per request', kind: '304', connections: 16, close: true, subjects: ['threatfeed', 'nginx', 'node:http', 'uWS floor'] },
-  { name: '200 gzip, 16 conns', kind: 'gzip', connections: 16, close: false, subjects: ['threatfeed', 'nginx'] },
-  { name: '200 gzip, 256 conns', kind: 'gzip', connections: 256, close: false, subjects: ['threatfeed', 'nginx'] },
-  { name: '200 identity, 16 conns', kind: 'identity', connections: 16, close: false, subjects: ['threatfeed', 'nginx'] },
-  { name: '200 identity, 256 conns', kind: 'identity', connections: 256, close: false, subjects: ['threatfeed', 'nginx'] },
+  { name: '200 gzip, 16 conns', kind: 'gzip', connections: 16, close: false, subjects: ['threatfeed', 'nginx', 'uWS floor'] },
+  { name: '200 gzip, 256 conns', kind: 'gzip', connections: 256, close: false, subjects: ['threatfeed', 'nginx', 'uWS floor'] },
+  { name: '200 identity, 16 conns', kind: 'identity', connections: 16, close: false, subjects: ['threatfeed', 'nginx', 'uWS floor'] },
+  { name: '200 identity, 256 conns', kind: 'identity', connections: 256, close: false, subjects: ['threatfeed', 'nginx', 'uWS floor'] },
 ]
 
 function spread (xs: number[]): string {
@@ -371,7 +378,11 @@ for (const s of [tf, node, nginx]) {
   const nm = await fetchRaw(s, { 'if-none-match': s.etag })
   if (nm.status !== 304) throw new Error(`${s.name} answered ${nm.status} to its own ETag`)
 }
-const floor = await startUwsFloor((await fetchRaw(tf, { 'if-none-match': tf.etag })).rawHeaders)
+const floor = await startUwsFloor({ 304: (await fetchRaw(tf, { 'if-none-match': tf.etag })).rawHeaders, identity: identity.rawHeaders, gzip: gzipped.rawHeaders }, join(tmp, 'nginx', 'html'))
+for (const [kind, body] of [['identity', identity.body], ['gzip', gzipped.body]] as const) {
+  const f = await fetchRaw(floor, kind === 'gzip' ? { 'accept-encoding': 'gzip' } : {})
+  if (f.status !== 200 || !f.body.equals(body)) throw new Error(`the uWS floor does not serve the same ${kind} bytes (${f.status}, ${f.body.length} B)`)
+}
 const servers: Record<Subject, Server> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor }
 process.stderr.write(`bench/feeds: identity ${identity.body.length} B, gzip ${gzipped.body.length} B; ${SECONDS} s per run, ${RUNS} rounds\n`)
 
@@ -416,6 +427,8 @@ for (const c of ['304 poll, new connection per request'].filter(ran)) {
 for (const c of ['200 gzip, 16 conns', '200 gzip, 256 conns', '200 identity, 16 conns', '200 identity, 256 conns'].filter(ran)) {
   ratios.push(ratioOf(c, 'threatfeed / nginx', get(c, 'threatfeed'), get(c, 'nginx'), c.includes('gzip') ? 1.0 : null))
   ratios.push(cpuRatioOf(c, 'nginx', get(c, 'threatfeed'), get(c, 'nginx')))
+  ratios.push(ratioOf(c, 'uWS floor / nginx', get(c, 'uWS floor'), get(c, 'nginx'), null))
+  ratios.push(ratioOf(c, 'threatfeed / uWS floor', get(c, 'threatfeed'), get(c, 'uWS floor'), null))
 }
 if (ran('304 poll, 256 conns')) {
   const p99 = median(get('304 poll, 256 conns', 'threatfeed').map((r) => r.p99Ms))

@@ -1,25 +1,53 @@
 /**
- * The floor of any uWebSockets.js front end: a bare uWS app that answers every request with the
- * 304 threatfeed sends (the same status line and headers, given in FLOOR_HEADERS as JSON pairs)
- * and does nothing else but say `Connection: close` when uWS will close — no authentication, no ETag compare, no routing, no metrics. What it
- * costs per request is uWS's own HTTP parsing and writing plus the kernel's socket work; no
- * application on uWS can answer a poll for less. Prints `READY <port>`.
+ * The floor of any uWebSockets.js front end: a bare uWS app that answers every request the way
+ * threatfeed would — a 304 with threatfeed's status line and headers when the request carries
+ * If-None-Match, otherwise the 200 body (gzip when Accept-Encoding asks for it) with threatfeed's
+ * 200 headers — and does nothing else: no authentication, no ETag compare, no routing, no metrics.
+ * It says `Connection: close` when uWS will close, as threatfeed does. A 200 body goes out as
+ * threatfeed's does, with tryEnd and onWritable from one shared buffer (no per-connection copy).
+ * What it costs per request is uWS's own HTTP parsing and writing plus the kernel's socket work; no
+ * application on uWS can answer for less. Prints `READY <port>`.
  *
- * Usage: FLOOR_HEADERS='[["ETag","…"],…]' PORT=… node bench/feeds/serve-uws-floor.ts
+ * Usage: FLOOR_HEADERS='{"304":[["ETag","…"],…],"identity":[…],"gzip":[…]}'
+ *        FLOOR_BODIES=<dir with feed.txt and feed.txt.gz> PORT=… node bench/feeds/serve-uws-floor.ts
  */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import uWS from 'uWebSockets.js'
 
-const headers = JSON.parse(process.env.FLOOR_HEADERS ?? '[]') as Array<[string, string]>
+type Pairs = Array<[string, string]>
+const headers = JSON.parse(process.env.FLOOR_HEADERS ?? '{}') as { '304'?: Pairs, identity?: Pairs, gzip?: Pairs }
+const dir = process.env.FLOOR_BODIES ?? ''
+const bodies = dir === '' ? null : { identity: readFileSync(join(dir, 'feed.txt')), gzip: readFileSync(join(dir, 'feed.txt.gz')) }
+
+/** Sends `body` from `offset` on, waiting for the socket to drain whenever it fills. */
+function send (res: uWS.HttpResponse, body: Buffer, state: { aborted: boolean }): void {
+  const start = res.getWriteOffset()
+  const [ok, done] = res.tryEnd(body, body.length)
+  if (ok || done) return
+  res.onWritable((offset) => {
+    if (state.aborted) return true
+    // offset counts body bytes written so far; resume from there, without copying.
+    const [more] = res.tryEnd(body.subarray(offset - start), body.length)
+    return more
+  })
+}
+
 const app = uWS.App()
 app.any('/*', (res, req) => {
   // uWS closes after a request whose Connection value is five characters long; the answer then
   // says so, as threatfeed's does (src/http/feed-write.ts closesAfter).
   const close = req.getHeader('connection').length === 5
+  const conditional = req.getHeader('if-none-match') !== ''
+  const kind = conditional ? '304' : req.getHeader('accept-encoding').includes('gzip') ? 'gzip' : 'identity'
+  const state = { aborted: false }
+  res.onAborted(() => { state.aborted = true })
   res.cork(() => {
-    res.writeStatus('304 Not Modified')
-    for (const [name, value] of headers) res.writeHeader(name, value)
+    res.writeStatus(kind === '304' ? '304 Not Modified' : '200 OK')
+    for (const [name, value] of headers[kind] ?? []) res.writeHeader(name, value)
     if (close) res.writeHeader('Connection', 'close')
-    res.endWithoutBody()
+    if (kind === '304' || bodies === null) res.endWithoutBody()
+    else send(res, bodies[kind], state)
   })
 })
 app.listen('127.0.0.1', Number(process.env.PORT ?? 0), (s) => {
