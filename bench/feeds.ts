@@ -205,7 +205,7 @@ async function startNodeServer (name: 'threatfeed' | 'node:http', script: string
  * The uWS floor (feeds/serve-uws-floor.ts): threatfeed's 304 and 200 answers (their headers as
  * threatfeed sent them, the bodies nginx serves) with no application code.
  */
-async function startUwsFloor (raw: Record<Kind, string[]>, bodies: string): Promise<Server> {
+async function startUwsFloor (raw: Record<Kind, string[]>, bodies: string, tags: { identity: string, gzip: string }): Promise<Server> {
   // uWS writes Date, Content-Length and its own uWebSockets header itself.
   const own = new Set(['date', 'content-length', 'uwebsockets', 'connection'])
   const pairsOf = (rawHeaders: string[]): Array<[string, string]> => {
@@ -216,7 +216,8 @@ async function startUwsFloor (raw: Record<Kind, string[]>, bodies: string): Prom
   const headers = { 304: pairsOf(raw['304']), identity: pairsOf(raw.identity), gzip: pairsOf(raw.gzip) }
   const child = spawnPinned(SERVER_CORE, [process.execPath, '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(headers), FLOOR_BODIES: bodies, PORT: '0' })
   const ready = Number(await waitForLine(child, 'READY'))
-  return { name: 'uWS floor', child, port: ready, path: '/v1/threat/feeds', auth: '', etag: '', gzipEtag: '' }
+  // The ETags are threatfeed's (its headers are): a request with one is answered 304.
+  return { name: 'uWS floor', child, port: ready, path: '/v1/threat/feeds', auth: '', etag: tags.identity, gzipEtag: tags.gzip }
 }
 
 async function startNginx (identity: Buffer, gzip: Buffer): Promise<Server> {
@@ -378,11 +379,12 @@ for (const s of [tf, node, nginx]) {
   const nm = await fetchRaw(s, { 'if-none-match': s.etag })
   if (nm.status !== 304) throw new Error(`${s.name} answered ${nm.status} to its own ETag`)
 }
-const floor = await startUwsFloor({ 304: (await fetchRaw(tf, { 'if-none-match': tf.etag })).rawHeaders, identity: identity.rawHeaders, gzip: gzipped.rawHeaders }, join(tmp, 'nginx', 'html'))
+const floor = await startUwsFloor({ 304: (await fetchRaw(tf, { 'if-none-match': tf.etag })).rawHeaders, identity: identity.rawHeaders, gzip: gzipped.rawHeaders }, join(tmp, 'nginx', 'html'), { identity: tf.etag, gzip: tf.gzipEtag })
 for (const [kind, body] of [['identity', identity.body], ['gzip', gzipped.body]] as const) {
   const f = await fetchRaw(floor, kind === 'gzip' ? { 'accept-encoding': 'gzip' } : {})
   if (f.status !== 200 || !f.body.equals(body)) throw new Error(`the uWS floor does not serve the same ${kind} bytes (${f.status}, ${f.body.length} B)`)
 }
+if ((await fetchRaw(floor, { 'if-none-match': floor.etag })).status !== 304) throw new Error('the uWS floor does not answer 304 to an If-None-Match')
 const servers: Record<Subject, Server> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor }
 process.stderr.write(`bench/feeds: identity ${identity.body.length} B, gzip ${gzipped.body.length} B; ${SECONDS} s per run, ${RUNS} rounds\n`)
 

@@ -4,8 +4,12 @@
  * at concurrency 1, 4 and 16; entries/s, p50/p99 batch latency, and how long the consumer takes
  * to apply everything (the sustained rate is the slower of the two).
  *
- * Anchor, raced in the same run: a bare uWS server that reads the body, JSON.parses it and
- * answers 200 — the HTTP floor, with no validation and no disk. Then the CPU parts alone, to show
+ * Anchors, raced in the same run: a bare uWS server that reads the body, JSON.parses it and
+ * answers 200 — the HTTP floor, with no validation and no disk; and the durable floor
+ * (ingest/serve-durable-floor.ts), which adds only what the spec's durability costs on uWS and
+ * LMDB — the batch flushed to a stream before the 200, then applied to a keyed rules table with a
+ * checkpoint — and checks nothing: what no implementation on this stack can beat, and so whether
+ * the target is reachable on this machine at all. Then the CPU parts alone, to show
  * where the time goes: JSON.parse, Ajv validation, full normalization, the v1 raw-text split,
  * and the whole ingest pipeline with a stream that does not write.
  *
@@ -19,7 +23,7 @@
  * BENCH_INGEST_CPU=0 (skip the in-process CPU rows), BENCH_INGEST_SERVER_CORES=0|all (the server's
  * taskset; default 0, one core of its own), BENCH_INGEST_NODE_FLAGS (node flags for the server),
  * BENCH_INGEST_CONSUMER_BATCH (the consumer's batchSize, default its own), BENCH_INGEST_TARGETS=random
- * (targets drawn at random instead of in sequence; see makeBody).
+ * (targets drawn at random instead of in sequence; see makeBody), BENCH_INGEST_FLOOR=0 (no durable floor).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -36,6 +40,8 @@ const BATCH = 1000
 const CASES = (process.env.BENCH_INGEST_CASES ?? '').split(',').filter((c) => c !== '')
 const CPU_ROWS = process.env.BENCH_INGEST_CPU !== '0'
 const SERVER_CORES = process.env.BENCH_INGEST_SERVER_CORES ?? '0'
+/** `0`: leave the durable floor out (it doubles the time of a run). */
+const FLOOR = process.env.BENCH_INGEST_FLOOR !== '0'
 /** `random`: targets drawn at random rather than in sequence (see makeBody). */
 const RANDOM_TARGETS = process.env.BENCH_INGEST_TARGETS === 'random'
 /** Extra node flags for the threatfeed server (e.g. V8 heap tuning), space-separated. */
@@ -99,8 +105,11 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
 
 interface Server { child: ChildProcess, port: number, key: string }
 
-function startServer (dataDir: string, anchor: boolean): Promise<Server> {
-  const args = [...NODE_FLAGS, '--import=tsx', ...(PROFILE !== '' && !anchor ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : []), join(repoDir, 'bench', 'ingest.ts'), '--serve', dataDir, anchor ? 'anchor' : 'threatfeed']
+type Subject = 'threatfeed' | 'anchor' | 'durable floor'
+
+function startServer (dataDir: string, subject: Subject): Promise<Server> {
+  const script = subject === 'durable floor' ? [join(repoDir, 'bench', 'ingest', 'serve-durable-floor.ts'), dataDir] : [join(repoDir, 'bench', 'ingest.ts'), '--serve', dataDir, subject]
+  const args = [...NODE_FLAGS, '--import=tsx', ...(PROFILE !== '' && subject === 'threatfeed' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : []), ...script]
   // This client runs on core 1 (main pins itself) when taskset exists. The server gets the
   // cores BENCH_INGEST_SERVER_CORES names ('0' by default: one core of its own).
   const argv = hasCommand('taskset') && SERVER_CORES !== 'all' ? ['taskset', '-c', SERVER_CORES, process.execPath, ...args] : [process.execPath, ...args]
@@ -257,14 +266,16 @@ async function main (): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tf-bench-ingest-'))
   const rows: Row[] = []
   const ratios: Ratio[] = []
-  const tf = await startServer(join(dir, 'data'), false)
-  const anchor = await startServer(join(dir, 'anchor'), true)
+  const tf = await startServer(join(dir, 'data'), 'threatfeed')
+  const anchor = await startServer(join(dir, 'anchor'), 'anchor')
+  const floor = FLOOR ? await startServer(join(dir, 'floor'), 'durable floor') : null
   try {
     for (const api of ['v1', 'v2'] as const) {
       for (const concurrency of [1, 4, 16]) {
         if (CASES.length > 0 && !CASES.includes(`${api}:${concurrency}`)) continue
         // Subjects alternate within a case so that machine drift hits both alike.
         const a = await runCase(anchor, api, concurrency, BATCHES)
+        const f = floor === null ? null : await runCase(floor, api, concurrency, BATCHES)
         const r = await runCase(tf, api, concurrency, BATCHES)
         const name = `HTTP ${api} c${concurrency}`
         const cpu = r.cpuMicrosPerBatch ?? 0
@@ -276,17 +287,25 @@ async function main (): Promise<void> {
           extra: { p50ms: r.p50, p99ms: r.p99, appliedPerSecond: Math.round(r.appliedEps ?? 0), answered429: r.shed, answered5xx: r.failed, serverCpuMsPerBatch: cpu / 1000, entriesPerCpuSecond: Math.round(BATCH / (cpu / 1e6)), load1: loadavg()[0]!.toFixed(1) },
         })
         rows.push({ case: name, subject: 'bare uWS + JSON.parse', value: a.eps, unit: 'entries/s', extra: { p50ms: a.p50, p99ms: a.p99 } })
+        if (f !== null) rows.push({ case: name, subject: 'durable floor (uWS + LMDB)', value: f.eps, unit: 'entries/s', extra: { p50ms: f.p50, p99ms: f.p99, appliedPerSecond: Math.round(f.appliedEps ?? 0), serverCpuMsPerBatch: (f.cpuMicrosPerBatch ?? 0) / 1000 } })
         ratios.push({ case: name, label: 'threatfeed / bare uWS entries/s', value: r.eps / a.eps })
+        if (f !== null) ratios.push({ case: name, label: 'threatfeed / durable floor entries/s', value: r.eps / f.eps })
         if (api === 'v1' && concurrency === 4) {
           const sustained = Math.min(r.eps, r.appliedEps ?? r.eps)
           ratios.push({ case: name, label: 'sustained entries/s ÷ 100,000 (accepted and applied)', value: sustained / 100_000, target: '≥ 1', pass: sustained >= 100_000 })
           ratios.push({ case: name, label: 'p99 batch latency ÷ 50 ms', value: r.p99 / 50, target: '≤ 1', pass: r.p99 <= 50 })
+          if (f !== null) {
+            // The same two figures for the floor: what any implementation on uWS and LMDB reaches here.
+            ratios.push({ case: name, label: 'durable floor: sustained entries/s ÷ 100,000', value: Math.min(f.eps, f.appliedEps ?? f.eps) / 100_000 })
+            ratios.push({ case: name, label: 'durable floor: p99 batch latency ÷ 50 ms', value: f.p99 / 50 })
+          }
         }
       }
     }
   } finally {
     tf.child.kill('SIGTERM')
     anchor.child.kill('SIGKILL')
+    floor?.child.kill('SIGKILL')
     await new Promise((resolve) => tf.child.once('exit', resolve))
     rmSync(dir, { recursive: true, force: true })
   }
