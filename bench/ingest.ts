@@ -53,14 +53,10 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
   if (anchor) {
     const { default: uWS } = await import('uWebSockets.js')
     const app = uWS.App()
+    const { readBody } = await import('./ingest/read-body.js')
     app.post('/*', (res) => {
-      let aborted = false
-      const chunks: Buffer[] = []
-      res.onAborted(() => { aborted = true })
-      res.onData((chunk, last) => {
-        chunks.push(Buffer.from(chunk.slice(0)))
-        if (!last || aborted) return
-        const n = (JSON.parse(Buffer.concat(chunks).toString()) as unknown[]).length
+      readBody(res, (body) => {
+        const n = (JSON.parse(body.toString()) as unknown[]).length
         res.cork(() => res.writeHeader('Content-Type', 'application/json').end(`{"success":true,"message":"Processed ${n} entries, 0 failed"}`))
       })
     })

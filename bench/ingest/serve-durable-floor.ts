@@ -16,6 +16,7 @@
 import { join } from 'node:path'
 import { open } from 'lmdb'
 import uWS from 'uWebSockets.js'
+import { readBody } from './read-body.js'
 
 const dir = process.argv[2]!
 const MAP_SIZE = 2 ** 38
@@ -60,20 +61,14 @@ async function consume (): Promise<void> {
 
 const app = uWS.App()
 app.post('/*', (res) => {
-  let aborted = false
-  const chunks: Buffer[] = []
-  res.onAborted(() => { aborted = true })
-  res.onData((chunk, last) => {
-    chunks.push(Buffer.from(chunk.slice(0)))
-    if (!last) return
-    const body = Buffer.concat(chunks)
+  readBody(res, (body, aborted) => {
     const entries = JSON.parse(body.toString()) as Entry[]
     const seq = ++head
     void stream.put(seq, body).then(() => {
       accepted += entries.length
       queue.push(...entries)
       void consume()
-      if (aborted) return
+      if (aborted()) return
       res.cork(() => res.writeHeader('Content-Type', 'application/json').end(`{"success":true,"message":"Processed ${entries.length} entries, 0 failed"}`))
     })
   })
