@@ -5,30 +5,15 @@
  * minute of real time: the expiry is the spec's, not a test's.
  */
 import t from 'tap'
-import { FeedService } from '../../src/feed/feed-service.js'
-import { inProcessTasks } from '../../src/feed/in-process-tasks.js'
-import { buildGeoIndex } from '../../src/geo/load.js'
-import { feedRoutes } from '../../src/http/feed-routes.js'
+import { feedModule } from '../helpers/feed-module.js'
 import { startTestServer } from '../helpers/server.js'
 import { rawRequest } from '../helpers/feed-server.js'
 
-const geo = buildGeoIndex({})
-let feeds: FeedService | null = null
-const srv = await startTestServer({
-  env: { THREATFEED_FEED_REBUILD_MS: '30000' },
-  modules: ({ store, config }) => {
-    feeds = new FeedService({
-      store,
-      pool: { ...inProcessTasks(geo), setGeo: () => {} },
-      config: { feedRebuildMs: config.feedRebuildMs, pollMs: config.pollMs },
-      log: { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} },
-      geo,
-    })
-    return [feedRoutes({ feeds })]
-  },
-})
+// Started by the test once the signal is applied.
+const feeds = feedModule({ start: false })
+const srv = await startTestServer({ env: { THREATFEED_FEED_REBUILD_MS: '30000' }, modules: feeds.modules })
 t.teardown(async () => {
-  await feeds?.stop()
+  await feeds.stop()
   await srv.close()
 })
 
@@ -59,7 +44,7 @@ t.test('a rule with the minimum expiry disappears at its expiry, not a rebuild i
   }
   const acceptedAt = expiresAt - 60_000
   t.ok(Math.abs(acceptedAt - Date.now()) < 5000, 'expiration 1 became 60 s')
-  await feeds!.start()
+  await feeds.service().start()
   t.equal(await feed(), '192.0.2.9/32\n203.0.113.0/24\n')
 
   let servedStale = false

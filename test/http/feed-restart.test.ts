@@ -8,37 +8,18 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { FeedService } from '../../src/feed/feed-service.js'
-import { inProcessTasks } from '../../src/feed/in-process-tasks.js'
-import { buildGeoIndex } from '../../src/geo/load.js'
-import { feedRoutes } from '../../src/http/feed-routes.js'
+import { feedModule } from '../helpers/feed-module.js'
 import { startTestServer, type TestServer } from '../helpers/server.js'
 import { rawRequest } from '../helpers/feed-server.js'
 
-const geo = buildGeoIndex({})
 const dataDir = mkdtempSync(join(tmpdir(), 'tf-feed-restart-'))
 t.teardown(() => { rmSync(dataDir, { recursive: true, force: true }) })
 
 /** A server with the feed routes over `dataDir`; `provision` only the first time. */
 async function start (provision: boolean): Promise<{ srv: TestServer, stop: () => Promise<void> }> {
-  let feeds: FeedService | null = null
-  const srv = await startTestServer({
-    dataDir,
-    provision,
-    env: { THREATFEED_FEED_REBUILD_MS: '0' },
-    modules: ({ store, config }) => {
-      feeds = new FeedService({
-        store,
-        pool: { ...inProcessTasks(geo), setGeo: () => {} },
-        config: { feedRebuildMs: config.feedRebuildMs, pollMs: config.pollMs },
-        log: { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} },
-        geo,
-      })
-      void feeds.start()
-      return [feedRoutes({ feeds })]
-    },
-  })
-  return { srv, stop: async () => { await feeds?.stop(); await srv.close() } }
+  const feeds = feedModule()
+  const srv = await startTestServer({ dataDir, provision, env: { THREATFEED_FEED_REBUILD_MS: '0' }, modules: feeds.modules })
+  return { srv, stop: async () => { await feeds.stop(); await srv.close() } }
 }
 
 interface Seen { status: number, body: Buffer, etag: string, lastModified: string }

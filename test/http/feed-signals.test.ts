@@ -5,31 +5,14 @@
  * the 304s of pollers.
  */
 import t from 'tap'
-import { FeedService } from '../../src/feed/feed-service.js'
-import { inProcessTasks } from '../../src/feed/in-process-tasks.js'
-import { buildGeoIndex } from '../../src/geo/load.js'
-import { feedRoutes } from '../../src/http/feed-routes.js'
+import { feedModule } from '../helpers/feed-module.js'
 import { startTestServer } from '../helpers/server.js'
 import { rawRequest } from '../helpers/feed-server.js'
 
-const geo = buildGeoIndex({})
-let feeds: FeedService | null = null
-const srv = await startTestServer({
-  env: { THREATFEED_FEED_REBUILD_MS: '0' },
-  modules: ({ store, config }) => {
-    feeds = new FeedService({
-      store,
-      pool: { ...inProcessTasks(geo), setGeo: () => {} },
-      config: { feedRebuildMs: config.feedRebuildMs, pollMs: config.pollMs },
-      log: { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} },
-      geo,
-    })
-    void feeds.start()
-    return [feedRoutes({ feeds })]
-  },
-})
+const feeds = feedModule()
+const srv = await startTestServer({ env: { THREATFEED_FEED_REBUILD_MS: '0' }, modules: feeds.modules })
 t.teardown(async () => {
-  await feeds?.stop()
+  await feeds.stop()
   await srv.close()
 })
 
