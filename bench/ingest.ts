@@ -28,6 +28,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { hasCommand, median, percentile, repoDir, report, type Ratio, type Row } from './lib/report.js'
@@ -139,9 +140,6 @@ function makeBody (api: 'v1' | 'v2'): string {
 
 interface CaseResult { eps: number, p50: number, p99: number, appliedEps: number | null, shed: number, failed: number, cpuMicrosPerBatch: number | null }
 
-function sleep (ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
-}
 
 async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number, batches: number): Promise<CaseResult> {
   const url = `http://127.0.0.1:${srv.port}/${api}/signal`
@@ -200,7 +198,7 @@ async function waitApplied (srv: Server): Promise<{ at: number, cpuMicros: numbe
   for (;;) {
     const { head, applied, cpuMicros } = await (await fetch(`http://127.0.0.1:${srv.port}/bench/lag`)).json() as { head: number, applied: number, cpuMicros: number }
     if (applied >= head) return { at: performance.now(), cpuMicros }
-    await new Promise((resolve) => setTimeout(resolve, 2))
+    await sleep(2)
   }
 }
 

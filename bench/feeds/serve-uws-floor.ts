@@ -20,13 +20,18 @@ const headers = JSON.parse(process.env.FLOOR_HEADERS ?? '{}') as { '304'?: Pairs
 const dir = process.env.FLOOR_BODIES ?? ''
 const bodies = dir === '' ? null : { identity: readFileSync(join(dir, 'feed.txt')), gzip: readFileSync(join(dir, 'feed.txt.gz')) }
 
-/** Sends `body` from `offset` on, waiting for the socket to drain whenever it fills. */
-function send (res: uWS.HttpResponse, body: Buffer, state: { aborted: boolean }): void {
+/**
+ * Sends `body`, waiting for the socket to drain whenever it fills. Only a body still going out
+ * needs to hear of an abort, so only then is onAborted registered (a 304 costs no more than it must).
+ */
+function send (res: uWS.HttpResponse, body: Buffer): void {
   const start = res.getWriteOffset()
   const [ok, done] = res.tryEnd(body, body.length)
   if (ok || done) return
+  let aborted = false
+  res.onAborted(() => { aborted = true })
   res.onWritable((offset) => {
-    if (state.aborted) return true
+    if (aborted) return true
     // offset counts body bytes written so far; resume from there, without copying.
     const [more] = res.tryEnd(body.subarray(offset - start), body.length)
     return more
@@ -40,14 +45,12 @@ app.any('/*', (res, req) => {
   const close = req.getHeader('connection').length === 5
   const conditional = req.getHeader('if-none-match') !== ''
   const kind = conditional ? '304' : req.getHeader('accept-encoding').includes('gzip') ? 'gzip' : 'identity'
-  const state = { aborted: false }
-  res.onAborted(() => { state.aborted = true })
   res.cork(() => {
     res.writeStatus(kind === '304' ? '304 Not Modified' : '200 OK')
     for (const [name, value] of headers[kind] ?? []) res.writeHeader(name, value)
     if (close) res.writeHeader('Connection', 'close')
     if (kind === '304' || bodies === null) res.endWithoutBody()
-    else send(res, bodies[kind], state)
+    else send(res, bodies[kind])
   })
 })
 app.listen('127.0.0.1', Number(process.env.PORT ?? 0), (s) => {
