@@ -93,7 +93,7 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
   }
   const http = await app.startHttpServer({
     config, store, auth: authenticator, metrics: new metrics.Metrics(), log, rateLimiter: new rl.RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst), readiness: async () => ({ ready: true, checks: {} }),
-  }, [routes.signalRoutes({ ingester, backlog: () => consumer.backlog }), lag])
+  }, [routes.signalRoutes({ ingester, consumer }), lag])
   process.stdout.write(JSON.stringify({ port: http.port, key }) + '\n')
   process.on('SIGTERM', () => { void http.close(100).then(() => consumer.stop()).then(() => store.close()).then(() => process.exit(0)) })
 }

@@ -106,7 +106,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     readiness,
   }
   const http = await startHttpServer(ctx, [
-    signalRoutes({ ingester, backlog: () => consumer.backlog }),
+    signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists }),
     openapiRoutes(buildOpenApiDocument()),
   ])

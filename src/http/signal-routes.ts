@@ -2,8 +2,9 @@
  * POST /v1/signal and POST /v2/signal (SPEC 4.1, 4.2, §5, 7.1; DECISIONS §2, §3).
  *
  * Order of decisions, cheapest and least revealing first: authentication (401/402/403, v2: 401
- * only) → rate limit per key, and the consumer's backlog (429 + Retry-After) → Content-Type → body read under the byte cap →
- * the batch itself (src/ingest/batch.ts). Nothing of the body is read for a caller that is not
+ * only) → rate limit per key (429 + Retry-After) → Content-Type → body read under the byte cap,
+ * meanwhile room in the consumer's backlog (a wait, then 429 + Retry-After) → the batch itself
+ * (src/ingest/batch.ts). Nothing of the body is read for a caller that is not
  * allowed in. Every other method answers 405 with `Allow: POST`.
  */
 import type { HttpRequest } from 'uWebSockets.js'
@@ -13,25 +14,32 @@ import { checkContentType } from '../ingest/parse-body.js'
 import type { HttpContext, RouteModule } from './app.js'
 import { readBody } from './body.js'
 import { sendError, sendJson, type Exchange } from './respond.js'
+import type { StreamConsumer } from '../stream/consumer.js'
 
 export interface SignalRouteDeps {
   readonly ingester: SignalIngester
   /**
-   * Accepted records not yet applied to the rule stores (StreamConsumer#backlog). Above
-   * `maxBacklog` new batches get 429 + Retry-After: 1, so that a client faster than the consumer
-   * is slowed to its pace and an acknowledged entry still shows within 1 s (DECISIONS §3).
+   * The consumer applying what is accepted. While more than `maxBacklog` accepted records wait
+   * for it, a new batch waits for room — up to `admissionWaitMs`, its body read meanwhile — and is
+   * answered 429 + Retry-After: 1 only if none came. A client faster than the consumer is thus
+   * slowed to its pace batch by batch, and an acknowledged entry still shows within 1 s
+   * (DECISIONS §3). A 429 at once cost a pipeline a whole second per refusal: measured with a
+   * consumer on a thread of its own (an experiment, not landed), where accepting outran applying,
+   * 1,700 refusals in 10 s against none with the wait, which sustained 108–133k entries/s.
    */
-  readonly backlog?: () => number
+  readonly consumer?: Pick<StreamConsumer, 'backlog' | 'position' | 'waitFor'>
   /**
    * Default 50 000 records: under half a second of applying on the bench machine (the consumer
    * applies 115–135k records/s, bench/ingest.ts), so read-your-writes within 1 s holds, while 16
-   * full batches in flight (16 000 records accepted before a pass runs) do not trip it: at 20 000
-   * they did, 80 times in 200 batches, and the 1-second Retry-After cut throughput to 31k/s.
+   * full batches in flight (16 000 records accepted before a pass runs) do not reach it.
    */
   readonly maxBacklog?: number
+  /** How long a batch waits for the backlog to fall below `maxBacklog` (default 1000 ms). */
+  readonly admissionWaitMs?: number
 }
 
 export const DEFAULT_MAX_BACKLOG = 50_000
+export const DEFAULT_ADMISSION_WAIT_MS = 1000
 
 /**
  * @example
@@ -57,21 +65,41 @@ async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVe
   // Answering before the body is read is safe: uWS skips the unread body, it is never taken for
   // the next request on the connection (test/http/signal-auth.test.ts).
   if (!decision.ok) throw decision.error
-  let wait = ctx.rateLimiter.take(decision.principal.key.id)
-  if (wait === 0 && deps.backlog !== undefined && deps.backlog() > (deps.maxBacklog ?? DEFAULT_MAX_BACKLOG)) wait = 1
+  const wait = ctx.rateLimiter.take(decision.principal.key.id)
   if (wait > 0) {
-    const e = new ThreatfeedError('TF_ERR_RATE_LIMITED', [wait])
-    sendError(ex, e, 'signal', () => {}, [['Retry-After', String(wait)]])
+    tooManyRequests(ex, wait)
     return
   }
   checkContentType(contentType)
+  // Read from now on (uWS drops body data that arrives before a reader is attached), while the
+  // batch waits for room in the backlog.
+  const reading = readBody(ex, ctx.config.maxBodyBytes)
+  if (!await roomInBacklog(deps)) {
+    reading.catch(() => {}) // answered already; the rest of the body is skipped
+    if (!ex.aborted) tooManyRequests(ex, 1)
+    return
+  }
   let body: Buffer
   try {
-    body = await readBody(ex, ctx.config.maxBodyBytes)
+    body = await reading
   } catch (e) {
     if (ex.aborted) return // the client went away: nobody to answer, nothing to report
     throw e
   }
   const outcome = await deps.ingester.ingest(api, decision.principal.workspace.id, body)
   sendJson(ex, outcome.status, outcome.body)
+}
+
+/** True at once when the backlog is under the limit; else once it falls under it, false after the wait. */
+function roomInBacklog (deps: SignalRouteDeps): boolean | Promise<boolean> {
+  const consumer = deps.consumer
+  if (consumer === undefined) return true
+  const max = deps.maxBacklog ?? DEFAULT_MAX_BACKLOG
+  const backlog = consumer.backlog
+  if (backlog <= max) return true
+  return consumer.waitFor(consumer.position + backlog - max, deps.admissionWaitMs ?? DEFAULT_ADMISSION_WAIT_MS)
+}
+
+function tooManyRequests (ex: Exchange, seconds: number): void {
+  sendError(ex, new ThreatfeedError('TF_ERR_RATE_LIMITED', [seconds]), 'signal', () => {}, [['Retry-After', String(seconds)]])
 }

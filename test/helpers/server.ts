@@ -20,7 +20,7 @@ import { startHttpServer, type HttpContext, type HttpServer, type RouteModule } 
 import { Authenticator } from '../../src/http/auth.js'
 import { Metrics } from '../../src/http/metrics.js'
 import { RateLimiter } from '../../src/http/rate-limit.js'
-import { signalRoutes } from '../../src/http/signal-routes.js'
+import { signalRoutes, type SignalRouteDeps } from '../../src/http/signal-routes.js'
 import { openapiRoutes } from '../../src/http/openapi-routes.js'
 import { SignalIngester } from '../../src/ingest/batch.js'
 import { buildOpenApiDocument } from '../../src/ingest/openapi.js'
@@ -51,8 +51,12 @@ export interface TestServerOptions {
   readonly modules?: (deps: { store: BatchingStore, consumer: StreamConsumer, config: Config }) => RouteModule[]
   /** Run the stream consumer (default true). */
   readonly consumer?: boolean
-  /** Backlog above which signals get 429 (signal-routes default otherwise). */
+  /** Backlog above which signals wait for room, then get 429 (signal-routes default otherwise). */
   readonly maxBacklog?: number
+  /** How long a signal batch waits for room in the backlog (signal-routes default otherwise). */
+  readonly admissionWaitMs?: number
+  /** What the signal routes see of the consumer, in place of the server's own (admission tests). */
+  readonly admissionConsumer?: SignalRouteDeps['consumer']
 }
 
 export interface TestServer {
@@ -138,7 +142,12 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst),
     readiness: async () => ({ ready: true, checks: {} }),
   }
-  const modules = [signalRoutes({ ingester, backlog: () => consumer.backlog, ...(options.maxBacklog === undefined ? {} : { maxBacklog: options.maxBacklog }) }), openapiRoutes(buildOpenApiDocument()), ...(options.modules?.({ store, consumer, config }) ?? [])]
+  const admission = {
+    consumer: options.admissionConsumer ?? consumer,
+    ...(options.maxBacklog === undefined ? {} : { maxBacklog: options.maxBacklog }),
+    ...(options.admissionWaitMs === undefined ? {} : { admissionWaitMs: options.admissionWaitMs }),
+  }
+  const modules = [signalRoutes({ ingester, ...admission }), openapiRoutes(buildOpenApiDocument()), ...(options.modules?.({ store, consumer, config }) ?? [])]
   const http = await startHttpServer(ctx, modules)
   const keys = provisioned?.keys ?? ({} as Record<KeyName, string>)
   let closed: Promise<void> | null = null

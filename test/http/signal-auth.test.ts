@@ -136,13 +136,44 @@ t.test('rate limit per key: 429 with Retry-After', async (t) => {
   t.equal((await post(limited, 'v2', v2entry)).status, 200, 'after Retry-After')
 })
 
-t.test('a consumer far behind sheds load: 429 with Retry-After: 1 until it catches up', async (t) => {
-  const behind = await startTestServer({ maxBacklog: 5 })
+t.test('a consumer far behind: the batch waits for room, and gets 429 with Retry-After: 1 only if none comes', async (t) => {
+  const behind = await startTestServer({ maxBacklog: 5, admissionWaitMs: 300 })
   t.teardown(() => behind.close())
   await behind.consumer.stop() // nothing is applied any more: the backlog only grows
   const ten = Array.from({ length: 10 }, (_, i) => ({ type: 'access_rules', action: 'block', ip: `192.0.2.${i}` }))
   t.equal((await post(behind, 'v1', ten)).status, 200, 'the backlog was empty')
   t.equal(behind.consumer.backlog, 10)
-  const r = await post(behind, 'v2', v2entry)
-  t.same([r.status, r.headers.get('retry-after'), r.body], [429, '1', { error: 'TooManyRequestsError', message: 'too many requests; retry after 1 s', code: 429 }])
+  for (const [api, body] of [['v2', v2entry], ['v1', ten]] as const) {
+    const t0 = performance.now()
+    const r = await post(behind, api, body)
+    t.ok(performance.now() - t0 >= 290, `${api}: waited for room first`)
+    t.same([r.status, r.headers.get('retry-after'), r.body], [429, '1', { error: 'TooManyRequestsError', message: 'too many requests; retry after 1 s', code: 429 }], `${api}: then refused`)
+  }
+  t.equal(behind.consumer.backlog, 10, 'nothing refused was accepted')
+})
+
+t.test('a full backlog holds a batch until the consumer makes room, then accepts it', async (t) => {
+  let position = 0
+  let backlog = 10
+  const waits: number[] = []
+  let makeRoom: (() => void) | null = null
+  const consumer = {
+    get position () { return position },
+    get backlog () { return backlog },
+    waitFor: (seq: number) => {
+      waits.push(seq)
+      return new Promise<boolean>((resolve) => { makeRoom = () => { position = seq; backlog = 0; resolve(true) } })
+    },
+  }
+  const srv = await startTestServer({ maxBacklog: 5, admissionWaitMs: 60_000, admissionConsumer: consumer })
+  t.teardown(() => srv.close())
+  let answered = false
+  const answer = post(srv, 'v1', [{ type: 'access_rules', action: 'block', ip: '198.51.100.7' }]).finally(() => { answered = true })
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  t.notOk(answered, 'held while the backlog is full')
+  t.same(waits, [5], 'until the consumer reaches the position that leaves 5 records waiting')
+  makeRoom!()
+  const r = await answer
+  t.same([r.status, r.body], [200, { success: true, message: 'Processed 1 entries, 0 failed' }])
+  t.ok(await srv.consumer.waitFor(srv.consumer.backlog + srv.consumer.position, 2000), 'and it is applied')
 })
