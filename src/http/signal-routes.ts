@@ -74,9 +74,11 @@ async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVe
   // Read from now on (uWS drops body data that arrives before a reader is attached), while the
   // batch waits for room in the backlog.
   const reading = readBody(ex, ctx.config.maxBodyBytes)
+  // The body may fail (over the cap, the client gone) while nothing awaits it yet: handled here,
+  // or the rejection would be unhandled and end the process. It still reaches `await reading`.
+  reading.catch(() => {})
   if (!await roomInBacklog(deps)) {
-    reading.catch(() => {}) // answered already; the rest of the body is skipped
-    if (!ex.aborted) tooManyRequests(ex, 1)
+    if (!ex.aborted) tooManyRequests(ex, 1) // the rest of the body is skipped
     return
   }
   let body: Buffer

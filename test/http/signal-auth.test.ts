@@ -152,6 +152,34 @@ t.test('a consumer far behind: the batch waits for room, and gets 429 with Retry
   t.equal(behind.consumer.backlog, 10, 'nothing refused was accepted')
 })
 
+t.test('while a batch waits for room, a body over the cap or a client that goes away is answered or dropped, and the server carries on', async (t) => {
+  const behind = await startTestServer({ maxBacklog: 5, admissionWaitMs: 300, env: { THREATFEED_MAX_BODY_BYTES: '4096' } })
+  t.teardown(() => behind.close())
+  await behind.consumer.stop()
+  const ten = Array.from({ length: 10 }, (_, i) => ({ type: 'access_rules', action: 'block', ip: `192.0.2.${i}` }))
+  t.equal((await post(behind, 'v1', ten)).status, 200)
+  const cases: Array<[string, () => Promise<unknown>]> = [
+    ['a body over the cap', async () => {
+      const big = JSON.stringify([{ type: 'access_rules', action: 'block', ip: '192.0.2.1', description: 'x'.repeat(5000) }])
+      const r = await post(behind, 'v1', big)
+      t.equal(r.status, 429, 'refused for the backlog, the cap passed meanwhile')
+    }],
+    ['a client that goes away', async () => {
+      const socket = connect(behind.port, '127.0.0.1')
+      await new Promise((resolve) => socket.once('connect', resolve))
+      socket.write(`POST /v1/signal HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${behind.keys.all}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      socket.destroy()
+      await new Promise((resolve) => setTimeout(resolve, 400))
+    }],
+  ]
+  for (const [name, run] of cases) {
+    await run()
+    // An unhandled rejection would have ended this process (the server runs in it).
+    t.equal((await post(behind, 'v2', v2entry)).status, 429, `${name}: the server still answers`)
+  }
+})
+
 t.test('a full backlog holds a batch until the consumer makes room, then accepts it', async (t) => {
   let position = 0
   let backlog = 10
