@@ -76,7 +76,11 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
   const key = api.generateApiKey()
   await store.keys.create({ workspaceId: ws.id, hash: api.hashApiKey(key), scopes: ['signals:write'] })
   const batchSize = process.env.BENCH_INGEST_CONSUMER_BATCH
-  const consumer = new consumerMod.StreamConsumer(store, { pollMs: config.pollMs, log, ...(batchSize === undefined ? {} : { batchSize: Number(batchSize) }) })
+  const { ThreadedConsumer } = await import('../src/stream/consumer-thread.js')
+  const batchOption = batchSize === undefined ? {} : { batchSize: Number(batchSize) }
+  const consumer = process.env.BENCH_INGEST_CONSUMER === 'inline'
+    ? new consumerMod.StreamConsumer(store, { pollMs: config.pollMs, log, ...batchOption })
+    : new ThreadedConsumer({ dataDir, pollMs: config.pollMs, logLevel: 'warn', log, ...batchOption })
   await consumer.start()
   const ingester = new batch.SignalIngester({ stream: store.stream, checks: { asnExists: () => true, checkExpressions: true }, onAppended: (b) => { consumer.offer(b) } })
   const authenticator = new auth.Authenticator(store, { pollMs: config.pollMs })

@@ -15,7 +15,8 @@ import { feedRoutes } from './http/feed-routes.js'
 import { ListDirectory } from './http/list-resolve.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
-import { StreamConsumer } from './stream/consumer.js'
+import { StreamConsumer, type Consumer } from './stream/consumer.js'
+import { ThreadedConsumer } from './stream/consumer-thread.js'
 import { createPool } from './pool/pool.js'
 import { FeedService } from './feed/feed-service.js'
 import { registerFeedMetrics } from './feed/metrics.js'
@@ -59,7 +60,11 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const auth = new Authenticator(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'key reload failed; serving the previous keys') } })
   await auth.start()
 
-  const consumer = new StreamConsumer(store, { pollMs: config.pollMs, log })
+  // The embedded store applies on a thread of its own (consumer-thread.ts); MongoDB does its
+  // work in the server, so its consumer only waits on it, in this thread.
+  const consumer: Consumer = config.store === 'mongodb'
+    ? new StreamConsumer(store, { pollMs: config.pollMs, log })
+    : new ThreadedConsumer({ dataDir: config.dataDir, pollMs: config.pollMs, logLevel: config.logLevel, log })
   await consumer.start()
   const ingester = new SignalIngester({
     stream: store.stream,

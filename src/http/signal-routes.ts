@@ -14,7 +14,7 @@ import { checkContentType } from '../ingest/parse-body.js'
 import type { HttpContext, RouteModule } from './app.js'
 import { readBody } from './body.js'
 import { sendError, sendJson, type Exchange } from './respond.js'
-import type { StreamConsumer } from '../stream/consumer.js'
+import type { Consumer } from '../stream/consumer.js'
 
 export interface SignalRouteDeps {
   readonly ingester: SignalIngester
@@ -24,10 +24,10 @@ export interface SignalRouteDeps {
    * answered 429 + Retry-After: 1 only if none came. A client faster than the consumer is thus
    * slowed to its pace batch by batch, and an acknowledged entry still shows within 1 s
    * (DECISIONS §3). A 429 at once cost a pipeline a whole second per refusal: measured with a
-   * consumer on a thread of its own (an experiment, not landed), where accepting outran applying,
+   * consumer on a thread of its own, where accepting outran applying,
    * 1,700 refusals in 10 s against none with the wait, which sustained 108–133k entries/s.
    */
-  readonly consumer?: Pick<StreamConsumer, 'backlog' | 'position' | 'waitFor'>
+  readonly consumer?: Pick<Consumer, 'backlog' | 'position' | 'waitFor'>
   /**
    * Default 50 000 records: under half a second of applying on the bench machine (the consumer
    * applies 115–135k records/s, bench/ingest.ts), so read-your-writes within 1 s holds, while 16

@@ -24,7 +24,8 @@ import { signalRoutes, type SignalRouteDeps } from '../../src/http/signal-routes
 import { openapiRoutes } from '../../src/http/openapi-routes.js'
 import { SignalIngester } from '../../src/ingest/batch.js'
 import { buildOpenApiDocument } from '../../src/ingest/openapi.js'
-import { StreamConsumer } from '../../src/stream/consumer.js'
+import { StreamConsumer, type Consumer } from '../../src/stream/consumer.js'
+import { ThreadedConsumer } from '../../src/stream/consumer-thread.js'
 import { openStore } from '../../src/store/open.js'
 import type { BatchingStore } from '../../src/store/batch-types.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
@@ -48,9 +49,11 @@ export interface TestServerOptions {
   /** ASN existence; default: the MaxMind ASN test database. */
   readonly asnExists?: (asn: number) => boolean
   /** Extra route modules, built once the store and consumer exist. */
-  readonly modules?: (deps: { store: BatchingStore, consumer: StreamConsumer, config: Config }) => RouteModule[]
+  readonly modules?: (deps: { store: BatchingStore, consumer: Consumer, config: Config }) => RouteModule[]
   /** Run the stream consumer (default true). */
   readonly consumer?: boolean
+  /** Run it on a thread of its own, as the server does for the embedded store (default false: in this thread). */
+  readonly consumerThread?: boolean
   /** Backlog above which signals wait for room, then get 429 (signal-routes default otherwise). */
   readonly maxBacklog?: number
   /** How long a signal batch waits for room in the backlog (signal-routes default otherwise). */
@@ -66,7 +69,7 @@ export interface TestServer {
   readonly dataDir: string
   readonly store: BatchingStore
   readonly ctx: HttpContext
-  readonly consumer: StreamConsumer
+  readonly consumer: Consumer
   readonly ingester: SignalIngester
   readonly http: HttpServer
   /** The main workspace (active) and another one, for isolation tests. */
@@ -124,7 +127,9 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
   const provisioned = options.provision === false ? null : await provision(store)
   const asnExists = options.asnExists ?? await fixtureAsnExists()
 
-  const consumer = new StreamConsumer(store, { pollMs: config.pollMs, log })
+  const consumer: Consumer = options.consumerThread === true
+    ? new ThreadedConsumer({ dataDir, pollMs: config.pollMs, logLevel: config.logLevel, log })
+    : new StreamConsumer(store, { pollMs: config.pollMs, log })
   const ingester = new SignalIngester({
     stream: store.stream,
     checks: { asnExists, checkExpressions: true },

@@ -219,3 +219,37 @@ t.test('two consumers of one name race over one stream: every record applied onc
   const view = (rules: AccessRule[]) => rules.map((r) => [r.target.value, r.expiresAt, r.seq]).sort()
   t.same(view(await access(store, 'w')), view(await access(alone, 'w')), 'the same rules as a single consumer')
 })
+
+t.test('gatherMs: a few records wait for more, up to a full pass or the deadline', async (t) => {
+  const { SignalIngester } = await import('../../src/ingest/batch.js')
+  const store = await withStore(t)
+  const passes: number[] = []
+  const counting = new Proxy(store, {
+    get (target, prop, receiver) {
+      if (prop === 'applyRuleBatch') return (batch: Parameters<BatchingStore['applyRuleBatch']>[0]) => { passes.push(batch.ops.length); return target.applyRuleBatch(batch) }
+      const v = Reflect.get(target, prop, receiver) as unknown
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v
+    },
+  })
+  const consumer = new StreamConsumer(counting, { pollMs: 10_000, batchSize: 6, gatherMs: 300 })
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  const ingester = new SignalIngester({ stream: store.stream, checks: { asnExists: null, checkExpressions: true }, onAppended: (b) => { consumer.offer(b) } })
+  const two = (n: number) => Buffer.from(JSON.stringify([0, 1].map((i) => ({ type: 'access_rules', action: 'block', ip: `192.0.2.${n * 2 + i}` }))))
+
+  // Three batches of two fill a pass of six: applied together, before the deadline.
+  const t0 = performance.now()
+  let last = 0
+  for (let n = 0; n < 3; n++) last = (await ingester.ingest('v1', 'w', two(n))).seqs.at(-1)!
+  t.ok(await consumer.waitFor(last, 1000))
+  t.same(passes, [6], 'one pass for the three batches')
+  t.ok(performance.now() - t0 < 300, 'without waiting for the deadline')
+
+  // One batch alone is applied once the deadline passes.
+  const t1 = performance.now()
+  last = (await ingester.ingest('v1', 'w', two(3))).seqs.at(-1)!
+  t.ok(await consumer.waitFor(last, 2000))
+  t.same(passes, [6, 2])
+  t.ok(performance.now() - t1 >= 250, 'after waiting for more')
+  t.equal((await access(store, 'w')).length, 8)
+})

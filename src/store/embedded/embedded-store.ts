@@ -10,7 +10,7 @@ import { ThreatfeedError } from '../../errors.js'
 import { EmbeddedFeedVersionStore } from './feed-version-store.js'
 import { EmbeddedKeyStore } from './key-store.js'
 import { EmbeddedListStore } from './list-store.js'
-import { LmdbEnv, META } from './lmdb-env.js'
+import { LmdbEnv, META, type LmdbEnvOptions } from './lmdb-env.js'
 import { EmbeddedRuleStore } from './rule-store.js'
 import { EmbeddedSignalStream } from './signal-stream.js'
 import { EmbeddedWorkspaceStore } from './workspace-store.js'
@@ -66,6 +66,6 @@ export class EmbeddedStore implements BatchingStore {
  *   const ws = await store.workspaces.create({ name: 'acme', subscription: 'active' })
  *   await store.close()
  */
-export async function openEmbeddedStore (dataDir: string): Promise<EmbeddedStore> {
-  return new EmbeddedStore(new LmdbEnv(dataDir))
+export async function openEmbeddedStore (dataDir: string, options: LmdbEnvOptions = {}): Promise<EmbeddedStore> {
+  return new EmbeddedStore(new LmdbEnv(dataDir, options))
 }

@@ -25,6 +25,12 @@
  * spanning both: an append touches only the stream, and the consumer's checkpoint moves with the
  * rules it applied, in the main environment.
  *
+ * Synchronous writes (`syncWrites`): a thread that does nothing but write — the stream consumer's
+ * own thread (src/stream/consumer-thread.ts) — commits each transaction itself, in the call, with
+ * lmdb-js's transactionSync, instead of handing it to lmdb-js's writer thread and waiting for its
+ * turn. The commit still flushes to disk before it returns, and an exception still rolls every
+ * write of the transaction back (transactionSync aborts on a throw).
+ *
  * Several processes: the server keeps the environment open while the CLI opens it briefly. LMDB
  * allows that with one writer at a time across processes (its lock file), so every process must
  * open it with the same options — which is why they live here and nowhere else.
@@ -112,6 +118,11 @@ const UTF8_KEYS = {
   },
 }
 
+export interface LmdbEnvOptions {
+  /** Commit in the calling thread, synchronously (see above); for a thread that only writes. */
+  readonly syncWrites?: boolean
+}
+
 export class LmdbEnv {
   readonly dbs: Databases
   readonly streamDbs: StreamDatabases
@@ -123,9 +134,11 @@ export class LmdbEnv {
   readonly streamScratch = new ByteWriter()
   readonly #root: RootDatabase
   readonly #streamRoot: RootDatabase
+  readonly #syncWrites: boolean
   #closed = false
 
-  constructor (dataDir: string) {
+  constructor (dataDir: string, options: LmdbEnvOptions = {}) {
+    this.#syncWrites = options.syncWrites === true
     try {
       mkdirSync(dataDir, { recursive: true })
       // noSubdir is explicit: lmdb-js otherwise treats a directory name containing a dot as a file.
@@ -210,6 +223,13 @@ export class LmdbEnv {
 
   async #writeIn<T> (root: RootDatabase, fn: () => T): Promise<T> {
     if (this.#closed) throw closedError()
+    if (this.#syncWrites) {
+      try {
+        return root.transactionSync(fn)
+      } catch (e) {
+        throw toStoreError(e)
+      }
+    }
     let txn: Promise<T>
     try {
       txn = root.childTransaction(fn)
