@@ -15,9 +15,25 @@
  */
 import type { AccessRuleInput, ExpressionRuleInput, RuleKind, Store, Target } from './types.js'
 
+/**
+ * An upsert of an access rule without rule_ref, already in the embedded store's stored form: the
+ * key and value upsertAccessRule would write (key-layout.ts, rule-codec.ts; its creation and
+ * update times are set when it is applied). Made by the embedded store's consumer thread hand-off
+ * (src/stream/packed-batch.ts), so that the thread that applies does not also encode; MongoDB
+ * refuses it.
+ */
+export interface EncodedAccessUpsert {
+  readonly op: 'putEncodedAccessRule'
+  readonly workspaceId: string
+  readonly key: Buffer
+  readonly value: Buffer
+  readonly expiresAt: number | null
+}
+
 /** One rule write; the same semantics as the RuleStore method of the same name. */
 export type RuleOp =
   | { readonly op: 'upsertAccessRule', readonly input: AccessRuleInput }
+  | EncodedAccessUpsert
   | { readonly op: 'upsertExpressionRule', readonly input: ExpressionRuleInput }
   | { readonly op: 'deleteByRef', readonly workspaceId: string, readonly kind: RuleKind, readonly ruleRef: string }
   | { readonly op: 'deleteAccessByTarget', readonly workspaceId: string, readonly target: Target }

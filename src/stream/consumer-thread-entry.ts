@@ -5,7 +5,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { createLogger } from '../log.js'
 import { openEmbeddedStore } from '../store/embedded/embedded-store.js'
-import { unpackBatch } from './batch-columns.js'
+import { unpackBatch } from './packed-batch.js'
 import { StreamConsumer } from './consumer.js'
 import type { ConsumerThreadData, FromConsumerThread, ToConsumerThread } from './consumer-thread.js'
 
@@ -31,7 +31,11 @@ post({ type: 'ready', position: consumer.position })
 
 port.on('message', (m: ToConsumerThread) => {
   if (m.type === 'offer') {
-    consumer.offer(unpackBatch(m.batch))
+    consumer.offerPrepared(unpackBatch(m.batch))
+    return
+  }
+  if (m.type === 'nudge') {
+    consumer.poll()
     return
   }
   void (async () => {

@@ -3,7 +3,7 @@
  *
  *   main thread (HTTP, ingest)                 consumer thread (consumer-thread-entry.ts)
  *   append a batch → durable → answer 200
- *   offer(batch) ── packed batch (columns) ──▶ StreamConsumer: gather up to a pass of records,
+ *   offer(batch) ── packed batch (encoded) ──▶ StreamConsumer: gather up to a pass of records,
  *                                              apply them with the checkpoint in one synchronous
  *   position, waitFor() ◀──── position ─────── LMDB transaction (flushed), repeat
  *
@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import type { AppendedBatch } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
-import { packBatch } from './batch-columns.js'
+import { packBatch } from './packed-batch.js'
 import type { Consumer } from './consumer.js'
 import { PositionWaiters } from './position-waiters.js'
 
@@ -58,7 +58,11 @@ export interface ConsumerThreadData {
 }
 
 /** Messages between the threads. */
-export type ToConsumerThread = { readonly type: 'offer', readonly batch: string } | { readonly type: 'stop' }
+export type ToConsumerThread =
+  | { readonly type: 'offer', readonly batch: ArrayBuffer }
+  /** Records were appended that are not offered: read them from the stream. */
+  | { readonly type: 'nudge' }
+  | { readonly type: 'stop' }
 export type FromConsumerThread =
   | { readonly type: 'ready', readonly position: number }
   | { readonly type: 'position', readonly position: number }
@@ -120,7 +124,9 @@ export class ThreadedConsumer implements Consumer {
     const last = batch.seqs[batch.seqs.length - 1]
     if (last === undefined) return
     this.#head = Math.max(this.#head, last)
-    this.#worker?.postMessage({ type: 'offer', batch: packBatch(batch) } satisfies ToConsumerThread)
+    const packed = packBatch(batch)
+    if (packed === null) this.#worker?.postMessage({ type: 'nudge' } satisfies ToConsumerThread)
+    else this.#worker?.postMessage({ type: 'offer', batch: packed } satisfies ToConsumerThread, [packed])
   }
 
   /**
@@ -154,17 +160,23 @@ export class ThreadedConsumer implements Consumer {
   #spawn (): Promise<void> {
     const { dataDir, pollMs, name, batchSize, logLevel, log } = this.#options
     const data: ConsumerThreadData = { dataDir, pollMs, name, batchSize, logLevel }
-    const worker = new Worker(entryFile(), { workerData: data })
+    // From the sources, the thread registers tsx itself; the parent's loader flags (a test runner's
+    // TypeScript and coverage hooks) would be loaded again in the thread: 7–34 s to start under tap, 3–8 s without.
+    const worker = new Worker(entryFile(), { workerData: data, ...(isDev ? { execArgv: [] } : {}) })
     this.#worker = worker
     return new Promise((resolve, reject) => {
       let ready = false
       worker.on('message', (m: FromConsumerThread) => {
         if (m.type === 'stopped') return
-        this.#moveTo(m.position)
-        if (m.type === 'ready' && !ready) {
-          ready = true
-          resolve()
-        }
+        // A timer turn later: lmdb-js keeps this thread's read snapshot until a timer of its own
+        // fires, so whoever hears of the position then reads the rules the thread committed.
+        setTimeout(() => {
+          this.#moveTo(m.position)
+          if (m.type === 'ready' && !ready) {
+            ready = true
+            resolve()
+          }
+        }, 0)
       })
       worker.on('error', (err) => {
         log.error({ err }, 'stream consumer thread failed')

@@ -81,6 +81,30 @@ export interface Consumer {
 
 export const DEFAULT_CONSUMER = 'rules'
 
+/**
+ * A batch this process appended, as the consumer keeps it until its pass: the seqs it holds
+ * (first, first + 1, …, count of them) and how to make the store operations that apply it, which
+ * is done only then — an object per record that lived until its pass was a tenth of the ingest
+ * path's garbage-collection time (measured).
+ */
+export interface OfferedBatch {
+  readonly first: number
+  readonly count: number
+  /** Appends the batch's operations, in seq order, to `out`. */
+  pushOps (out: RuleOp[]): void
+}
+
+function commandsBatch (batch: AppendedBatch, first: number): OfferedBatch {
+  const { workspaceId, acceptedAt, commands } = batch
+  return {
+    first,
+    count: commands.length,
+    pushOps: (out) => {
+      for (let i = 0; i < commands.length; i++) out.push(toRuleOp(commands[i]!, workspaceId, first + i, acceptedAt))
+    },
+  }
+}
+
 const DEFAULT_BATCH_SIZE = 4000
 
 /** Most decoded records kept for the consumer; past that (a consumer far behind) it reads the store. */
@@ -102,14 +126,12 @@ export class StreamConsumer implements Consumer {
   readonly #waiters = new PositionWaiters()
   readonly #onApplied: ((position: number) => void) | null
   readonly #gatherMs: number
+  /** The next pass that finds nothing offered reads the stream even past the known head (see poll). */
+  #storeDue = false
   /** Ends the current wait for more records (set while #gather waits). */
   #gathered: (() => void) | null = null
-  /**
-   * First seq → batch, for batches this process appended and the consumer has not applied yet.
-   * Kept whole, and turned into store operations only when applied: an object per record that
-   * lives until its pass was a tenth of the ingest path's garbage-collection time (measured).
-   */
-  #offered = new Map<number, AppendedBatch>()
+  /** First seq → batch, for batches this process appended and the consumer has not applied yet. */
+  #offered = new Map<number, OfferedBatch>()
   /** Records in #offered. */
   #offeredRecords = 0
 
@@ -127,10 +149,22 @@ export class StreamConsumer implements Consumer {
   async start (): Promise<void> {
     this.#position = await this.#store.stream.getCheckpoint(this.#name)
     this.#head = this.#position
-    this.nudge()
+    this.poll()
     await this.#running
-    this.#timer = setInterval(() => { this.nudge() }, this.#pollMs)
+    this.#timer = setInterval(() => { this.poll() }, this.#pollMs)
     this.#timer.unref()
+  }
+
+  /**
+   * Asks for a pass that also reads the stream for records nobody offered (appended by another
+   * process, or whose offer was lost); the poll timer calls it. Other passes read the stream only
+   * for a backlog they know of: a batch is durable on the stream a moment before its offer
+   * arrives, and a pass that read it then decoded it from the stream — a tenth of the consumer
+   * thread's time (bench/ingest.ts --cpu-prof) — only to drop the offer.
+   */
+  poll (): void {
+    this.#storeDue = true
+    this.nudge()
   }
 
   /** Seq of the last record applied. */
@@ -163,15 +197,28 @@ export class StreamConsumer implements Consumer {
     const first = batch.seqs[0]
     const last = batch.seqs[batch.seqs.length - 1]
     if (first === undefined || last === undefined) return
-    this.#head = Math.max(this.#head, last)
-    if (this.#offeredRecords + batch.seqs.length > MAX_OFFERED) {
+    // Only contiguous runs (what both stores' appends give): a pass takes a batch whole.
+    if (last - first + 1 === batch.seqs.length) this.offerPrepared(commandsBatch(batch, first))
+    else this.#heard(last)
+  }
+
+  /** Takes a batch this process appended in the form the consumer applies, and nudges. */
+  offerPrepared (batch: OfferedBatch): void {
+    const { first, count } = batch
+    if (count === 0) return
+    if (this.#offeredRecords + count > MAX_OFFERED) {
       this.#offered.clear()
       this.#offeredRecords = 0
-    } else if (first > this.#position && last - first + 1 === batch.seqs.length) {
-      // Only contiguous runs (what both stores' appends give): a pass takes a batch whole.
+    } else if (first > this.#position) {
       this.#offered.set(first, batch)
-      this.#offeredRecords += batch.seqs.length
+      this.#offeredRecords += count
     }
+    this.#heard(first + count - 1)
+  }
+
+  /** Records up to `last` are on the stream: a pass soon (at once when a full pass waits). */
+  #heard (last: number): void {
+    this.#head = Math.max(this.#head, last)
     if (this.#gathered !== null && this.backlog >= this.#batchSize) this.#gathered()
     this.nudge()
   }
@@ -234,12 +281,19 @@ export class StreamConsumer implements Consumer {
     const ops: RuleOp[] = []
     let last = from - 1
     // The run of batches handed over in memory, if the next record begins one.
-    for (let b = this.#offered.get(from); b !== undefined && (ops.length === 0 || ops.length + b.seqs.length <= this.#batchSize); b = this.#offered.get(last + 1)) {
-      for (let i = 0; i < b.commands.length; i++) ops.push(toRuleOp(b.commands[i]!, b.workspaceId, b.seqs[i]!, b.acceptedAt))
-      last = b.seqs[b.seqs.length - 1]!
+    for (let b = this.#offered.get(from); b !== undefined && (ops.length === 0 || ops.length + b.count <= this.#batchSize); b = this.#offered.get(last + 1)) {
+      b.pushOps(ops)
+      last = b.first + b.count - 1
     }
     if (ops.length === 0) {
-      const records = await this.#store.stream.read(from, this.#batchSize)
+      // Read up to the next batch offered, if one is: a gap (records not offered, or offered to
+      // a consumer that was not running) is filled, and the batches after it are still taken
+      // from memory.
+      let limit = this.#batchSize
+      for (const first of this.#offered.keys()) if (first > from && first - from < limit) limit = first - from
+      if (limit === this.#batchSize && from > this.#head && !this.#storeDue) return false
+      const records = await this.#store.stream.read(from, limit)
+      if (records.length < limit) this.#storeDue = false // the end of the stream
       if (records.length === 0) return false
       for (const record of records) {
         const d = decodeRecord(record)
@@ -267,7 +321,7 @@ export class StreamConsumer implements Consumer {
     for (const [first, b] of this.#offered) {
       if (first <= to) {
         this.#offered.delete(first)
-        this.#offeredRecords -= b.seqs.length
+        this.#offeredRecords -= b.count
       }
     }
   }

@@ -83,7 +83,7 @@ async function runTest (): Promise<void> {
     t.teardown(() => consumer.stop())
     for (let i = 0; i < RECORDS; i += 40) {
       await opened.stream.append(recordsFor(i))
-      consumer.nudge()
+      consumer.poll()
       await new Promise((resolve) => setTimeout(resolve, 2))
     }
     t.ok(await consumer.waitFor(RECORDS, 10_000), 'this consumer saw the head applied')

@@ -67,6 +67,12 @@ export class ByteWriter {
     this.pos += 4
   }
 
+  /** Overwrites the u32 written earlier at `at` (a length known only once what follows is written). */
+  u32At (at: number, v: number): void {
+    if (at + 4 > this.pos) throw new RangeError('u32At past what is written')
+    this.#view.setUint32(at, v, true)
+  }
+
   f64 (v: number): void {
     this.reserve(8)
     this.#view.setFloat64(this.pos, v, true)

@@ -127,6 +127,22 @@ export function decodeAccessRule (buf: Buffer, workspaceId: string): AccessRule 
   }
 }
 
+/** Where createdAt and updatedAt lie in an encoded rule (after the six one-byte fields). */
+const CREATED_AT = 6
+const UPDATED_AT = 14
+
+/**
+ * Sets the creation and update times of an encoded rule in place.
+ *
+ * @example
+ *   setAccessRuleTimes(value, now, now) // a rule encoded ahead of the transaction that writes it
+ */
+export function setAccessRuleTimes (buf: Buffer, createdAt: number, updatedAt: number): void {
+  checkFormat(buf)
+  buf.writeDoubleLE(createdAt, CREATED_AT)
+  buf.writeDoubleLE(updatedAt, UPDATED_AT)
+}
+
 function checkFormat (buf: Buffer): void {
   if (buf[0] !== FORMAT) throw new RangeError(`access rule of unknown format ${buf[0]}`)
 }

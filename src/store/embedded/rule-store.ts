@@ -8,7 +8,7 @@ import { ExpiryLogWriter, purgeLog } from './expiry-log.js'
 import { expressionRuleRange, workspaceOfKey, workspaceRange } from './key-layout.js'
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey, type LmdbEnv } from './lmdb-env.js'
 import { decodeAccessRule } from './rule-codec.js'
-import { lapseTarget, putAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
+import { lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 
 /** Expiry-log references handled per transaction: bounded, so a purge after a long outage never
  *  holds the (cross-process) write lock for long. */
@@ -111,6 +111,7 @@ export class EmbeddedRuleStore implements RuleStore {
       for (const op of batch.ops) {
         switch (op.op) {
           case 'upsertAccessRule': upsertAccessRule(txn, op.input, now, null); upserted++; workspaces.add(op.input.workspaceId); break
+          case 'putEncodedAccessRule': putEncodedAccessRule(txn, op, now); upserted++; workspaces.add(op.workspaceId); break
           case 'upsertExpressionRule': putExpressionRule(txn, op.input, now); upserted++; workspaces.add(op.input.workspaceId); break
           case 'deleteByRef': if (removeByRef(txn, op.workspaceId, op.kind, op.ruleRef)) { deleted++; workspaces.add(op.workspaceId) } break
           case 'deleteAccessByTarget': {

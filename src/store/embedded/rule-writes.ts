@@ -9,12 +9,13 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { Database } from 'lmdb'
+import type { EncodedAccessUpsert } from '../batch-types.js'
 import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, RuleKind, Target } from '../types.js'
 import type { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
 import { accessRuleKey, accessRuleKeyByRef, expressionRuleKey, targetIndexKey, targetIndexRange, workspaceOfKey, writeAccessRuleKey } from './key-layout.js'
 import type { Databases } from './lmdb-env.js'
-import { decodeAccessRule, encodeAccessRule } from './rule-codec.js'
+import { decodeAccessRule, encodeAccessRule, setAccessRuleTimes } from './rule-codec.js'
 
 /** What one write transaction works with. */
 export interface RuleTxn {
@@ -79,6 +80,23 @@ export function upsertAccessRule (txn: RuleTxn, input: AccessRuleInput, now: num
   accessTable(dbs).put(pk, scratch.lmdbValue())
   reindexAccess(txn, pk, prev, input)
   return prev
+}
+
+/**
+ * upsertAccessRule for a rule already encoded (EncodedAccessUpsert): a new rule is written as it
+ * is, with `now` as its times; one that exists is read back from the encoded form and updated as
+ * upsertAccessRule updates it (its id and creation time kept). Unkeyed rules only: they have no
+ * target index entry.
+ */
+export function putEncodedAccessRule (txn: RuleTxn, op: EncodedAccessUpsert, now: number): void {
+  setAccessRuleTimes(op.value, now, now)
+  if (insertIfAbsent(txn.dbs, op.key, op.value)) {
+    logExpiry(txn, EXPIRY_TABLE.access, op.key, null, op.expiresAt)
+    return
+  }
+  const rule = decodeAccessRule(op.value, op.workspaceId)
+  if (rule.ruleRef !== null) throw new TypeError('an encoded access rule must not have a rule_ref')
+  upsertAccessRule(txn, { ...rule, kind: 'access_rule' }, now, null)
 }
 
 export function putExpressionRule (txn: RuleTxn, input: ExpressionRuleInput, now: number): ExpressionRule {
