@@ -82,6 +82,24 @@ function entryFile (): string {
   return isDev ? devEntry : fileURLToPath(new URL('./consumer-thread-entry.js', import.meta.url))
 }
 
+/** Flags that load modules first: `--import x`, `--import=x`, likewise --loader, --require. */
+const LOADER_FLAG = /^(--import|--loader|--experimental-loader|--require|-r)(=|$)/
+
+/**
+ * The parent's node flags without its module loaders. From the sources the thread registers tsx
+ * itself, and a test runner's TypeScript and coverage hooks loaded again in the thread made it
+ * start in 7–34 s under tap instead of 3–8 s; other flags (--cpu-prof, heap sizes) still apply.
+ */
+export function withoutLoaders (execArgv: readonly string[]): string[] {
+  const out: string[] = []
+  for (let i = 0; i < execArgv.length; i++) {
+    const m = LOADER_FLAG.exec(execArgv[i]!)
+    if (m === null) out.push(execArgv[i]!)
+    else if (m[2] === '') i++ // the value is the next argument
+  }
+  return out
+}
+
 export class ThreadedConsumer implements Consumer {
   readonly #options: ThreadedConsumerOptions
   readonly #waiters = new PositionWaiters()
@@ -160,9 +178,7 @@ export class ThreadedConsumer implements Consumer {
   #spawn (): Promise<void> {
     const { dataDir, pollMs, name, batchSize, logLevel, log } = this.#options
     const data: ConsumerThreadData = { dataDir, pollMs, name, batchSize, logLevel }
-    // From the sources, the thread registers tsx itself; the parent's loader flags (a test runner's
-    // TypeScript and coverage hooks) would be loaded again in the thread: 7–34 s to start under tap, 3–8 s without.
-    const worker = new Worker(entryFile(), { workerData: data, ...(isDev ? { execArgv: [] } : {}) })
+    const worker = new Worker(entryFile(), { workerData: data, ...(isDev ? { execArgv: withoutLoaders(process.execArgv) } : {}) })
     this.#worker = worker
     return new Promise((resolve, reject) => {
       let ready = false

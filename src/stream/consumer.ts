@@ -128,6 +128,8 @@ export class StreamConsumer implements Consumer {
   readonly #gatherMs: number
   /** The next pass that finds nothing offered reads the stream even past the known head (see poll). */
   #storeDue = false
+  /** A batch was offered since the poll timer's last tick. */
+  #offeredSinceTick = false
   /** Ends the current wait for more records (set while #gather waits). */
   #gathered: (() => void) | null = null
   /** First seq → batch, for batches this process appended and the consumer has not applied yet. */
@@ -151,7 +153,7 @@ export class StreamConsumer implements Consumer {
     this.#head = this.#position
     this.poll()
     await this.#running
-    this.#timer = setInterval(() => { this.poll() }, this.#pollMs)
+    this.#timer = setInterval(() => { this.#tick() }, this.#pollMs)
     this.#timer.unref()
   }
 
@@ -165,6 +167,20 @@ export class StreamConsumer implements Consumer {
   poll (): void {
     this.#storeDue = true
     this.nudge()
+  }
+
+  /**
+   * The poll timer: reads the stream only when nothing was offered since the last tick. While
+   * batches are offered, records another process appends among them are read as gaps (the
+   * offers after them move the known head past them); those after the last offer wait until
+   * offers pause, which a busy appender's next tick finds. Polling the stream while offers flow
+   * read the batches whose offers were still on their way, every tick.
+   */
+  #tick (): void {
+    if (this.#offeredSinceTick) {
+      this.#offeredSinceTick = false
+      this.nudge()
+    } else this.poll()
   }
 
   /** Seq of the last record applied. */
@@ -218,6 +234,7 @@ export class StreamConsumer implements Consumer {
 
   /** Records up to `last` are on the stream: a pass soon (at once when a full pass waits). */
   #heard (last: number): void {
+    this.#offeredSinceTick = true
     this.#head = Math.max(this.#head, last)
     if (this.#gathered !== null && this.backlog >= this.#batchSize) this.#gathered()
     this.nudge()

@@ -103,3 +103,15 @@ t.test('stopping the thread leaves the server\'s own handle on the store open', 
   t.equal((await post(srv, 'v1', blocks(10, 10))).status, 200, 'appends still work')
   t.equal(srv.consumer.backlog, 10, 'and wait for a consumer')
 })
+
+t.test('the thread gets the parent\'s node flags without its module loaders', async (t) => {
+  const { withoutLoaders } = await import('../../src/stream/consumer-thread.js')
+  const cases: Array<[string[], string[]]> = [
+    [[], []],
+    [['--import=tsx', '--cpu-prof'], ['--cpu-prof']],
+    [['--import', 'tsx', '--max-old-space-size=512'], ['--max-old-space-size=512']],
+    [['--loader', 'x', '--experimental-loader=y', '-r', 'z', '--require=w', '--enable-source-maps'], ['--enable-source-maps']],
+    [['--imports-are-not-loaders', '--cpu-prof-dir=/tmp'], ['--imports-are-not-loaders', '--cpu-prof-dir=/tmp']],
+  ]
+  for (const [given, expected] of cases) t.same(withoutLoaders(given), expected, given.join(' '))
+})
