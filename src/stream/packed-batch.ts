@@ -102,19 +102,10 @@ function readOps (r: ByteReader, workspaceId: string, acceptedAt: number, first:
       continue
     }
     if (tag !== TAG.encoded) throw new RangeError(`unknown tag ${tag}`)
-    const key = bytes(r)
-    const value = bytes(r)
+    const key = r.bytes()
+    const value = r.bytes()
     const expiresAt = r.f64()
     out.push({ op: 'putEncodedAccessRule', workspaceId, key, value, expiresAt: Number.isNaN(expiresAt) ? null : expiresAt })
   }
   if (r.pos !== r.buf.length) throw new RangeError('packed batch has trailing bytes')
-}
-
-function bytes (r: ByteReader): Buffer {
-  const n = r.u32()
-  const end = r.pos + n
-  if (end > r.buf.length) throw new RangeError('value ends early')
-  const b = r.buf.subarray(r.pos, end)
-  r.pos = end
-  return b
 }

@@ -184,11 +184,24 @@ export class ByteReader {
   }
 
   str (): string {
-    const n = this.u32()
-    const end = this.pos + n
-    if (end > this.buf.length) throw new RangeError('value ends early')
+    const end = this.#lengthEnd()
     const s = this.buf.utf8Slice(this.pos, end)
     this.pos = end
     return s
+  }
+
+  /** A u32 byte length, then that many bytes: a view of them. */
+  bytes (): Buffer {
+    const end = this.#lengthEnd()
+    const b = this.buf.subarray(this.pos, end)
+    this.pos = end
+    return b
+  }
+
+  /** Reads a u32 length; where that many bytes from here end. */
+  #lengthEnd (): number {
+    const end = this.u32() + this.pos
+    if (end > this.buf.length) throw new RangeError('value ends early')
+    return end
   }
 }
