@@ -142,9 +142,12 @@ export class ThreadedConsumer implements Consumer {
     const last = batch.seqs[batch.seqs.length - 1]
     if (last === undefined) return
     this.#head = Math.max(this.#head, last)
+    // No thread (one is being started again): it will read the batch from the stream.
+    const worker = this.#worker
+    if (worker === null) return
     const packed = packBatch(batch)
-    if (packed === null) this.#worker?.postMessage({ type: 'nudge' } satisfies ToConsumerThread)
-    else this.#worker?.postMessage({ type: 'offer', batch: packed } satisfies ToConsumerThread, [packed])
+    if (packed === null) worker.postMessage({ type: 'nudge' } satisfies ToConsumerThread)
+    else worker.postMessage({ type: 'offer', batch: packed } satisfies ToConsumerThread, [packed])
   }
 
   /**
@@ -153,7 +156,6 @@ export class ThreadedConsumer implements Consumer {
    *   await consumer.waitFor(seqs.at(-1)!, 1000) // the rules are in the store
    */
   waitFor (seq: number, timeoutMs: number): Promise<boolean> {
-    if (this.#position >= seq) return Promise.resolve(true)
     return this.#waiters.wait(seq, timeoutMs)
   }
 

@@ -150,6 +150,7 @@ export class StreamConsumer implements Consumer {
   /** Loads the checkpoint, catches up with the stream, then polls. */
   async start (): Promise<void> {
     this.#position = await this.#store.stream.getCheckpoint(this.#name)
+    this.#waiters.reached(this.#position)
     this.#head = this.#position
     this.poll()
     await this.#running
@@ -248,7 +249,6 @@ export class StreamConsumer implements Consumer {
    *   await consumer.waitFor(seqs.at(-1)!, 1000) // the rules are in the store
    */
   waitFor (seq: number, timeoutMs: number): Promise<boolean> {
-    if (this.#position >= seq) return Promise.resolve(true)
     return this.#waiters.wait(seq, timeoutMs)
   }
 

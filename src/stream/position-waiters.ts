@@ -5,15 +5,18 @@
  */
 export class PositionWaiters {
   #waiters: Array<{ seq: number, resolve: () => void }> = []
+  /** The position last announced. */
+  #position = 0
 
   /**
-   * Resolves true once `reached(seq)` is announced (at or past `seq`), false after `timeoutMs`.
+   * Resolves true once a position at or past `seq` is announced (at once if it was already),
+   * false after `timeoutMs`.
    *
    * @example
-   *   if (position >= seq) return true
-   *   return waiters.wait(seq, 1000)
+   *   waitFor (seq, timeoutMs) { return this.#waiters.wait(seq, timeoutMs) }
    */
   wait (seq: number, timeoutMs: number): Promise<boolean> {
+    if (this.#position >= seq) return Promise.resolve(true)
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.#waiters = this.#waiters.filter((w) => w !== waiter)
@@ -26,6 +29,7 @@ export class PositionWaiters {
 
   /** The consumer stands at `position`: every wait for a position up to it is over. */
   reached (position: number): void {
+    this.#position = position
     if (this.#waiters.length === 0) return
     const due = this.#waiters.filter((w) => w.seq <= position)
     this.#waiters = this.#waiters.filter((w) => w.seq > position)
