@@ -1,5 +1,5 @@
 // Lint enforces the one-way dependency direction of STYLE.md:
-//   errors, net, expr  <-  geo, store, pool  <-  feed, ingest, stream  <-  http, cli  <-  main
+//   errors, json, net, expr  <-  geo, store, pool  <-  feed, ingest, stream  <-  http, cli  <-  main
 // and that each third-party dependency is imported by exactly one choke-point folder.
 import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
@@ -40,7 +40,8 @@ export default tseslint.config(
       'no-restricted-syntax': ['error', { selector: 'TSEnumDeclaration', message: 'no enum: use an as-const object and a union' }],
     },
   },
-  restrict('src/errors.ts', ['net', 'expr', 'geo', 'store', 'pool', ...upper]),
+  restrict('src/errors.ts', ['json', 'net', 'expr', 'geo', 'store', 'pool', ...upper]),
+  restrict('src/json', ['net', 'expr', 'geo', 'store', 'pool', ...upper]),
   restrict('src/net', ['expr', 'geo', 'store', 'pool', ...upper]),
   restrict('src/expr', ['net', 'geo', 'store', 'pool', ...upper]),
   restrict('src/geo', ['store', 'pool', ...upper]),

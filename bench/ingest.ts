@@ -274,7 +274,7 @@ async function cpuRows (): Promise<Row[]> {
   const { normalizeV1 } = await import('../src/ingest/normalize-v1.js')
   const { normalizeV2 } = await import('../src/ingest/normalize-v2.js')
   const { checkSchema } = await import('../src/ingest/validators.js')
-  const { splitJsonArray } = await import('../src/ingest/json-array-splitter.js')
+  const { splitJsonArray } = await import('../src/json/array-splitter.js')
   const { SignalIngester } = await import('../src/ingest/batch.js')
   const checks = { asnExists: () => true, checkExpressions: true }
   const noStream = { append: async (r: unknown[]) => r.map((_, i) => i + 1), read: async () => [], head: async () => 0, getCheckpoint: async () => 0, setCheckpoint: async () => {} }

@@ -5,7 +5,7 @@
  * byte for byte as it is in the file.
  */
 import type { Readable } from 'node:stream'
-import { JsonArraySplitter } from '../json-array-splitter.js'
+import { JsonArraySplitter } from '../../json/array-splitter.js'
 
 export interface SourceEntry {
   /** 0-based position in the file. */

@@ -1,7 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { isDeepStrictEqual } from 'node:util'
-import { JsonArraySplitter, JsonArraySyntaxError, splitJsonArray } from '../../src/ingest/json-array-splitter.js'
+import { JsonArraySplitter, JsonArraySyntaxError, splitJsonArray } from '../../src/json/array-splitter.js'
 
 t.test('element texts are the exact source text of each element', async (t) => {
   const cases: Array<{ description: string, input: string, expected: string[] }> = [
