@@ -10,7 +10,7 @@
  * disk before the answer is written.
  */
 import { ThreatfeedError } from '../errors.js'
-import type { SignalStream, StreamRecordInput } from '../store/types.js'
+import type { SignalStream, StreamAppend, StreamRecordInput } from '../store/types.js'
 import { toV2Payload, type Command } from './commands.js'
 import type { EntryChecks, NormalizeResult } from './entry-rules.js'
 import { splitJsonArray } from '../json/array-splitter.js'
@@ -156,7 +156,14 @@ export class SignalIngester {
     }
 
     const acceptedAt = this.#now()
-    // v1: the entry's own text, byte for byte (SPEC §9.3: the v1 stream format is unchanged).
+    const message = `Processed ${entries.length} entries, ${failed} failed`
+    if (api === 'v1' && failed === 0) {
+      // Every entry's own text, byte for byte (SPEC §9.3: the v1 stream format is unchanged): the
+      // body is stored whole and split when read back (types.ts WholeV1Batch).
+      const commands = results.map((r) => (r as { command: Command }).command)
+      return { appended: this.#append({ workspaceId, acceptedAt, body, count: entries.length }), acceptedAt, commands, message, errors: [] }
+    }
+    // v1 with failures: the accepted entries' texts only (a failed entry leaves no trace).
     const texts = api === 'v1' ? splitJsonArray(text) : null
     const records: StreamRecordInput[] = []
     const commands: Command[] = []
@@ -172,12 +179,12 @@ export class SignalIngester {
         ? { workspaceId, payload: texts[i]!, acceptedAt }
         : { workspaceId, schemaVersion: 2, payload: toV2Payload(r.command), acceptedAt })
     }
-    return { appended: this.#append(records), acceptedAt, commands, message: `Processed ${entries.length} entries, ${failed} failed`, errors }
+    return { appended: this.#append(records), acceptedAt, commands, message, errors }
   }
 
   /** The stream append, failed with 500 past the deadline. Not an async function: `records`
    *  must not be held by a suspended frame (see #accept). */
-  #append (records: StreamRecordInput[]): Promise<number[]> {
+  #append (records: StreamAppend): Promise<number[]> {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => {

@@ -192,13 +192,32 @@ export interface StreamRecord {
 
 export type StreamRecordInput = Omit<StreamRecord, 'seq'>
 
+/**
+ * A whole v1 batch as one append: each element of `body` (a JSON array in UTF-8, parsed by the
+ * caller) is a v1 record of `workspaceId` accepted at `acceptedAt`, its payload the element's
+ * text byte for byte. What the ingest path appends when no entry of a v1 batch failed — nearly
+ * always — so that the body is split into records when they are read back instead of on every
+ * request: the split cost as much CPU as the JSON parse, and a batch's records are read again
+ * only for a replay, a gap or `stream tail` (the consumer is handed the batch already parsed).
+ */
+export interface WholeV1Batch {
+  readonly workspaceId: string
+  readonly acceptedAt: number
+  readonly body: Buffer
+  /** The array's length. */
+  readonly count: number
+}
+
+/** What one append takes: records, or a whole v1 batch (whole-v1-batch.ts). */
+export type StreamAppend = StreamRecordInput[] | WholeV1Batch
+
 export interface SignalStream {
   /**
    * Appends durably and atomically; resolves with the assigned sequence numbers, strictly
    * increasing. A reader never observes seq n+1 before seq n is readable (commit order = seq order),
    * also with several processes appending at once.
    */
-  append (records: StreamRecordInput[]): Promise<number[]>
+  append (input: StreamAppend): Promise<number[]>
   /** Records with seq >= from, ascending, at most `limit`. */
   read (from: number, limit: number): Promise<StreamRecord[]>
   /** Highest assigned seq, 0 when empty. */

@@ -122,14 +122,24 @@ t.test('a key writes only into its own workspace', async (t) => {
   t.equal((await accessRules()).filter((x) => x.target.value === '233.252.0.9/32').length, 0)
 })
 
-t.test('the stream record of a v1 entry is byte-for-byte the entry text', async (t) => {
+t.test('the stream record of a v1 entry is byte-for-byte the entry text, in whole and partial batches', async (t) => {
   const entry = '{ "type":"access_rules" ,"action" : "block", "ip":"192.0.2.200", "description":"caf\\u00e9 é", "expiration": 1.2e2 }'
-  const headBefore = await srv.store.stream.head()
-  const r = await post(srv, 'v1', `[\n${entry}\n]`)
-  t.equal(r.status, 200)
-  const [record] = await srv.store.stream.read(headBefore + 1, 1)
-  t.equal(record!.payload, entry)
-  t.notOk(Object.hasOwn(record!, 'schemaVersion'), 'no schema_version header')
+  const other = '{"type":"access_rules","action":"unblock","ip":"192.0.2.201","description":"] , [ \\" {"}'
+  const bad = '{"type":"access_rules","action":"block","ip":"192.0.2.300"}'
+  const cases: Array<[string, string, number, string[]]> = [
+    ['one entry', `[\n${entry}\n]`, 200, [entry]],
+    ['every entry accepted, odd spacing', ` [${entry} ,\n\t${other}]\r\n`, 200, [entry, other]],
+    ['a failed entry between two accepted ones', `[${entry},${bad}, ${other}]`, 206, [entry, other]],
+  ]
+  for (const [name, body, status, payloads] of cases) {
+    const headBefore = await srv.store.stream.head()
+    const r = await post(srv, 'v1', body)
+    t.equal(r.status, status, `${name}: ${JSON.stringify(r.body)}`)
+    const records = await srv.store.stream.read(headBefore + 1, 10)
+    t.same(records.map((x) => x.payload), payloads, name)
+    t.same(records.map((x) => x.seq), payloads.map((_, i) => headBefore + 1 + i), `${name}: seqs`)
+    for (const record of records) t.notOk(Object.hasOwn(record, 'schemaVersion'), `${name}: no schema_version header`)
+  }
 })
 
 t.test('DECISIONS §3 edge cases through HTTP: refusals with exact bodies', async (t) => {

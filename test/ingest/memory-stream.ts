@@ -1,5 +1,6 @@
 /** An in-memory SignalStream for unit tests of the producer (no LMDB). */
-import type { SignalStream, StreamRecord, StreamRecordInput } from '../../src/store/types.js'
+import type { SignalStream, StreamAppend, StreamRecord } from '../../src/store/types.js'
+import { appendRecords } from '../../src/store/whole-v1-batch.js'
 
 export class MemoryStream implements SignalStream {
   readonly records: StreamRecord[] = []
@@ -7,9 +8,9 @@ export class MemoryStream implements SignalStream {
   /** When set, append waits for it (or rejects with it). */
   appendHook: (() => Promise<void>) | null = null
 
-  async append (records: StreamRecordInput[]): Promise<number[]> {
+  async append (input: StreamAppend): Promise<number[]> {
     if (this.appendHook !== null) await this.appendHook()
-    return records.map((r) => {
+    return appendRecords(input).map((r) => {
       const seq = this.records.length + 1
       this.records.push({ ...r, seq })
       return seq

@@ -35,6 +35,21 @@ export function describeStreamContract (test: StoreTest): void {
     }
   })
 
+  test('stream: a whole v1 batch is appended as one record per element, each its text byte for byte', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const head = await store.stream.head()
+    const texts = ['{ "type":"access_rules" ,"action" : "block", "ip":"192.0.2.1" }', '{"ip":"192.0.2.2","description":"caf\\u00e9 é ☃ ] ,"}', '{"expiration": 1.2e2}']
+    const body = Buffer.from(`\n[ ${texts.join(' ,\n')} ]\n`)
+    const seqs = await store.stream.append({ workspaceId: ws, acceptedAt: 700, body, count: texts.length })
+    t.same(seqs, [head + 1, head + 2, head + 3])
+    t.same(await store.stream.append(records(ws, 1)), [head + 4], 'records after it follow on')
+    t.equal(await store.stream.head(), head + 4)
+    const read = await store.stream.read(head + 1, 10)
+    t.same(read.slice(0, 3), texts.map((payload, i) => ({ seq: head + 1 + i, workspaceId: ws, payload, acceptedAt: 700 })))
+    for (const r of read.slice(0, 3)) t.notOk('schemaVersion' in r, 'v1 records: no schemaVersion key')
+    t.same((await store.stream.read(head + 2, 2)).map((r) => [r.seq, r.payload]), [[head + 2, texts[1]], [head + 3, texts[2]]], 'from inside the batch, up to a limit')
+  })
+
   test('stream: concurrent appends get disjoint, contiguous seqs and the stream has no gap', async (t, store) => {
     const ws = freshWorkspaceId()
     const batches = await Promise.all(Array.from({ length: 8 }, (_, b) => store.stream.append(records(ws, 50, b * 50))))

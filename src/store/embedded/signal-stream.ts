@@ -6,9 +6,10 @@
  * one writer at a time across every process, so transactions commit in the order they took
  * their seqs and a reader can never see seq n+1 without seq n.
  */
-import type { SignalStream, StreamRecord, StreamRecordInput } from '../types.js'
+import type { SignalStream, StreamAppend, StreamRecord } from '../types.js'
+import { appendCount, isWholeV1Batch } from '../whole-v1-batch.js'
 import { META, type LmdbEnv } from './lmdb-env.js'
-import { decodeChunk, encodeChunk } from './stream-codec.js'
+import { decodeChunk, encodeChunk, encodeWholeV1Chunk } from './stream-codec.js'
 
 export class EmbeddedSignalStream implements SignalStream {
   readonly #env: LmdbEnv
@@ -22,16 +23,18 @@ export class EmbeddedSignalStream implements SignalStream {
    *  not in the transaction, and this is not an async function: the records (a thousand strings
    *  and objects per batch) are garbage before the commit is awaited, instead of outliving a
    *  young-generation collection (see SignalIngester#accept). */
-  append (records: StreamRecordInput[]): Promise<number[]> {
-    if (records.length === 0) return Promise.resolve([])
+  append (input: StreamAppend): Promise<number[]> {
+    const count = appendCount(input)
+    if (count === 0) return Promise.resolve([])
     const w = this.#env.streamScratch
     w.reset()
     try {
-      encodeChunk(w, records)
+      if (isWholeV1Batch(input)) encodeWholeV1Chunk(w, input)
+      else encodeChunk(w, input)
     } catch (e) {
       return Promise.reject(e)
     }
-    return this.#put(Buffer.from(w.view()), records.length)
+    return this.#put(Buffer.from(w.view()), count)
   }
 
   async #put (chunk: Buffer, count: number): Promise<number[]> {

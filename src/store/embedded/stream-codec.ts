@@ -12,11 +12,19 @@
  *
  * flags: 1 = schemaVersion present (absent is a v1 record), 2 = same workspace and acceptedAt as
  * the record before (the usual case: an append is one ingest batch).
+ *
+ * A whole v1 batch (types.ts WholeV1Batch) is a chunk of its own form, the body as it came:
+ *
+ *   u8 format (2) · u32 count · f64 acceptedAt · str workspaceId · u32 length · body
+ *
+ * and is split into its records when read (whole-v1-batch.ts).
  */
-import type { StreamRecord, StreamRecordInput } from '../types.js'
+import type { StreamRecord, StreamRecordInput, WholeV1Batch } from '../types.js'
+import { wholeBatchTexts } from '../whole-v1-batch.js'
 import { ByteReader, type ByteWriter } from './byte-writer.js'
 
-const FORMAT = 1
+const RECORDS = 1
+const WHOLE_V1 = 2
 const HAS_VERSION = 1
 const SAME_ORIGIN = 2
 
@@ -27,7 +35,7 @@ const SAME_ORIGIN = 2
  *   w.reset(); encodeChunk(w, records); dbs.stream.put(firstSeq, w.view())
  */
 export function encodeChunk (w: ByteWriter, records: readonly StreamRecordInput[]): void {
-  w.u8(FORMAT)
+  w.u8(RECORDS)
   w.u32(records.length)
   let workspaceId: string | null = null
   let acceptedAt = Number.NaN
@@ -49,10 +57,20 @@ export function encodeChunk (w: ByteWriter, records: readonly StreamRecordInput[
   }
 }
 
+/** Writes a whole v1 batch as one chunk into `w` (from w.pos): a copy of its body. */
+export function encodeWholeV1Chunk (w: ByteWriter, batch: WholeV1Batch): void {
+  w.u8(WHOLE_V1)
+  w.u32(batch.count)
+  w.f64(batch.acceptedAt)
+  w.str(batch.workspaceId)
+  w.u32(batch.body.length)
+  w.bytes(batch.body)
+}
+
 /** Records in a chunk (without decoding them). */
 export function chunkCount (buf: Buffer): number {
   const r = new ByteReader(buf)
-  checkFormat(r)
+  readFormat(r)
   return r.u32()
 }
 
@@ -62,8 +80,12 @@ export function chunkCount (buf: Buffer): number {
  */
 export function decodeChunk (buf: Buffer, firstSeq: number, from: number, limit: number, out: StreamRecord[]): void {
   const r = new ByteReader(buf)
-  checkFormat(r)
+  const format = readFormat(r)
   const count = r.u32()
+  if (format === WHOLE_V1) {
+    decodeWholeV1(r, count, firstSeq, from, limit, out)
+    return
+  }
   let workspaceId = ''
   let acceptedAt = 0
   for (let i = 0; i < count && out.length < limit; i++) {
@@ -87,7 +109,21 @@ export function decodeChunk (buf: Buffer, firstSeq: number, from: number, limit:
   }
 }
 
-function checkFormat (r: ByteReader): void {
+function decodeWholeV1 (r: ByteReader, count: number, firstSeq: number, from: number, limit: number, out: StreamRecord[]): void {
+  const acceptedAt = r.f64()
+  const workspaceId = r.str()
+  const body = r.bytes()
+  if (r.pos !== r.buf.length) throw new RangeError('a whole v1 batch chunk with bytes after its body')
+  // Nothing to split when every record wanted is past this chunk.
+  if (firstSeq + count <= from) return
+  const texts = wholeBatchTexts(body, count)
+  for (let i = Math.max(0, from - firstSeq); i < count && out.length < limit; i++) {
+    out.push({ seq: firstSeq + i, workspaceId, payload: texts[i]!, acceptedAt })
+  }
+}
+
+function readFormat (r: ByteReader): number {
   const format = r.u8()
-  if (format !== FORMAT) throw new RangeError(`stream chunk of unknown format ${format}`)
+  if (format !== RECORDS && format !== WHOLE_V1) throw new RangeError(`stream chunk of unknown format ${format}`)
+  return format
 }

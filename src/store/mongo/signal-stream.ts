@@ -8,7 +8,8 @@
  * outside the transaction would let a later, smaller transaction commit first and a consumer
  * would skip the records of the earlier one for good.
  */
-import type { SignalStream, StreamRecord, StreamRecordInput } from '../types.js'
+import type { SignalStream, StreamAppend, StreamRecord, StreamRecordInput } from '../types.js'
+import { appendRecords } from '../whole-v1-batch.js'
 import { COUNTERS, type StreamDoc } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
@@ -20,7 +21,9 @@ export class MongoSignalStream implements SignalStream {
     this.#ctx = ctx
   }
 
-  async append (records: StreamRecordInput[]): Promise<number[]> {
+  async append (input: StreamAppend): Promise<number[]> {
+    // One document per record, a whole v1 batch included: readers query by seq.
+    const records = appendRecords(input)
     if (records.length === 0) return []
     const n = records.length
     return this.#ctx.write(async (session) => {

@@ -5,7 +5,7 @@
 import fc from 'fast-check'
 import t from 'tap'
 import { ByteWriter } from '../../../src/store/embedded/byte-writer.js'
-import { chunkCount, decodeChunk, encodeChunk } from '../../../src/store/embedded/stream-codec.js'
+import { chunkCount, decodeChunk, encodeChunk, encodeWholeV1Chunk } from '../../../src/store/embedded/stream-codec.js'
 import type { StreamRecord, StreamRecordInput } from '../../../src/store/types.js'
 
 const recordArb: fc.Arbitrary<StreamRecordInput> = fc.record({
@@ -49,4 +49,44 @@ t.test('refused: versions that do not fit, and values of another form', async (t
   w.reset()
   encodeChunk(w, [{ workspaceId: 'w', acceptedAt: 1, payload: 'a payload' }])
   t.throws(() => decodeChunk(Buffer.from(w.view()).subarray(0, w.pos - 3), 1, 1, 10, []), RangeError, 'a truncated chunk')
+})
+
+/** A JSON array text of `texts`, with the whitespace a client may put around them. */
+function arrayText (texts: readonly string[], gap: string): string {
+  return `${gap}[${gap}${texts.join(`${gap},${gap}`)}${gap}]${gap}`
+}
+
+t.test('a whole v1 batch comes back as its elements\' texts, byte for byte, from any seq, up to any limit', async (t) => {
+  const w = new ByteWriter(32)
+  const element = fc.oneof(fc.json(), fc.constantFrom('{ "ip" : "192.0.2.1", "description": "caf\\u00e9 é ☃" }', '1.2e2', '"a \\" ] , ["'))
+  fc.assert(fc.property(fc.array(element, { minLength: 1, maxLength: 30 }), fc.constantFrom('', ' ', '\n\t'), fc.nat(40), fc.nat(40), fc.integer({ min: 1, max: 1e6 }), (texts, gap, skip, limit, first) => {
+    w.reset()
+    encodeWholeV1Chunk(w, { workspaceId: 'w', acceptedAt: 7, body: Buffer.from(arrayText(texts, gap)), count: texts.length })
+    const buf = Buffer.from(w.view())
+    t.equal(chunkCount(buf), texts.length)
+    const out: StreamRecord[] = []
+    decodeChunk(buf, first, first + skip, limit, out)
+    t.strictSame(out, texts.map((payload, i) => ({ seq: first + i, workspaceId: 'w', payload, acceptedAt: 7 })).slice(skip, skip + limit))
+    return true
+  }), { numRuns: 200 })
+})
+
+t.test('refused: whole v1 batches that do not hold what they say', async (t) => {
+  const w = new ByteWriter()
+  const chunk = (body: string, count: number, extra = ''): Buffer => {
+    w.reset()
+    encodeWholeV1Chunk(w, { workspaceId: 'w', acceptedAt: 1, body: Buffer.from(body), count })
+    return Buffer.concat([w.view(), Buffer.from(extra)])
+  }
+  const cases: Array<[string, Buffer, RegExp]> = [
+    ['fewer elements than recorded', chunk('[1,2]', 3), /a whole v1 batch of 2 elements, recorded as 3/],
+    ['more elements than recorded', chunk('[1,2]', 1), /a whole v1 batch of 2 elements, recorded as 1/],
+    ['not a JSON array', chunk('{"a":1}', 1), /not a JSON array/],
+    ['an unterminated array', chunk('[1,', 1), /not a JSON array/],
+    ['bytes after the body', chunk('[1]', 1, 'x'), /bytes after its body/],
+    ['a truncated body', chunk('[1,2]', 2).subarray(0, -2), /value ends early/],
+  ]
+  for (const [name, buf, message] of cases) t.throws(() => decodeChunk(buf, 1, 1, 10, []), { name: 'RangeError', message }, name)
+  t.throws(() => decodeChunk(Buffer.from([3, 0, 0, 0, 0]), 1, 1, 10, []), /unknown format 3/, 'a format of its own')
+  t.same((() => { const out: StreamRecord[] = []; decodeChunk(chunk('[1,2]', 2), 1, 3, 10, out); return out })(), [], 'a read that starts past the chunk splits nothing')
 })
