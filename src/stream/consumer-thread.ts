@@ -88,7 +88,9 @@ const LOADER_FLAG = /^(--import|--loader|--experimental-loader|--require|-r)(=|$
 /**
  * The parent's node flags without its module loaders. From the sources the thread registers tsx
  * itself, and a test runner's TypeScript and coverage hooks loaded again in the thread made it
- * start in 7–34 s under tap instead of 3–8 s; other flags (--cpu-prof, heap sizes) still apply.
+ * start in 7–34 s under tap instead of 3–8 s; other flags (--cpu-prof, --enable-source-maps)
+ * still apply. Flags of the whole process (V8's: heap sizes, --trace-gc) are refused in a
+ * thread's execArgv; threadWithFlags leaves them out.
  */
 export function withoutLoaders (execArgv: readonly string[]): string[] {
   const out: string[] = []
@@ -98,6 +100,23 @@ export function withoutLoaders (execArgv: readonly string[]): string[] {
     else if (m[2] === '') i++ // the value is the next argument
   }
   return out
+}
+
+/**
+ * A Worker with `execArgv`, less the flags Node refuses in a thread: they are the whole
+ * process's, already in effect. Node names them only in its error (ERR_WORKER_INVALID_EXEC_ARGV:
+ * "…invalid execArgv flags: --trace-gc, --max-old-space-size=512"); they are left out and the
+ * thread started again. Any other failure, or one the second try meets too, is thrown.
+ */
+export function threadWithFlags (file: string, workerData: unknown, execArgv: readonly string[]): Worker {
+  try {
+    return new Worker(file, { workerData, execArgv: [...execArgv] })
+  } catch (e) {
+    if ((e as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw e
+    const named = /flags: (.*)$/.exec((e as Error).message)?.[1]?.split(', ') ?? []
+    const refused = new Set(named)
+    return new Worker(file, { workerData, execArgv: execArgv.filter((f) => !refused.has(f)) })
+  }
 }
 
 export class ThreadedConsumer implements Consumer {
@@ -180,7 +199,11 @@ export class ThreadedConsumer implements Consumer {
   #spawn (): Promise<void> {
     const { dataDir, pollMs, name, batchSize, logLevel, log } = this.#options
     const data: ConsumerThreadData = { dataDir, pollMs, name, batchSize, logLevel }
-    const worker = new Worker(entryFile(), { workerData: data, ...(isDev ? { execArgv: withoutLoaders(process.execArgv) } : {}) })
+    // Built from the sources, the thread takes the parent's flags but its loaders (withoutLoaders);
+    // built, it inherits them as they are (Node drops what a thread cannot take).
+    const worker = isDev
+      ? threadWithFlags(entryFile(), data, withoutLoaders(process.execArgv))
+      : new Worker(entryFile(), { workerData: data })
     this.#worker = worker
     return new Promise((resolve, reject) => {
       let ready = false

@@ -5,7 +5,8 @@
  * server's own handle on the store working.
  */
 import t from 'tap'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { once } from 'node:events'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { AccessRule } from '../../src/store/types.js'
@@ -115,3 +116,24 @@ t.test('the thread gets the parent\'s node flags without its module loaders', as
   ]
   for (const [given, expected] of cases) t.same(withoutLoaders(given), expected, given.join(' '))
 })
+
+t.test('flags a thread cannot take (the whole process\'s) are left out of its execArgv', async (t) => {
+  const { threadWithFlags } = await import('../../src/stream/consumer-thread.js')
+  const dir = mkdtempSync(join(tmpdir(), 'tf-flags-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  const file = join(dir, 'echo.mjs')
+  writeFileSync(file, "import { parentPort } from 'node:worker_threads'\nparentPort.postMessage(process.execArgv)\n")
+  const cases: Array<[string[], string[]]> = [
+    [[], []],
+    [['--enable-source-maps', '--no-warnings'], ['--enable-source-maps', '--no-warnings']],
+    [['--trace-gc', '--enable-source-maps'], ['--enable-source-maps']],
+    [['--max-old-space-size=512', '--stack-size=2000', '--expose-gc'], []],
+  ]
+  for (const [given, expected] of cases) {
+    const worker = threadWithFlags(file, null, given)
+    const [argv] = await once(worker, 'message') as [string[]]
+    await once(worker, 'exit')
+    t.same(argv, expected, given.join(' '))
+  }
+})
+
