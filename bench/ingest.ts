@@ -19,9 +19,11 @@
  * and the whole ingest pipeline with a stream that does not write.
  *
  * Target (issue 5): ≥ 100,000 entries/s with p99 ≤ 50 ms at concurrency 4 for v1 access rules.
- * Wall figures on a shared 2-core machine move with the load of other processes, so each case
- * also reports the server's own CPU time per batch (all its threads, accepting and applying) and
- * the 1-minute load average at the time.
+ * Wall figures on a shared 2-core machine move with the load of other processes and with the
+ * hypervisor, so each case also reports the server's own CPU time per batch (all its threads,
+ * accepting and applying), the 1-minute load average, and the CPU steal during the measured runs
+ * (/proc/stat; median of the rounds): this VM has shown 0 % in some minutes and over 80 % in
+ * others, where every subject stalls for whole seconds.
  *
  * Environment: BENCH_INGEST_SECONDS (5 per run, after a 2 s warm-up), BENCH_INGEST_ROUNDS (3 runs
  * per case and subject, alternating; figures are medians), BENCH_INGEST_PROFILE=<dir>
@@ -39,7 +41,7 @@ import { loadavg, tmpdir } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { ensureCommand, hasCommand, median, repoDir, report, type Ratio, type Row } from './lib/report.js'
+import { cpuTicks, ensureCommand, hasCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import type { RouteModule } from '../src/http/app.js'
 import type { StreamAppend } from '../src/store/types.js'
 
@@ -189,6 +191,8 @@ interface CaseResult {
   refused: number
   errors: number
   cpuMicrosPerBatch: number | null
+  /** What share of the machine's CPU time the hypervisor took during the measured run (%). */
+  steal: number | null
 }
 
 /**
@@ -201,7 +205,9 @@ async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number): Pro
   await wrk(srv, api, concurrency, WARMUP_SECONDS)
   const before = await waitApplied(srv)
   const start = performance.now()
+  const ticks = cpuTicks()
   const w = await wrk(srv, api, concurrency, SECONDS)
+  const steal = stealPercent(ticks, cpuTicks())
   const ended = await lag(srv)
   const after = await waitApplied(srv)
   const seconds = w.durationMicros / 1e6
@@ -218,7 +224,13 @@ async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number): Pro
     errors,
     // Accepting and applying every batch, all threads of the server, lag polls included.
     cpuMicrosPerBatch: before === null || after === null || accepted === 0 ? null : (after.cpuMicros - before.cpuMicros) / (accepted / BATCH),
+    steal,
   }
+}
+
+/** A steal share as reported: whole percent, '?' where the machine does not say. */
+function pct (steal: number | null): string {
+  return steal === null ? '?' : steal.toFixed(0)
 }
 
 /** Each figure's median over the rounds of a case. */
@@ -236,6 +248,7 @@ function medianCase (rounds: CaseResult[]): CaseResult & { runs: number[] } {
     refused: of((c) => c.refused)!,
     errors: of((c) => c.errors)!,
     cpuMicrosPerBatch: of((c) => c.cpuMicrosPerBatch),
+    steal: of((c) => c.steal),
     runs: rounds.map((c) => c.eps),
   }
 }
@@ -360,10 +373,10 @@ async function main (): Promise<void> {
           value: r.eps,
           unit: 'entries/s',
           runs: r.runs,
-          extra: { p50ms: r.p50, p90ms: r.p90, p99ms: r.p99, appliedPerSecond: Math.round(r.appliedEps ?? 0), refused: r.refused, socketErrors: r.errors, serverCpuMsPerBatch: cpu / 1000, entriesPerCpuSecond: Math.round(BATCH / (cpu / 1e6)), load1: loadavg()[0]!.toFixed(1) },
+          extra: { p50ms: r.p50, p90ms: r.p90, p99ms: r.p99, appliedPerSecond: Math.round(r.appliedEps ?? 0), refused: r.refused, socketErrors: r.errors, serverCpuMsPerBatch: cpu / 1000, entriesPerCpuSecond: Math.round(BATCH / (cpu / 1e6)), load1: loadavg()[0]!.toFixed(1), stealPct: pct(r.steal) },
         })
-        rows.push({ case: name, subject: 'bare uWS + JSON.parse', value: a.eps, unit: 'entries/s', runs: a.runs, extra: { p50ms: a.p50, p90ms: a.p90, p99ms: a.p99 } })
-        if (f !== null) rows.push({ case: name, subject: 'durable floor (uWS + LMDB)', value: f.eps, unit: 'entries/s', runs: f.runs, extra: { p50ms: f.p50, p90ms: f.p90, p99ms: f.p99, appliedPerSecond: Math.round(f.appliedEps ?? 0), serverCpuMsPerBatch: (f.cpuMicrosPerBatch ?? 0) / 1000 } })
+        rows.push({ case: name, subject: 'bare uWS + JSON.parse', value: a.eps, unit: 'entries/s', runs: a.runs, extra: { p50ms: a.p50, p90ms: a.p90, p99ms: a.p99, stealPct: pct(a.steal) } })
+        if (f !== null) rows.push({ case: name, subject: 'durable floor (uWS + LMDB)', value: f.eps, unit: 'entries/s', runs: f.runs, extra: { p50ms: f.p50, p90ms: f.p90, p99ms: f.p99, appliedPerSecond: Math.round(f.appliedEps ?? 0), serverCpuMsPerBatch: (f.cpuMicrosPerBatch ?? 0) / 1000, stealPct: pct(f.steal) } })
         ratios.push({ case: name, label: 'threatfeed / bare uWS entries/s', value: r.eps / a.eps })
         if (f !== null) ratios.push({ case: name, label: 'threatfeed / durable floor entries/s', value: r.eps / f.eps })
         if (api === 'v1' && concurrency === 4) {

@@ -4,7 +4,7 @@
  * can be compared.
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdirSync, writeFileSync, openSync, closeSync } from 'node:fs'
+import { mkdirSync, writeFileSync, openSync, closeSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import os from 'node:os'
@@ -44,6 +44,33 @@ export function median (xs: number[]): number {
 export function percentile (xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b)
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!
+}
+
+/** The machine's CPU time so far, all cores, in clock ticks: in all, and stolen by the hypervisor. */
+export interface CpuTicks { readonly total: number, readonly steal: number }
+
+/** Reads /proc/stat's `cpu` line; null where there is none (not Linux). */
+export function cpuTicks (): CpuTicks | null {
+  let line: string | undefined
+  try {
+    line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('cpu '))
+  } catch {
+    return null
+  }
+  if (line === undefined) return null
+  // user nice system idle iowait irq softirq steal (guest time is counted in user already).
+  const f = line.trim().split(/\s+/).slice(1, 9).map(Number)
+  return { total: f.reduce((a, b) => a + b, 0), steal: f[7] ?? 0 }
+}
+
+/**
+ * The share of the machine's CPU time the hypervisor took between two readings, in percent: on a
+ * shared VM the same build runs at half speed in minutes when this is high, so wall figures are
+ * reported beside it.
+ */
+export function stealPercent (before: CpuTicks | null, after: CpuTicks | null): number | null {
+  if (before === null || after === null || after.total <= before.total) return null
+  return 100 * (after.steal - before.steal) / (after.total - before.total)
 }
 
 /** True when an executable is on PATH. */
