@@ -73,6 +73,7 @@ function targetObject (t: Target): Record<string, string> {
  *   // '{"schema_version":2,"kind":"access_rule","op":"delete","rule":{"target":{"ip":"10.0.0.0/8"}}}'
  */
 export function toV2Payload (c: Command): string {
+  if (c.kind === 'access_rule' && c.op === 'upsert') return accessUpsertPayload(c)
   const env: Record<string, unknown> = { schema_version: 2, kind: c.kind, op: c.op }
   if (c.ruleRef !== null) env.rule_ref = c.ruleRef
   if (c.op === 'delete') {
@@ -83,11 +84,6 @@ export function toV2Payload (c: Command): string {
   env.expires_in = c.expiresIn ?? 0
   if (c.reason !== null) env.reason = c.reason
   if (Object.keys(c.labels).length > 0) env.labels = c.labels
-  if (c.kind === 'access_rule') {
-    env.rule = { target: targetObject(c.target), action: c.action }
-    // v1's `name` has no v2 field; it is only ever carried by v1 records, never by this payload.
-    return JSON.stringify(env)
-  }
   const rule: Record<string, unknown> = { name: c.name, type: c.type, expression: c.expression, action: c.action }
   if (c.phase !== null) rule.phase = c.phase
   if (c.order !== null) rule.order = c.order
@@ -95,4 +91,19 @@ export function toV2Payload (c: Command): string {
   if (Object.keys(c.config).length > 0) rule.config = c.config
   env.rule = rule
   return JSON.stringify(env)
+}
+
+/**
+ * toV2Payload of an access upsert — every entry of a v2 bulk load — written as text: the same
+ * bytes as JSON.stringify of the envelope object (a test holds them equal), which took 3–4 times
+ * as long (building the object and walking it: 2.3 ms per 1000-entry batch against 0.6).
+ */
+function accessUpsertPayload (c: AccessUpsert): string {
+  // v1's `name` has no v2 field; it is only ever carried by v1 records, never by this payload.
+  let s = '{"schema_version":2,"kind":"access_rule","op":"upsert"'
+  if (c.ruleRef !== null) s += ',"rule_ref":' + JSON.stringify(c.ruleRef)
+  s += ',"expires_in":' + JSON.stringify(c.expiresIn ?? 0)
+  if (c.reason !== null) s += ',"reason":' + JSON.stringify(c.reason)
+  if (Object.keys(c.labels).length > 0) s += ',"labels":' + JSON.stringify(c.labels)
+  return s + ',"rule":{"target":{' + JSON.stringify(c.target.type) + ':' + JSON.stringify(c.target.value) + '},"action":' + JSON.stringify(c.action) + '}}'
 }

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { normalizeV2 } from '../../src/ingest/normalize-v2.js'
-import { toV2Payload } from '../../src/ingest/commands.js'
+import fc from 'fast-check'
+import { toV2Payload, type AccessUpsert } from '../../src/ingest/commands.js'
 import type { EntryChecks } from '../../src/ingest/entry-rules.js'
 
 const checks: EntryChecks = { asnExists: (asn) => asn === 1221, checkExpressions: true }
@@ -92,4 +93,32 @@ t.test('labels at the 4 KiB cap, with escapes counted as sent', async (t) => {
   t.same(at('"'.repeat(2045)), fail('labels', 'must be at most 4096 bytes as JSON (got 4098)', { a: '"'.repeat(2045) }), 'escaped quotes count twice')
   t.equal(at('é'.repeat(2044)).ok, true, '2-byte characters: 4096 bytes')
   t.equal(at('é'.repeat(2045)).ok, false)
+})
+
+t.test('the payload of an access upsert, written as text, is JSON.stringify of its envelope byte for byte', async (t) => {
+  const text = fc.string({ unit: 'binary', maxLength: 40 })
+  const command = fc.record({
+    ruleRef: fc.option(text, { nil: null }),
+    target: fc.oneof(
+      fc.record({ type: fc.constant('ip' as const), value: fc.constantFrom('192.0.2.0/24', '2001:db8::/32') }),
+      fc.record({ type: fc.constant('asn' as const), value: fc.constant('AS1221') }),
+      fc.record({ type: fc.constant('country' as const), value: fc.constant('NZ') }),
+    ),
+    action: fc.constantFrom('block' as const, 'allow' as const),
+    reason: fc.option(text, { nil: null }),
+    labels: fc.dictionary(text, fc.oneof(text, fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean()), { maxKeys: 4 }),
+    expiresIn: fc.option(fc.oneof(fc.integer({ min: 1, max: 2 ** 31 }), fc.double({ min: 0.001, max: 1e9, noNaN: true })), { nil: null }),
+  })
+  fc.assert(fc.property(command, (c) => {
+    const full: AccessUpsert = { kind: 'access_rule', op: 'upsert', name: null, confidence: null, severity: null, ...c }
+    // The envelope as an object, in the order of SPEC 2.2's fields.
+    const env: Record<string, unknown> = { schema_version: 2, kind: 'access_rule', op: 'upsert' }
+    if (c.ruleRef !== null) env.rule_ref = c.ruleRef
+    env.expires_in = c.expiresIn ?? 0
+    if (c.reason !== null) env.reason = c.reason
+    if (Object.keys(c.labels).length > 0) env.labels = c.labels
+    env.rule = { target: { [c.target.type]: c.target.value }, action: c.action }
+    t.equal(toV2Payload(full), JSON.stringify(env))
+    return true
+  }), { numRuns: 500 })
 })
