@@ -231,7 +231,10 @@ t.test('gatherMs: a few records wait for more, up to a full pass or the deadline
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v
     },
   })
-  const consumer = new StreamConsumer(counting, { pollMs: 10_000, batchSize: 6, gatherMs: 300 })
+  // A deadline far above what three durable appends take on a loaded machine, so that a pass that
+  // did not wait for it is told apart from one that did by a wide margin.
+  const GATHER_MS = 4000
+  const consumer = new StreamConsumer(counting, { pollMs: 60_000, batchSize: 6, gatherMs: GATHER_MS })
   await consumer.start()
   t.teardown(() => consumer.stop())
   const ingester = new SignalIngester({ stream: store.stream, checks: { asnExists: null, checkExpressions: true }, onAppended: (b) => { consumer.offer(b) } })
@@ -241,15 +244,15 @@ t.test('gatherMs: a few records wait for more, up to a full pass or the deadline
   const t0 = performance.now()
   let last = 0
   for (let n = 0; n < 3; n++) last = (await ingester.ingest('v1', 'w', two(n))).seqs.at(-1)!
-  t.ok(await consumer.waitFor(last, 1000))
+  t.ok(await consumer.waitFor(last, GATHER_MS / 2))
   t.same(passes, [6], 'one pass for the three batches')
-  t.ok(performance.now() - t0 < 300, 'without waiting for the deadline')
+  t.ok(performance.now() - t0 < GATHER_MS * 0.75, 'without waiting for the deadline')
 
   // One batch alone is applied once the deadline passes.
   const t1 = performance.now()
   last = (await ingester.ingest('v1', 'w', two(3))).seqs.at(-1)!
-  t.ok(await consumer.waitFor(last, 2000))
+  t.ok(await consumer.waitFor(last, GATHER_MS * 2))
   t.same(passes, [6, 2])
-  t.ok(performance.now() - t1 >= 250, 'after waiting for more')
+  t.ok(performance.now() - t1 >= GATHER_MS * 0.9, 'after waiting for more')
   t.equal((await access(store, 'w')).length, 8)
 })
