@@ -64,3 +64,21 @@ t.test('usage errors', async (t) => {
   }
   t.match((await runCommand(streamCommand, [], { env })).stdout, /Usage: threatfeed stream <tail\|status>/)
 })
+
+t.test('tail: a v1 batch stored whole shows as one record per entry, each its text, from any seq inside it', async (t) => {
+  const wholeDir = mkdtempSync(join(tmpdir(), 'tf-stream-cli-whole-'))
+  t.teardown(() => rmSync(wholeDir, { recursive: true, force: true }))
+  const texts = ['{ "type":"access_rules", "action":"block", "ip":"192.0.2.1" }', '{"type":"access_rules","action":"block","ip":"192.0.2.2","description":"caf\\u00e9 ] ,"}', '{"type":"access_rules","action":"unblock","ip":"192.0.2.3"}']
+  const s = await openStore({ kind: 'embedded', dataDir: wholeDir })
+  await s.stream.append({ workspaceId: 'w3', acceptedAt: T, body: Buffer.from(`[\n  ${texts.join(',\n  ')}\n]`), count: texts.length })
+  await s.close()
+  const tail = async (args: string[]) => {
+    const r = await runCommand(streamCommand, ['tail', ...args, '--json'], { env: { THREATFEED_DATA_DIR: wholeDir } })
+    t.equal(r.code, 0, r.stderr)
+    return JSON.parse(r.stdout) as unknown
+  }
+  const record = (i: number) => ({ seq: i + 1, workspace: 'w3', acceptedAt: '2026-01-02T03:04:05.000Z', payload: texts[i] })
+  t.same(await tail(['--from', '1']), [record(0), record(1), record(2)])
+  t.same(await tail(['--from', '2', '--limit', '1']), [record(1)], 'from inside the batch, up to a limit')
+  t.same(await tail(['--limit', '2']), [record(1), record(2)], 'the last records')
+})
