@@ -79,7 +79,8 @@ function lengthPrefixed (w: ByteWriter, write: () => void): void {
 /**
  * A packed batch as the consumer takes it: its seqs now, its store operations (in order; keys and
  * values are views of `packed`) when its pass comes. Throws RangeError on a buffer that is not a
- * packed batch, now for its header and at pushOps for the rest.
+ * packed batch, now for its header and at pushOps for the rest. pushOps may be called again (a
+ * retried pass) and pushes the same operations each time.
  *
  * @example
  *   consumer.offerPrepared(unpackBatch(message.batch))
@@ -91,7 +92,9 @@ export function unpackBatch (packed: ArrayBuffer): OfferedBatch {
   const acceptedAt = r.f64()
   const first = r.f64()
   const count = r.u32()
-  return { first, count, pushOps: (out) => { readOps(r, workspaceId, acceptedAt, first, count, out) } }
+  // A fresh reader each call: a pass whose apply failed pushes the same batch's ops again.
+  const opsAt = r.pos
+  return { first, count, pushOps: (out) => { readOps(new ByteReader(r.buf, opsAt), workspaceId, acceptedAt, first, count, out) } }
 }
 
 function readOps (r: ByteReader, workspaceId: string, acceptedAt: number, first: number, count: number, out: RuleOp[]): void {

@@ -256,3 +256,34 @@ t.test('gatherMs: a few records wait for more, up to a full pass or the deadline
   t.ok(performance.now() - t1 >= GATHER_MS * 0.9, 'after waiting for more')
   t.equal((await access(store, 'w')).length, 8)
 })
+
+t.test('a packed batch whose apply failed is applied whole when retried (read again from its start)', async (t) => {
+  const { packBatch, unpackBatch } = await import('../../src/stream/packed-batch.js')
+  const store = await withStore(t)
+  const errors: unknown[] = []
+  let failures = 2
+  const flaky = new Proxy(store, {
+    get (target, prop, receiver) {
+      if (prop === 'applyRuleBatch') {
+        return async (batch: Parameters<BatchingStore['applyRuleBatch']>[0]) => {
+          if (failures-- > 0) throw new Error('MDB_MAP_FULL')
+          return target.applyRuleBatch(batch)
+        }
+      }
+      return Reflect.get(target, prop, receiver) as unknown
+    },
+  })
+  const consumer = new StreamConsumer(flaky, { pollMs: 30, log: { warn: () => {}, error: (o: unknown) => { errors.push(o) } } as never })
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  const ips = ['198.51.100.1', '198.51.100.2', '198.51.100.3']
+  const seqs = await store.stream.append(ips.map((ip) => v1('w', `{"type":"access_rules","action":"block","ip":"${ip}"}`)))
+  const access1 = (ip: string) => ({ kind: 'access_rule', op: 'upsert', ruleRef: null, target: { type: 'ip', value: `${ip}/32` }, action: 'block', name: null, reason: null, labels: {}, confidence: null, severity: null, expiresIn: null }) as const
+  const packed = packBatch({ workspaceId: 'w', acceptedAt: T0, seqs, commands: ips.map(access1) })
+  t.not(packed, null)
+  consumer.offerPrepared(unpackBatch(packed!))
+  t.equal(await consumer.waitFor(seqs.at(-1)!, 3000), true, 'applied after two failed passes')
+  t.equal(errors.length, 2, 'each failure logged once')
+  t.notMatch(JSON.stringify(errors.map((e) => String((e as { err?: Error }).err))), /ends early/, 'no retry read the batch from its end')
+  t.same((await access(store, 'w')).map((r) => r.target.value).sort(), ips.map((ip) => `${ip}/32`))
+})
