@@ -10,7 +10,7 @@
 import type { StringLit } from './ast.js'
 import { fail } from './diagnostic.js'
 import { hexValue, isWordByte, isWordStart, MAX_TEXT_LENGTH, NON_ASCII, TEXT, textCodes } from './text.js'
-import { vocabulary } from './words.js'
+import { lowercaseHint, vocabulary } from './words.js'
 
 const SPACE = 32
 const TAB = 9
@@ -260,6 +260,20 @@ export class Cursor {
     this.valueAt = start
     return s.slice(start, end)
   }
+}
+
+/** Fails with `<what>, found <description of what is at the cursor>`. */
+export function unexpected (c: Cursor, what: string): never {
+  if (c.atEnd()) fail(`${what}, found the end of the expression`, c.pos)
+  const word = c.peekWord()
+  if (word !== '') {
+    lowercaseHint(word, c.pos)
+    fail(`${what}, found "${word}"`, c.pos)
+  }
+  if (c.atString()) fail(`${what}, found a string`, c.pos)
+  const cp = c.src.codePointAt(c.pos)!
+  const shown = cp < 0x20 || cp === 0x7f ? `U+${cp.toString(16).toUpperCase().padStart(4, '0')}` : `"${String.fromCodePoint(cp)}"`
+  return fail(`${what}, found ${shown}`, c.pos)
 }
 
 /** UTF-8 bytes of one code point, one char per byte. */

@@ -5,9 +5,8 @@
  */
 import { STRING_KIND, type CompareOp, type Literal, type SetLit } from './ast.js'
 import { fail } from './diagnostic.js'
-import type { Cursor } from './lexer.js'
+import { unexpected, type Cursor } from './lexer.js'
 import { parseBareValue, parsed } from './literals.js'
-import { unexpected } from './operators.js'
 
 /** Most elements in one `in {…}` set (a 4096-character rule cannot hold many more). */
 export const MAX_SET_SIZE = 1024
