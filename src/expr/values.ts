@@ -16,7 +16,7 @@ export function readValue (c: Cursor, op: CompareOp): Literal {
   const pos = c.pos
   if (c.atString()) {
     c.kinds = STRING_KIND
-    return c.readString()
+    return op === 'matches' ? c.readRegex() : c.readString()
   }
   if (c.peek() === 123 /* { */) fail('a set {…} needs the "in" operator', pos)
   if (c.peek() === 36 /* $ */) fail('named lists ($name) are not supported; list the values in a set {…}', pos)
