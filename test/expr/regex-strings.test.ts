@@ -65,6 +65,7 @@ const lexed: ReadonlyArray<[string, string]> = [
   [String.raw`"a\é"`, String.raw`a\é`],
   [String.raw`r"\d+\.php"`, String.raw`\d+\.php`],
   [String.raw`r#"a\"b"#`, String.raw`a\"b`],
+  ['"a\u0000b"', 'a\u0000b'],
 ]
 
 t.test('quoted regex strings: escapes kept, \\" outside a class unescaped, a quote in a class kept', async (t) => {
@@ -85,6 +86,11 @@ t.test('the issue\'s cases: \\\\ and \\x5c are valid, \\101 is a back-reference,
   t.same(backref.ok ? undefined : backref.error, { message: 'backreferences are not supported in Rust regex syntax ("\\101") at 1:20', offset: 19, line: 1, column: 20 })
   const dot = checkExpression('waf_rule', String.raw`http.host matches "a\x2ecom"`)
   t.equal(dot.ok && printExpression(dot.ast), String.raw`http.host matches "a\x2ecom"`, 'not "a.com", which matches "abcom" too')
+})
+
+t.test('a quoted regex with an unpaired surrogate is refused where it is', async (t) => {
+  const r = checkExpression('waf_rule', 'http.host matches "[é]\ud800"')
+  t.same(r.ok ? undefined : r.error, { message: 'string contains an unpaired UTF-16 surrogate at 1:23', offset: 22, line: 1, column: 23 })
 })
 
 t.test('other strings keep the string escapes', async (t) => {
