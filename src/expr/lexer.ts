@@ -10,7 +10,7 @@
 import type { StringLit } from './ast.js'
 import { fail } from './diagnostic.js'
 import { hexValue, isWordByte, isWordStart, MAX_TEXT_LENGTH, NON_ASCII, TEXT, textCodes } from './text.js'
-import { vocabulary } from './words.js'
+import { lowercaseHint, vocabulary } from './words.js'
 
 const SPACE = 32
 const TAB = 9
@@ -19,6 +19,8 @@ const CR = 13
 const QUOTE = 34
 const HASH = 35
 const BACKSLASH = 92
+const OPEN_CLASS = 91 // [
+const CLOSE_CLASS = 93 // ]
 const LOWER_R = 114
 
 /** Raw strings allow at most 255 `#` (wirefilter stores the count in a u8). */
@@ -35,15 +37,18 @@ const BARE = 2
 const SPACE_CLASS = 4
 /** Where a quoted string's fast scan stops: `"`, `\`, non-ASCII, or the 0 after the text. */
 const STOP = 8
+/** Where a quoted regex's fast scan stops: STOP's bytes, and `[` `]` (see #readRegexQuoted). */
+const REGEX_STOP = 16
 const CLASSES = new Uint8Array(256)
 for (let c = 0; c < 128; c++) {
   const letter = isWordStart(c)
   const bare = isWordByte(c) || c === 58 /* : */ || c === 47 /* / */ || c === 45 /* - */
   const space = c === SPACE || c === TAB || c === LF || c === CR
   const stop = c === QUOTE || c === BACKSLASH || c === 0
-  CLASSES[c] = (letter ? WORD_START : 0) | (bare ? BARE : 0) | (space ? SPACE_CLASS : 0) | (stop ? STOP : 0)
+  const regexStop = stop || c === OPEN_CLASS || c === CLOSE_CLASS
+  CLASSES[c] = (letter ? WORD_START : 0) | (bare ? BARE : 0) | (space ? SPACE_CLASS : 0) | (stop ? STOP : 0) | (regexStop ? REGEX_STOP : 0)
 }
-CLASSES[NON_ASCII] = STOP
+CLASSES[NON_ASCII] = STOP | REGEX_STOP
 
 /**
  * The bytes of the text being lexed and the vocabulary's tables, as constants of this module:
@@ -160,6 +165,18 @@ export class Cursor {
   }
 
   /**
+   * Reads the pattern after `matches` / `~`: a raw string as anywhere else, a quoted one by
+   * wirefilter's regex rule (#readRegexQuoted), so that `"\d+\.php"` reaches the regex check
+   * as `\d+\.php`.
+   */
+  readRegex (): StringLit {
+    const pos = this.pos
+    return this.codes[pos] === QUOTE
+      ? { kind: 'string', value: this.#readRegexQuoted(), raw: false, pos }
+      : { kind: 'string', value: this.#readRaw(), raw: true, pos }
+  }
+
+  /**
    * End offset of the run of value characters (digits, letters, `.`, `:`, `/`, `-`) at the
    * cursor, or the cursor when there is none. Not consumed, not sliced: literals.ts parses
    * the run in place.
@@ -240,6 +257,64 @@ export class Cursor {
     return fail(`invalid escape "\\${shown}" in a string; the escapes are \\", \\\\, \\xHH and \\OOO (octal), and raw strings r"…" need none`, at)
   }
 
+  /**
+   * `"…"` holding a regex, lexed as wirefilter lexes it (engine/src/rhs_types/regex): every
+   * `\x` pair is kept as it is for the regex syntax to judge, except `\"` outside a character
+   * class, which becomes `"`; inside `[…]` a `"` is a character and does not end the string.
+   * An escaped `[` or `]` neither opens nor closes a class.
+   */
+  #readRegexQuoted (): string {
+    const s = this.src
+    const codes = CODES
+    const open = this.pos
+    const len = this.len
+    let out = ''
+    let inClass = false
+    let i = open + 1
+    let chunk = i
+    for (;;) {
+      while ((CLASSES[codes[i]!]! & REGEX_STOP) === 0) i++
+      if (i >= len) fail('unterminated string (missing closing ")', open)
+      const c = codes[i]
+      if (c === QUOTE) {
+        if (!inClass) break
+        i++
+      } else if (c === BACKSLASH) {
+        if (i + 1 >= len) fail('unterminated string (missing closing ")', open)
+        if (codes[i + 1] === QUOTE && !inClass) {
+          out += s.slice(chunk, i) // the backslash goes, the quote stays
+          chunk = i + 1
+          i += 2
+        } else {
+          // A non-ASCII character after the backslash is left to the branch below.
+          i += codes[i + 1] === NON_ASCII ? 1 : 2
+        }
+      } else if (c === OPEN_CLASS) {
+        inClass = true
+        i++
+      } else if (c === CLOSE_CLASS) {
+        inClass = false
+        i++
+      } else if (c === NON_ASCII) {
+        out += s.slice(chunk, i)
+        const cp = s.codePointAt(i)!
+        if (cp >= 0xd800 && cp <= 0xdfff) fail('string contains an unpaired UTF-16 surrogate', i)
+        out += utf8Bytes(cp)
+        i += cp > 0xffff ? 2 : 1
+        chunk = i
+      } else {
+        i++ // a NUL inside the text
+      }
+    }
+    this.pos = i + 1
+    if (chunk === open + 1) {
+      this.valueAt = chunk
+      return s.slice(chunk, i)
+    }
+    this.valueAt = -1
+    return out + s.slice(chunk, i)
+  }
+
   /** `r"…"`, `r#"…"#`, …: no escapes; ends at a quote followed by as many `#` as it opened with. */
   #readRaw (): string {
     const s = this.src
@@ -260,6 +335,44 @@ export class Cursor {
     this.valueAt = start
     return s.slice(start, end)
   }
+}
+
+/**
+ * Offset in `src` of the character at `index` of the pattern that #readRegexQuoted read from the
+ * string whose text starts at `start`: one less for each `\"` before it that became `"`.
+ */
+export function regexSourceOffset (src: string, start: number, index: number): number {
+  let inClass = false
+  let escaped = false
+  let i = start
+  for (let k = 0; k < index; k++, i++) {
+    const c = src.charCodeAt(i)
+    if (escaped) {
+      escaped = false
+    } else if (c === BACKSLASH) {
+      if (src.charCodeAt(i + 1) === QUOTE && !inClass) i++ // two characters of the text, one of the pattern
+      else escaped = true
+    } else if (c === OPEN_CLASS) {
+      inClass = true
+    } else if (c === CLOSE_CLASS) {
+      inClass = false
+    }
+  }
+  return i
+}
+
+/** Fails with `<what>, found <description of what is at the cursor>`. */
+export function unexpected (c: Cursor, what: string): never {
+  if (c.atEnd()) fail(`${what}, found the end of the expression`, c.pos)
+  const word = c.peekWord()
+  if (word !== '') {
+    lowercaseHint(word, c.pos)
+    fail(`${what}, found "${word}"`, c.pos)
+  }
+  if (c.atString()) fail(`${what}, found a string`, c.pos)
+  const cp = c.src.codePointAt(c.pos)!
+  const shown = cp < 0x20 || cp === 0x7f ? `U+${cp.toString(16).toUpperCase().padStart(4, '0')}` : `"${String.fromCodePoint(cp)}"`
+  return fail(`${what}, found ${shown}`, c.pos)
 }
 
 /** UTF-8 bytes of one code point, one char per byte. */

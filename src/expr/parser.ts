@@ -19,20 +19,19 @@
 import type { Arg, Compare, CompareOp, Expr, IndexKey, LogicalOp, Operand } from './ast.js'
 import { fail, locate } from './diagnostic.js'
 import type { ArgInfo } from './functions.js'
-import { Cursor } from './lexer.js'
+import { Cursor, unexpected } from './lexer.js'
 import { parseBareValue, parseInteger } from './literals.js'
-import { KEYWORDS, lowercaseHint, unexpected } from './operators.js'
 import type { Type } from './types.js'
 import { checkCombination, checkRoot, requireFunction, typeOfCall, typeOfCompare, typeOfCondition, typeOfField, typeOfIndex, type CheckContext } from './typing.js'
 import { readSet, readValue } from './values.js'
-import { compareOpOf, functionOf, isKeyword, logicalOpOf, NOT_WORD, STRICT_WORD, vocabulary, WILDCARD_WORD } from './words.js'
+import { compareOpOf, functionOf, isKeyword, KEYWORDS, logicalOpOf, lowercaseHint, NOT_WORD, STRICT_WORD, vocabulary, WILDCARD_WORD } from './words.js'
 
 /** Deepest nesting of parentheses, `not` and function calls; real rules stay under 10. */
 export const MAX_DEPTH = 32
 
 /**
  * Binding strength of a logical operator. Kept here, next to its only caller, rather than in
- * operators.ts: the climbing loop asks for it several times per operator, and under tsx (tests,
+ * words.ts: the climbing loop asks for it several times per operator, and under tsx (tests,
  * benches: modules compiled to CommonJS) every call into another module goes through a getter.
  */
 function precedence (op: LogicalOp): number {

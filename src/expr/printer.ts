@@ -31,7 +31,7 @@ export function printExpression (e: Expr): string {
     case 'bare':
       return printOperand(e.operand)
     case 'compare':
-      return `${printOperand(e.lhs)} ${compareOpText[e.op]} ${e.rhs.kind === 'set' ? printSet(e.rhs) : printLiteral(e.rhs)}`
+      return `${printOperand(e.lhs)} ${compareOpText[e.op]} ${e.rhs.kind === 'set' ? printSet(e.rhs) : e.op === 'matches' && e.rhs.kind === 'string' ? printRegex(e.rhs) : printLiteral(e.rhs)}`
   }
 }
 
@@ -84,6 +84,35 @@ function printString (s: StringLit): string {
     return `r${h}"${text}"${h}`
   }
   return `"${escapeBytes(s.value)}"`
+}
+
+/**
+ * The pattern after `matches`, quoted so that the lexer's regex rule (Cursor.readRegex) reads
+ * it back as it is: escapes stay as written (`"a\x2ecom"` is not `"a.com"` to a regex), and
+ * only a `"` outside a character class takes a backslash. What that rule cannot give back (a
+ * `\"` outside a class, a backslash at the very end: hand-built trees only) prints raw.
+ */
+function printRegex (s: StringLit): string {
+  const text = s.raw ? undefined : bytesToText(s.value)
+  if (text === undefined) return printString(s)
+  let out = '"'
+  let inClass = false
+  let chunk = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 92 /* \ */) {
+      if (i + 1 === text.length || (text.charCodeAt(i + 1) === 34 && !inClass)) return printString({ ...s, raw: true })
+      i++
+    } else if (c === 34 /* " */ && !inClass) {
+      out += text.slice(chunk, i) + '\\'
+      chunk = i
+    } else if (c === 91 /* [ */) {
+      inClass = true
+    } else if (c === 93 /* ] */) {
+      inClass = false
+    }
+  }
+  return out + text.slice(chunk) + '"'
 }
 
 /** Quoted-string body: printable ASCII and valid UTF-8 text as is, `"` `\` escaped, the rest \xHH. */

@@ -42,7 +42,12 @@ export function scanEscape (p: string, i: number, inClass: boolean): Emitted {
   if (i + 1 >= p.length) throw new RegexFailure('regex ends with a lone backslash', i)
   const n = p[i + 1]!
   const c = p.charCodeAt(i + 1)
-  if (c >= 48 && c <= 57) throw new RegexFailure(`backreferences are not supported in Rust regex syntax ("\\${n}")`, i)
+  if (c >= 48 && c <= 57) {
+    // The whole run of digits, so that an octal-looking `\101` is shown as written.
+    let end = i + 2
+    while (end < p.length && p.charCodeAt(end) >= 48 && p.charCodeAt(end) <= 57) end++
+    throw new RegexFailure(`backreferences are not supported in Rust regex syntax ("${p.slice(i, end)}")`, i)
+  }
   if (n === 'k') throw new RegexFailure('backreferences are not supported in Rust regex syntax ("\\k")', i)
   if (Object.hasOwn(SIMPLE, n)) return literal(SIMPLE[n]!, i + 2)
   if (Object.hasOwn(PERL_WEIGHT, n)) return { js: '\\' + n, weight: PERL_WEIGHT[n]!, end: i + 2 }

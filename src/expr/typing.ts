@@ -20,7 +20,7 @@
 import { CIDR_KIND, INT_KIND, INT_RANGE_KIND, IP_KIND, IP_RANGE_KIND, STRING_KIND, type Compare, type IndexKey, type LogicalOp, type Literal, type Operand, type SetLit, type StringLit } from './ast.js'
 import { fail, suggest } from './diagnostic.js'
 import { functions, type ArgInfo, type FunctionDef } from './functions.js'
-import { bytesToText } from './lexer.js'
+import { bytesToText, regexSourceOffset } from './lexer.js'
 import { printLiteral, printOperand } from './printer.js'
 import { checkRegex } from './regex.js'
 import { arrayOf, elementType, isArrayType, isMapType, resolveField, type FieldEntry, type Phase, type Scheme, type Type } from './types.js'
@@ -239,8 +239,8 @@ function wrongValue (c: Compare, needs: string, rhs: Literal | SetLit, ctx: Chec
  */
 function checkPattern (lit: StringLit, ctx: CheckContext, what: 'regex' | 'wildcard', valueAt: number): void {
   const inText = valueAt >= 0
-  const text = what === 'regex' && !inText ? bytesToText(lit.value) : lit.value
-  if (text === undefined) fail('regex is not valid UTF-8', lit.pos)
+  // A regex's bytes are the UTF-8 of its source text (Cursor.readRegex), so they decode.
+  const text = what === 'regex' && !inText ? bytesToText(lit.value)! : lit.value
   const problem = what === 'regex'
     ? (inText ? checkRegex(text, TEXT, valueAt) : checkRegex(text))
     : (inText ? checkWildcard(text, TEXT, valueAt) : checkWildcard(text))
@@ -248,6 +248,7 @@ function checkPattern (lit: StringLit, ctx: CheckContext, what: 'regex' | 'wildc
   let start = lit.pos + 1
   if (lit.raw) while (ctx.src.charCodeAt(start) === 35 /* # */) start++
   if (lit.raw) start++
+  if (what === 'regex' && !lit.raw) fail(problem.message, regexSourceOffset(ctx.src, start, problem.index))
   const exact = ctx.src.startsWith(text, start)
   fail(problem.message, exact ? start + problem.index : lit.pos)
 }

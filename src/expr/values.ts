@@ -5,9 +5,8 @@
  */
 import { STRING_KIND, type CompareOp, type Literal, type SetLit } from './ast.js'
 import { fail } from './diagnostic.js'
-import type { Cursor } from './lexer.js'
+import { unexpected, type Cursor } from './lexer.js'
 import { parseBareValue, parsed } from './literals.js'
-import { unexpected } from './operators.js'
 
 /** Most elements in one `in {…}` set (a 4096-character rule cannot hold many more). */
 export const MAX_SET_SIZE = 1024
@@ -17,7 +16,7 @@ export function readValue (c: Cursor, op: CompareOp): Literal {
   const pos = c.pos
   if (c.atString()) {
     c.kinds = STRING_KIND
-    return c.readString()
+    return op === 'matches' ? c.readRegex() : c.readString()
   }
   if (c.peek() === 123 /* { */) fail('a set {…} needs the "in" operator', pos)
   if (c.peek() === 36 /* $ */) fail('named lists ($name) are not supported; list the values in a set {…}', pos)

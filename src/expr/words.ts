@@ -5,12 +5,23 @@
  * indexed by id, where id 0 (not a known word) means nothing.
  */
 import type { CompareOp, LogicalOp } from './ast.js'
+import { fail } from './diagnostic.js'
 import { functions } from './functions.js'
-import { KEYWORDS } from './operators.js'
 import { smartFirewallScheme } from './schemes/smart-firewall.js'
 import { wafScheme } from './schemes/waf.js'
 import type { FieldEntry, Scheme } from './types.js'
 import { Vocabulary } from './vocabulary.js'
+
+/** Every English keyword. */
+export const KEYWORDS: ReadonlySet<string> = new Set([
+  'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'contains', 'matches', 'wildcard', 'strict', 'in', 'bitwise_and', 'and', 'or', 'xor', 'not',
+])
+
+/** `AND` → fails saying that English operators are lowercase; otherwise returns. */
+export function lowercaseHint (word: string, pos: number): void {
+  const lower = word.toLowerCase()
+  if (lower !== word && KEYWORDS.has(lower)) fail(`English operators are lowercase: write "${lower}", not "${word}"`, pos)
+}
 
 const COMPARE_WORDS: Readonly<Record<string, CompareOp>> = {
   eq: 'eq', ne: 'ne', lt: 'lt', le: 'le', gt: 'gt', ge: 'ge', contains: 'contains', matches: 'matches', wildcard: 'wildcard', in: 'in', bitwise_and: 'bitwise_and',

@@ -5,6 +5,7 @@
 import t from 'tap'
 import { exprCommand } from '../../src/cli/expr.js'
 import { runCommand } from '../helpers/cli.js'
+import { documentedRegexExamples } from '../expr/regex-examples.js'
 
 t.test('valid WAF rule: ok, fields and detected phase', async (t) => {
   const r = await runCommand(exprCommand, ['check', '--kind', 'waf_rule', 'http.host eq "a" && not ssl'])
@@ -68,6 +69,37 @@ t.test('--json, invalid: the error object; exit 1', async (t) => {
   const r = await runCommand(exprCommand, ['check', '--kind', 'smart_firewall_rule', '--json', 'tcp.dstport eq "22"'])
   t.equal(r.code, 1)
   t.same(JSON.parse(r.stdout), { ok: false, kind: 'smart_firewall_rule', error: { message: 'tcp.dstport is Int, but "22" is a string at 1:16', offset: 15, line: 1, column: 16 } })
+})
+
+t.test('the documented regex examples check, and the canonical expression keeps each pattern as written', async (t) => {
+  for (const ex of documentedRegexExamples) {
+    const r = await runCommand(exprCommand, ['check', '--kind', 'waf_rule', '--json', ex.expression])
+    t.equal(r.code, 0, `${ex.expression} (${ex.source})`)
+    t.same(JSON.parse(r.stdout), { ok: true, kind: 'waf_rule', fields: ex.fields, phase: 'request', expression: ex.canonical ?? ex.expression }, ex.expression)
+  }
+})
+
+t.test('regex strings: escapes go to the regex as written', async (t) => {
+  const valid: ReadonlyArray<[string, string]> = [
+    [String.raw`http.host matches "\\"`, 'an escaped backslash'],
+    [String.raw`http.host matches "\x5c"`, 'a backslash by its code'],
+    [String.raw`http.host matches "a\x2ecom"`, 'an escaped dot, not "a.com"'],
+    [String.raw`http.host ~ "["a]\""`, 'quotes in and out of a class'],
+  ]
+  for (const [expression, what] of valid) {
+    const r = await runCommand(exprCommand, ['check', '--kind', 'waf_rule', '--json', expression])
+    t.equal(r.code, 0, what)
+    t.equal(JSON.parse(r.stdout).expression, expression.replace(' ~ ', ' matches '), `${what}: printed as written`)
+  }
+  const invalid: ReadonlyArray<[string, string]> = [
+    [String.raw`http.host matches "\101"`, String.raw`error: backreferences are not supported in Rust regex syntax ("\101") at 1:20` + '\n' + String.raw`  http.host matches "\101"` + '\n' + ' '.repeat(21) + '^\n'],
+    [String.raw`http.host matches "a\"b\q"`, String.raw`error: escape "\q" is not valid in Rust regex syntax at 1:24` + '\n' + String.raw`  http.host matches "a\"b\q"` + '\n' + ' '.repeat(25) + '^\n'],
+  ]
+  for (const [expression, out] of invalid) {
+    const r = await runCommand(exprCommand, ['check', '--kind', 'waf_rule', expression])
+    t.equal(r.code, 1, expression)
+    t.equal(r.stdout, out, expression)
+  }
 })
 
 t.test('expression from stdin, final newline dropped', async (t) => {

@@ -170,8 +170,9 @@ export const validCases: readonly ValidCase[] = [
   waf('IPv6 ranges, CIDRs of every length, IPv4-mapped CIDR', 'ip.src in {2001:db8::..2001:db8::ff 1.2.3.4/32 ::/0 ::ffff:1.2.3.4/128}', ['ip.src']),
   waf('IPv6 ending in a dotted quad', 'ip.src in {::1.2.3.4 1:2:3:4:5:6:1.2.3.4}', ['ip.src'], 'ip.src in {::102:304 1:2:3:4:5:6:102:304}'),
   waf('non-ASCII text in quoted and raw strings and map keys', 'http.request.headers["a"][0] eq "é" and http.host eq r"é😀"', ['http.host', 'http.request.headers']),
-  waf('regex: rewritten and verbatim parts side by side', 'http.host matches "(?i)(a|b)\\\\s+\\\\x41\\\\d[a-z]]" and http.host matches r"(?x) a # c\n b\\]" and http.host matches "(?i:a)(?-i)b\\\\Az"', ['http.host']),
-  waf('regex: Unicode class and named groups', 'http.host matches "\\\\p{Greek}(?P<x>a)(?<y>b)"', ['http.host']),
+  waf('regex: rewritten and verbatim parts side by side', 'http.host matches "(?i)(a|b)\\s+\\x41\\d[a-z]]" and http.host matches r"(?x) a # c\n b\\]" and http.host matches "(?i:a)(?-i)b\\Az"', ['http.host']),
+  waf('regex: Unicode class and named groups', 'http.host matches "\\p{Greek}(?P<x>a)(?<y>b)"', ['http.host']),
+  waf('regex: an escaped backslash stays one to the regex', 'http.host matches "a\\\\b"', ['http.host']),
   // --- limits at their edge ---
   waf('exactly 4096 characters', `http.host eq "${'a'.repeat(4096 - 15)}"`, ['http.host']),
   waf('nesting at the limit', `${'('.repeat(32)}ssl${')'.repeat(32)}`, ['ssl']),

@@ -4,8 +4,7 @@
  */
 import t from 'tap'
 import { functions } from '../../src/expr/functions.js'
-import { KEYWORDS } from '../../src/expr/operators.js'
-import { compareOpOf, functionOf, isKeyword, logicalOpOf, NOT_WORD, STRICT_WORD, vocabulary, WILDCARD_WORD } from '../../src/expr/words.js'
+import { compareOpOf, functionOf, isKeyword, KEYWORDS, logicalOpOf, NOT_WORD, STRICT_WORD, vocabulary, WILDCARD_WORD } from '../../src/expr/words.js'
 
 const compare: ReadonlyArray<[string, string]> = [
   ['eq', 'eq'], ['ne', 'ne'], ['lt', 'lt'], ['le', 'le'], ['gt', 'gt'], ['ge', 'ge'], ['contains', 'contains'],
