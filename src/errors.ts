@@ -52,7 +52,8 @@ export const registry = Object.freeze({
   TF_ERR_LIST_NOT_FOUND: def(404, 'caller', 'NotFoundError', 'no such access-rules list'),
   TF_ERR_LIST_AMBIGUOUS: def(409, 'caller', 'ConflictError', 'list name matches more than one list; address it by UUID'),
   TF_ERR_FEED_TOO_LARGE: def(413, 'caller', 'PayloadTooLargeError', 'feed exceeds its entry limit'),
-  TF_ERR_FEED_UNAVAILABLE: def(503, 'dependency', 'ServiceUnavailableError', 'feed is not built yet; retry shortly'),
+  // SPEC §7.2 lists no 503: a feed that cannot be built in time (store or workers failing) is a 500.
+  TF_ERR_FEED_UNAVAILABLE: def(500, 'dependency', 'FeedUnavailableError', 'feed unavailable; retry shortly'),
 
   // --- store (a dependency) ---
   TF_ERR_STORE_UNAVAILABLE: def(500, 'dependency', 'StoreUnavailableError', 'rule store unavailable'),

@@ -36,6 +36,8 @@ export interface RunningServer {
 
 /** Worker tasks longer than this are abandoned (their worker replaced); the last snapshot keeps serving. */
 const TASK_TIMEOUT_MS = 60_000
+/** A feed's first build waits at most this long for acknowledged signals to be applied (DECISIONS §3: 1 s). */
+const CAUGHT_UP_MS = 1000
 
 /** The configured geo databases, or the embedded default (DECISIONS §1), building the ASN one on first use. */
 async function geoPaths (config: Config, log: Logger): Promise<{ countryDb: string, asnDb: string }> {
@@ -80,6 +82,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     log,
     metrics: registerFeedMetrics(metrics),
     geo,
+    // Everything accepted so far: the head of the stream as this process knows it.
+    caughtUp: () => consumer.waitFor(consumer.position + consumer.backlog, CAUGHT_UP_MS),
   })
   await feeds.start()
   const geoWatcher = watchGeo(paths, (next) => {
@@ -90,8 +94,15 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const lists = new ListDirectory(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'list reload failed') } })
   await lists.start()
 
+  // Ready (DECISIONS §6, as README "Decisions beyond the spec" words it): the store answers, the
+  // geo databases and the key and list catalog are loaded (all awaited above, before listening),
+  // and the feeds served in the hour before this start are built; other feeds build on demand.
   const readiness = async (): Promise<Readiness> => {
-    const checks: Record<string, boolean | string> = { geo: true, snapshot: feeds.ready() || 'first snapshot not built yet' }
+    const checks: Record<string, boolean | string> = {
+      geo: true,
+      lists: lists.loaded || 'list catalog not loaded yet',
+      feeds: feeds.ready() || 'feeds served in the hour before the start not built yet',
+    }
     try {
       await store.ping()
       checks.store = true

@@ -1,7 +1,16 @@
 /**
- * Keeps every feed's snapshot built and fresh, and answers the HTTP side from memory.
+ * Keeps the snapshots of the feeds in use built and fresh, and answers the HTTP side from memory.
  *
- * When a feed is rebuilt (each at most once per THREATFEED_FEED_REBUILD_MS, except at expiry):
+ * Which feeds are built (DECISIONS §6, README "Decisions beyond the spec"): a feed is built on its
+ * first request, at once, with every signal acknowledged before that request (so a new user's
+ * first fetch shows their first signal), and kept fresh while it is served. A feed not served for
+ * an hour is let go: its snapshot is dropped and the next request builds it again. When a feed is
+ * served is recorded on its feed-version records, at most once every few minutes, so that a
+ * restart builds the feeds served in the hour before it ahead of reporting ready, and leaves the
+ * others (a workspace's hundreds of unpolled lists) to their first request.
+ *
+ * When a feed in use is rebuilt (each at most once per THREATFEED_FEED_REBUILD_MS, except at
+ * expiry — the interval bounds the CPU a stream of changes costs, SPEC §8):
  * - rules moved (store.revisions().rules, polled every THREATFEED_POLL_MS);
  * - a list or workspace changed (revisions().admin), or the geo index was replaced;
  * - the snapshot reached its expiresAt, the earliest expiry of a rule in it. This one ignores the
@@ -27,7 +36,7 @@ import { ThreatfeedError } from '../errors.js'
 import type { GeoIndex } from '../geo/geo-index.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import type { Logger } from '../log.js'
-import type { AccessList, Store, Workspace } from '../store/types.js'
+import type { AccessList, FeedFetch, Store, Workspace } from '../store/types.js'
 import { buildSnapshot, type FeedTasks } from './build-snapshot.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { toRuleTable, type RuleTable } from './rule-table.js'
@@ -55,8 +64,19 @@ export interface FeedServiceOptions {
   metrics?: FeedMetrics
   geo?: GeoIndex
   gzipLevel?: number
-  /** Longest awaitSnapshot() wait before TF_ERR_FEED_UNAVAILABLE (503). */
+  /** Longest awaitSnapshot() wait before TF_ERR_FEED_UNAVAILABLE (a 500). */
   awaitMs?: number
+  /**
+   * A feed not served for this long is let go (snapshot dropped, rebuilt on its next request);
+   * at start, the feeds served within this long before are built before ready(). Default 1 h.
+   */
+  idleMs?: number
+  /**
+   * Resolves once every signal this process acknowledged is in the rule store (the stream
+   * consumer caught up), or after a bounded wait. A feed's first build waits for it: a fetch
+   * that follows a 200 from /v1/signal shows that signal.
+   */
+  caughtUp?: () => Promise<unknown>
   /** Longest wait for the store's feed versions before using memory. */
   storeTimeoutMs?: number
   /**
@@ -69,6 +89,11 @@ export interface FeedServiceOptions {
 /** Node timers hold at most 2^31 - 1 ms; a later instant is re-armed when reached. */
 const MAX_TIMER_MS = 0x7fffffff
 const RETRY_MIN_MS = 100
+const IDLE_MS = 3_600_000
+/** Least time between two recorded fetch times of one feed: a store write per poll would be one per request. */
+const RECORD_MS = 5 * 60_000
+/** After a failed write of fetch times, the next attempt waits this long. */
+const RECORD_RETRY_MS = 10_000
 
 class FeedState {
   list: AccessList | null = null
@@ -77,7 +102,8 @@ class FeedState {
   building: Promise<void> | null = null
   /** A trigger arrived that the current snapshot does not reflect. */
   dirty = true
-  reason: BuildReason = 'start'
+  /** Why the next build runs: a first build is 'demand', or 'start' for a feed built before ready. */
+  reason: BuildReason = 'demand'
   lastStart = -Infinity
   /** Inputs of the current snapshot (rules fingerprint, list, workspace name, geo version). */
   builtFrom = ''
@@ -88,11 +114,12 @@ class FeedState {
   timerAt = Infinity
   /** The list does not exist (or belongs to another workspace). */
   missing = false
-  /**
-   * Kept built: every feed of an active workspace, and any feed once asked for. A feed of an
-   * inactive workspace (its keys get 402) is not built until someone asks.
-   */
+  /** Kept built: served within idleMs, or recorded as served within idleMs before the start. */
   wanted = false
+  /** When the feed was last asked for. */
+  fetchedAt = -Infinity
+  /** The fetchedAt last written to the store (recordFetches). */
+  recordedAt = -Infinity
 
   constructor (readonly workspaceId: string, readonly feedId: FeedId) {}
 }
@@ -151,6 +178,8 @@ export class FeedService {
   readonly #metrics: FeedMetrics | undefined
   readonly #gzipLevel: number | undefined
   readonly #awaitMs: number
+  readonly #idleMs: number
+  readonly #caughtUp: (() => Promise<unknown>) | undefined
   readonly #lastModified: LastModifiedKeeper
   readonly #workspaces = new Map<string, WorkspaceState>()
   readonly #slots: Slots
@@ -164,6 +193,8 @@ export class FeedService {
   #stopped = false
   #ready = false
   #initial: Promise<void> | null = null
+  #recording = false
+  #recordAfter = 0
 
   constructor (opts: FeedServiceOptions) {
     this.#store = opts.store
@@ -173,6 +204,8 @@ export class FeedService {
     this.#metrics = opts.metrics
     this.#gzipLevel = opts.gzipLevel
     this.#awaitMs = opts.awaitMs ?? 10_000
+    this.#idleMs = opts.idleMs ?? IDLE_MS
+    this.#caughtUp = opts.caughtUp
     this.#slots = new Slots(opts.buildConcurrency ?? 2)
     this.#lastModified = new LastModifiedKeeper(opts.store.feedVersions, {
       timeoutMs: opts.storeTimeoutMs ?? 2000,
@@ -181,7 +214,7 @@ export class FeedService {
     if (opts.geo !== undefined) this.#installGeo(opts.geo)
   }
 
-  /** Loads workspaces and lists, builds every feed of the active workspaces, then polls for changes. */
+  /** Loads workspaces and lists, builds the feeds served in the last idleMs, then polls for changes. */
   async start (): Promise<void> {
     if (this.#started) return
     this.#started = true
@@ -190,6 +223,7 @@ export class FeedService {
       this.#rulesRevision = r.rules
       await this.#reloadAdmin()
       this.#adminRevision = r.admin
+      await this.#wantRecent()
     } catch (e) {
       // The store is down at start: the next poll retries the load.
       this.#log.warn({ err: e }, 'feed service: store unavailable at start; retrying')
@@ -213,7 +247,7 @@ export class FeedService {
     await Promise.allSettled(pending)
   }
 
-  /** True once a geo index is set and every feed known at start has been built once (for /readyz). */
+  /** True once a geo index is set and the feeds served in the idleMs before the start are built (for /readyz). */
   ready (): boolean {
     return this.#ready
   }
@@ -237,17 +271,19 @@ export class FeedService {
   getSnapshot (workspaceId: string, feedId: FeedId, now = Date.now()): FeedSnapshot | null {
     const feed = this.#knownFeed(workspaceId, feedId)
     if (feed === undefined) return null
+    feed.fetchedAt = now
     return this.#current(feed, now)
   }
 
   /**
    * The current snapshot, waiting for a build if needed. Rejects with TF_ERR_LIST_NOT_FOUND for a
-   * list that does not exist in the workspace, TF_ERR_FEED_UNAVAILABLE (503) when no valid
-   * snapshot could be built in time.
+   * list that does not exist in the workspace, TF_ERR_FEED_UNAVAILABLE (a 500: SPEC §7.2 has no
+   * 503) when no valid snapshot could be built in time.
    */
   async awaitSnapshot (workspaceId: string, feedId: FeedId, now?: number): Promise<FeedSnapshot> {
     const deadline = Date.now() + this.#awaitMs
     const feed = this.#knownFeed(workspaceId, feedId) ?? await this.#discoverList(workspaceId, feedId)
+    feed.fetchedAt = Date.now()
     for (;;) {
       const s = this.#current(feed, now ?? Date.now())
       if (s !== null) return s
@@ -275,9 +311,7 @@ export class FeedService {
     this.#initial = (async () => {
       const builds: Promise<void>[] = []
       for (const ws of this.#workspaces.values()) {
-        if (!ws.active) continue
         for (const f of ws.feeds.values()) {
-          f.wanted = true
           this.#tick(f)
           if (f.building !== null) builds.push(f.building)
         }
@@ -286,6 +320,20 @@ export class FeedService {
       this.#ready = true
       this.#log.info({ feeds: builds.length }, 'feed snapshots built')
     })()
+  }
+
+  /** The feeds served within idleMs before the start (as recorded in the store) are wanted. */
+  async #wantRecent (): Promise<void> {
+    for (const fetch of await this.#store.feedVersions.fetchedSince(Date.now() - this.#idleMs)) {
+      const ws = this.#workspaces.get(fetch.workspaceId)
+      // An inactive workspace's keys get 402: nobody can be served its feeds.
+      const f = ws?.active === true ? ws.feeds.get(fetch.listId) : undefined
+      if (f === undefined) continue
+      f.wanted = true
+      f.reason = 'start'
+      f.fetchedAt = Math.max(f.fetchedAt, fetch.at)
+      f.recordedAt = f.fetchedAt
+    }
   }
 
   #workspace (id: string): WorkspaceState {
@@ -355,11 +403,48 @@ export class FeedService {
       this.#polling = false
     }
     const now = Date.now()
-    if (this.#metrics !== undefined) {
-      for (const ws of this.#workspaces.values()) {
-        for (const f of ws.feeds.values()) if (f.snapshot !== undefined) this.#metrics.setAge(ws.id, f.feedId, (now - f.snapshot.builtAt) / 1000)
+    const due: FeedFetch[] = []
+    for (const ws of this.#workspaces.values()) {
+      for (const f of ws.feeds.values()) {
+        if (f.wanted && f.fetchedAt < now - this.#idleMs && f.building === null) this.#release(ws, f)
+        if (f.snapshot === undefined) continue
+        this.#metrics?.setAge(ws.id, f.feedId, (now - f.snapshot.builtAt) / 1000)
+        if (f.fetchedAt - f.recordedAt >= RECORD_MS) due.push({ workspaceId: ws.id, listId: f.feedId, at: f.fetchedAt })
       }
     }
+    if (due.length > 0) void this.#recordFetches(due, now)
+  }
+
+  /** Writes fetch times (one call for every feed due); a failure is retried after RECORD_RETRY_MS. */
+  async #recordFetches (due: FeedFetch[], now: number): Promise<void> {
+    if (this.#recording || now < this.#recordAfter) return
+    this.#recording = true
+    try {
+      await this.#store.feedVersions.recordFetches(due)
+      for (const d of due) {
+        const f = this.#workspaces.get(d.workspaceId)?.feeds.get(d.listId)
+        if (f !== undefined) f.recordedAt = Math.max(f.recordedAt, d.at)
+      }
+    } catch (e) {
+      this.#recordAfter = Date.now() + RECORD_RETRY_MS
+      this.#log.debug({ err: e }, 'feed service: fetch times not recorded; retrying later')
+    } finally {
+      this.#recording = false
+    }
+  }
+
+  /** A feed nobody asked for in idleMs: its snapshot goes, and its next request builds it afresh. */
+  #release (ws: WorkspaceState, f: FeedState): void {
+    f.wanted = false
+    this.#clearTimer(f)
+    f.snapshot = undefined
+    f.caches = undefined
+    f.builtFrom = ''
+    f.dirty = true
+    f.reason = 'demand'
+    f.failures = 0
+    f.retryAt = 0
+    this.#metrics?.removeFeed(ws.id, f.feedId)
   }
 
   /** Workspaces and lists from the store: feeds appear, change and disappear with them. */
@@ -377,9 +462,7 @@ export class FeedService {
       else a.push(l)
     }
     for (const w of live.values()) {
-      const known = this.#workspaces.has(w.id)
       const ws = this.#workspace(w.id)
-      const wasActive = ws.active
       ws.active = w.subscription === 'active'
       if (ws.name !== w.name) {
         if (ws.name !== null) this.#markDirty(ws.feeds.get(WORKSPACE_FEED)!, 'change')
@@ -395,22 +478,13 @@ export class FeedService {
         if (f === undefined) {
           f = new FeedState(w.id, l.id)
           f.list = l
-          f.wanted = ws.active
           ws.feeds.set(l.id, f)
-          if (this.#initial !== null) this.#tick(f)
         } else if (f.list === null || f.list.updatedAt !== l.updatedAt) {
           const had = f.list !== null
           f.list = l
           f.missing = false
           if (had) this.#markDirty(f, 'change')
           else this.#tick(f)
-        }
-      }
-      // A workspace that is new, or newly active, gets its feeds built now, not on first request.
-      if (ws.active && (!known || !wasActive)) {
-        for (const f of ws.feeds.values()) {
-          f.wanted = true
-          if (this.#initial !== null) this.#tick(f)
         }
       }
     }
@@ -473,12 +547,15 @@ export class FeedService {
     f.dirty = false
     let started = performance.now()
     // Expiry builds and first builds wait for nobody: until they finish, the feed cannot answer.
-    const urgent = reason === 'expiry' || f.snapshot === undefined
+    const first = f.snapshot === undefined
+    const urgent = reason === 'expiry' || first
     f.building = (async () => {
+      // Before taking a slot: the wait (for the stream consumer) holds up no other build.
+      if (first && this.#caughtUp !== undefined) await this.#caughtUp()
       await this.#slots.acquire(urgent)
       try {
         started = performance.now()
-        await this.#buildNow(f, now, reason, started)
+        await this.#buildNow(f, now, reason, started, first)
       } finally {
         this.#slots.release()
       }
@@ -500,9 +577,9 @@ export class FeedService {
     })
   }
 
-  async #buildNow (f: FeedState, now: number, reason: BuildReason, started: number): Promise<void> {
+  async #buildNow (f: FeedState, now: number, reason: BuildReason, started: number, first: boolean): Promise<void> {
     const ws = this.#workspace(f.workspaceId)
-    const rules = await this.#rulesOf(ws, now)
+    const rules = await this.#rulesOf(ws, now, first)
     if (ws.name === null) ws.name = (await this.#store.workspaces.get(ws.id))?.name ?? ws.id
     if (f.feedId !== WORKSPACE_FEED && f.list === null) {
       // Only the admin reload and #discoverList create list feeds, both with their list.
@@ -530,8 +607,19 @@ export class FeedService {
     this.#metrics?.setAge(ws.id, f.feedId, 0)
   }
 
-  /** The workspace's rules: fetched when its rules revision moved, else (or when the store fails) as last fetched. */
-  async #rulesOf (ws: WorkspaceState, now: number): Promise<RuleTable> {
+  /**
+   * The workspace's rules: fetched when its rules revision moved, else (or when the store fails) as
+   * last fetched. `fresh`: read the revision now rather than trust the last poll (a first build
+   * shows every signal acknowledged before its request, not only those a poll has seen).
+   */
+  async #rulesOf (ws: WorkspaceState, now: number, fresh: boolean): Promise<RuleTable> {
+    if (fresh && ws.rules !== null) {
+      try {
+        ws.revision = Math.max(ws.revision, await this.#store.rules.revisionOf(ws.id))
+      } catch {
+        // The store is down: the rules in memory are the best there is (below).
+      }
+    }
     if (ws.rules !== null && ws.rulesRevision === ws.revision) return ws.rules
     if (ws.fetching !== null) return ws.fetching
     // The revision is read before the rules: a write in between makes the rules newer than the

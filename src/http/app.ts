@@ -28,7 +28,7 @@ export interface HttpContext {
   readonly metrics: Metrics
   readonly log: Logger
   readonly rateLimiter: RateLimiter
-  /** What /readyz reports: store reachable, geo loaded, first snapshot built. */
+  /** What /readyz reports: store reachable, geo and catalog loaded, recently served feeds built. */
   readonly readiness: () => Promise<Readiness>
 }
 

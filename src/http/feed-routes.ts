@@ -134,11 +134,6 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
     await answer(ex, r, snapshot)
   }
 
-  const listOf = async (workspaceId: string, ref: string): Promise<{ id: string, defaults: ListDefaults }> => {
-    await lists.refresh()
-    return lists.resolve(workspaceId, ref)
-  }
-
   const serve = (ex: Exchange, r: FeedRequest, feedId: FeedId, defaults: ListDefaults | null): void | Promise<void> => {
     r.feedId = feedId
     r.variant = resolveVariant(parseFeedQuery(r.rawQuery), defaults)
@@ -171,7 +166,7 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
       return serve(ex, r, list.id, list.defaults)
     }
     // Only right after start-up, before the first list load finished.
-    return listOf(r.workspaceId, ref).then((list) => ex.aborted ? undefined : serve(ex, r, list.id, list.defaults))
+    return lists.resolveLoaded(r.workspaceId, ref).then((list) => ex.aborted ? undefined : serve(ex, r, list.id, list.defaults))
   }
 }
 

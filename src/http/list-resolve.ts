@@ -83,6 +83,8 @@ export function resolveList (index: ListIndex, workspaceId: string, ref: string)
 export interface ListDirectoryOptions {
   /** How often the admin revision is polled. */
   readonly pollMs: number
+  /** Longest wait of resolveLoaded() for a first load (default 10 s, as long as a feed build may take). */
+  readonly awaitMs?: number
   /** Called when a reload fails; the previous index keeps serving. */
   readonly onError?: (e: unknown) => void
 }
@@ -98,6 +100,7 @@ export interface ListDirectoryOptions {
 export class ListDirectory {
   readonly #store: Pick<Store, 'lists' | 'revisions'>
   readonly #pollMs: number
+  readonly #awaitMs: number
   readonly #onError: (e: unknown) => void
   #index: ListIndex | null = null
   #revision = -1
@@ -107,6 +110,7 @@ export class ListDirectory {
   constructor (store: Pick<Store, 'lists' | 'revisions'>, options: ListDirectoryOptions) {
     this.#store = store
     this.#pollMs = options.pollMs
+    this.#awaitMs = options.awaitMs ?? 10_000
     this.#onError = options.onError ?? (() => {})
   }
 
@@ -144,9 +148,29 @@ export class ListDirectory {
     return this.#loading
   }
 
-  /** Synchronous lookup; throws 404/409 errors (see resolveList), or 503 before the first load. */
+  /** Synchronous lookup; throws 404/409 errors (see resolveList), or TF_ERR_FEED_UNAVAILABLE (500) before the first load. */
   resolve (workspaceId: string, ref: string): AccessList {
     if (this.#index === null) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE')
     return resolveList(this.#index, workspaceId, ref)
+  }
+
+  /**
+   * resolve() once a first index is loaded: a request that arrives before it waits, retrying a
+   * failed load every poll interval, up to awaitMs; then TF_ERR_FEED_UNAVAILABLE (500, SPEC §7.2).
+   */
+  async resolveLoaded (workspaceId: string, ref: string): Promise<AccessList> {
+    const deadline = Date.now() + this.#awaitMs
+    let failure: unknown
+    while (this.#index === null) {
+      try {
+        await this.refresh()
+      } catch (e) {
+        failure = e
+        const left = deadline - Date.now()
+        if (left <= 0) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: failure })
+        await new Promise((resolve) => setTimeout(resolve, Math.min(left, this.#pollMs)))
+      }
+    }
+    return this.resolve(workspaceId, ref)
   }
 }

@@ -242,13 +242,34 @@ export interface FeedVersion {
   since: number
 }
 
+/** One feed: a list, or the workspace feed ('*'). */
+export interface FeedRef {
+  workspaceId: string
+  listId: string
+}
+
+/** When a feed was last served (FeedVersionStore#recordFetches). */
+export interface FeedFetch extends FeedRef {
+  at: number
+}
+
 export interface FeedVersionStore {
   /**
    * Atomically: when the stored hash equals `contentHash`, return the stored version unchanged;
    * otherwise store `{contentHash, since: now}` and return it. So content A→B→A gets a new time.
+   * A new run keeps the record's fetch time.
    */
   observe (key: FeedKey, contentHash: string, now: number): Promise<FeedVersion>
   get (key: FeedKey): Promise<FeedVersion | null>
+  /**
+   * Notes when feeds were served, on their version records (every family and action), keeping
+   * the latest time per feed. A feed with no version record yet (never built) records nothing.
+   * Callers throttle it (the feed service: at most once every few minutes per feed); it is what
+   * a restart reads to build the feeds in use before reporting ready (DECISIONS §6).
+   */
+  recordFetches (fetches: readonly FeedFetch[]): Promise<void>
+  /** The feeds whose recorded fetch time is at or after `since`, each once, with that time. */
+  fetchedSince (since: number): Promise<FeedFetch[]>
 }
 
 export interface Store {

@@ -32,8 +32,9 @@ class Recorder implements FeedMetrics {
   /** `at` is when the build started: the interval is between starts. */
   observeBuild (reason: BuildReason, outcome: BuildOutcome, seconds: number): void { this.builds.push({ reason, outcome, at: Date.now() - seconds * 1000 }) }
   setSnapshot (): void { this.snapshots++ }
+  removed: string[] = []
   setAge (): void {}
-  removeFeed (): void {}
+  removeFeed (workspaceId: string, feedId: string): void { this.removed.push(`${workspaceId}/${feedId}`) }
   built (): number { return this.builds.filter((b) => b.outcome === 'built').length }
 }
 
@@ -52,7 +53,15 @@ function flaky (store: Store): { store: Store, down: boolean, revisionOfDown: bo
             : p === 'revisionOf' ? (ws: string) => state.down || state.revisionOfDown ? fail() : r.revisionOf(ws) : Reflect.get(r, p),
         })
       }
-      if (prop === 'feedVersions') return { observe: (...a: Parameters<Store['feedVersions']['observe']>) => state.down ? fail() : target.feedVersions.observe(...a), get: target.feedVersions.get.bind(target.feedVersions) }
+      if (prop === 'feedVersions') {
+        const v = target.feedVersions
+        return {
+          observe: (...a: Parameters<Store['feedVersions']['observe']>) => state.down ? fail() : v.observe(...a),
+          get: v.get.bind(v),
+          recordFetches: (...a: Parameters<Store['feedVersions']['recordFetches']>) => state.down ? fail() : v.recordFetches(...a),
+          fetchedSince: v.fetchedSince.bind(v),
+        }
+      }
       return Reflect.get(target, prop, receiver)
     },
   })
@@ -69,12 +78,28 @@ async function waitFor<T> (what: string, fn: () => T | null | undefined | false,
   }
 }
 
-function service (store: Store, rebuildMs: number, metrics = new Recorder()): { feeds: FeedService, metrics: Recorder } {
-  const feeds = new FeedService({ store, pool, config: { feedRebuildMs: rebuildMs, pollMs: 25 }, log: silentLog, metrics, geo, awaitMs: 8000 })
+function service (store: Store, rebuildMs: number, metrics = new Recorder(), more: Partial<ConstructorParameters<typeof FeedService>[0]> = {}): { feeds: FeedService, metrics: Recorder } {
+  const feeds = new FeedService({ store, pool, config: { feedRebuildMs: rebuildMs, pollMs: 25 }, log: silentLog, metrics, geo, awaitMs: 8000, ...more })
   return { feeds, metrics }
 }
 
-t.test('start builds every feed of the active workspaces; getSnapshot answers synchronously', async (t) => {
+/** Counts recordFetches calls per feed ('<workspace>/<list>'). */
+function countingFetches (store: Store): { store: Store, recorded: Map<string, number> } {
+  const recorded = new Map<string, number>()
+  const v = store.feedVersions
+  const feedVersions: Store['feedVersions'] = {
+    observe: v.observe.bind(v),
+    get: v.get.bind(v),
+    fetchedSince: v.fetchedSince.bind(v),
+    recordFetches: async (fetches) => {
+      for (const f of fetches) recorded.set(`${f.workspaceId}/${f.listId}`, (recorded.get(`${f.workspaceId}/${f.listId}`) ?? 0) + 1)
+      await v.recordFetches(fetches)
+    },
+  }
+  return { store: new Proxy(store, { get: (target, prop) => prop === 'feedVersions' ? feedVersions : Reflect.get(target, prop) }), recorded }
+}
+
+t.test('a feed is built on its first request, not ahead of it; then getSnapshot answers synchronously', async (t) => {
   const ws = await tmp.store.workspaces.create({ name: 'start', subscription: 'active' })
   const idle = await tmp.store.workspaces.create({ name: 'idle', subscription: 'inactive' })
   const list = await tmp.store.lists.create({ workspaceId: ws.id, name: 'edge', description: 'd', defaults: { family: 'v4' }, selector: { team: 'edge' } })
@@ -86,17 +111,20 @@ t.test('start builds every feed of the active workspaces; getSnapshot answers sy
   t.notOk(feeds.ready())
   await feeds.start()
   await waitFor('ready', () => feeds.ready())
-  t.equal(metrics.built(), 2, 'the workspace feed and the list feed of the active workspace')
-  const s = feeds.getSnapshot(ws.id, '*', Date.now())!
+  await sleep(100)
+  t.equal(metrics.built(), 0, 'nothing was ever served: nothing is built')
+  t.equal(feeds.getSnapshot(ws.id, '*', Date.now()), null, 'the first request finds no snapshot')
+  const s = await feeds.awaitSnapshot(ws.id, '*', Date.now())
+  t.equal(feeds.getSnapshot(ws.id, '*', Date.now()), s, 'then answers synchronously')
   t.match(plainV4(s), /\n192\.0\.2\.0\/24\n/)
   t.ok(s.networks.block.v4 > 1, 'the country expanded')
-  const l = feeds.getSnapshot(ws.id, list.id, Date.now())!
+  t.equal(metrics.built(), 1, 'the list feed is not built along with it')
+  const l = await feeds.awaitSnapshot(ws.id, list.id, Date.now())
   t.equal(plainV4(l), '192.0.2.0/24\n')
   t.same(l.defaults, { family: 'v4' })
   await addRules(tmp.store, [rule(idle.id, '198.51.100.2/32')])
   await sleep(200)
-  t.equal(metrics.built(), 2, 'a rule change does not build the feeds of an inactive workspace')
-  t.equal(feeds.getSnapshot(idle.id, '*', Date.now()), null, 'inactive workspaces are built on demand only')
+  t.equal(metrics.built(), 2, 'a rule change builds no feed nobody asked for')
   t.equal(plainV4(await feeds.awaitSnapshot(idle.id, '*', Date.now())), '198.51.100.1/32\n198.51.100.2/32\n')
   await t.rejects(feeds.awaitSnapshot(ws.id, '6f1d1a40-0000-4000-8000-000000000000', Date.now()), { code: 'TF_ERR_LIST_NOT_FOUND' })
   const other = await tmp.store.lists.create({ workspaceId: idle.id, name: 'theirs', description: '', defaults: {}, selector: {} })
@@ -267,4 +295,81 @@ t.test('lists created, changed and deleted while running', async (t) => {
   await tmp.store.lists.delete(list.id)
   await waitFor('the deletion', () => feeds.getSnapshot(ws.id, list.id, Date.now()) === null)
   await t.rejects(feeds.awaitSnapshot(ws.id, list.id, Date.now()), { code: 'TF_ERR_LIST_NOT_FOUND' })
+})
+
+t.test('a restart builds the feeds served in the hour before it, before ready; the others on their first request', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'restart', subscription: 'active' })
+  const served = await tmp.store.lists.create({ workspaceId: ws.id, name: 'served', description: '', defaults: {}, selector: {} })
+  const stale = await tmp.store.lists.create({ workspaceId: ws.id, name: 'stale', description: '', defaults: {}, selector: {} })
+  const never = await tmp.store.lists.create({ workspaceId: ws.id, name: 'never', description: '', defaults: {}, selector: {} })
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.1/32')])
+  const counting = countingFetches(tmp.store)
+  const first = service(counting.store, 60_000)
+  await first.feeds.start()
+  for (const id of ['*', served.id]) await first.feeds.awaitSnapshot(ws.id, id, Date.now())
+  await waitFor('fetch times recorded', () => counting.recorded.size === 2)
+  // Many polls (every 25 ms) while the feeds are served: still one write per feed (at most one per 5 minutes).
+  for (let i = 0; i < 20; i++) {
+    for (const id of ['*', served.id]) first.feeds.getSnapshot(ws.id, id, Date.now())
+    await sleep(15)
+  }
+  t.same([...counting.recorded.values()], [1, 1], 'each feed recorded once')
+  await first.feeds.stop()
+  // `stale` was built and last served two hours ago (as the store records it).
+  for (const action of ['block', 'allow'] as const) {
+    for (const family of ['v4', 'v6', 'both'] as const) await tmp.store.feedVersions.observe({ workspaceId: ws.id, listId: stale.id, family, action }, 'h', Date.now() - 7_300_000)
+  }
+  await tmp.store.feedVersions.recordFetches([{ workspaceId: ws.id, listId: stale.id, at: Date.now() - 7_200_000 }])
+  const hourAgo = (await tmp.store.feedVersions.fetchedSince(Date.now() - 3_600_000)).map((f) => f.listId).sort()
+  t.same(hourAgo, ['*', served.id].sort(), 'the store knows which feeds were served in the last hour')
+
+  const second = service(tmp.store, 60_000)
+  t.teardown(() => second.feeds.stop())
+  await second.feeds.start()
+  await waitFor('ready', () => second.feeds.ready())
+  t.same(second.metrics.builds.map((b) => `${b.reason} ${b.outcome}`), ['start built', 'start built'], 'two feeds built before ready')
+  t.match(plainV4(second.feeds.getSnapshot(ws.id, '*', Date.now())), /192\.0\.2\.1\/32/, 'the workspace feed is served at once')
+  t.ok(second.feeds.getSnapshot(ws.id, served.id, Date.now()) !== null, 'and the list served in the last hour')
+  for (const id of [stale.id, never.id]) {
+    t.equal(second.feeds.getSnapshot(ws.id, id, Date.now()), null, 'a list not served in the last hour waits for its first request')
+    t.ok(await second.feeds.awaitSnapshot(ws.id, id, Date.now()))
+  }
+  t.same(second.metrics.builds.filter((b) => b.reason === 'demand').length, 2, 'then built on demand')
+})
+
+t.test('a feed not served for idleMs is let go; its next request builds it at once, whatever the rebuild interval', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'idle-release', subscription: 'active' })
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.1/32')])
+  const { feeds, metrics } = service(tmp.store, 60_000, new Recorder(), { idleMs: 300 })
+  const removed = metrics.removed
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  t.equal(plainV4(await feeds.awaitSnapshot(ws.id, '*', Date.now())), '192.0.2.1/32\n')
+  await addRules(tmp.store, [rule(ws.id, '198.51.100.1/32')])
+  await waitFor('released', () => removed.length > 0, 3000)
+  t.same(removed, [`${ws.id}/*`], 'its metric series removed')
+  t.equal(feeds.getSnapshot(ws.id, '*', Date.now()), null, 'no snapshot kept for a feed nobody polls')
+  t.equal(plainV4(await feeds.awaitSnapshot(ws.id, '*', Date.now())), '192.0.2.1/32\n198.51.100.1/32\n', 'built again on request, with the change, though the interval is 60 s')
+})
+
+t.test('a first build shows every signal acknowledged before its request', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'caught-up', subscription: 'active' })
+  const list = await tmp.store.lists.create({ workspaceId: ws.id, name: 'l', description: '', defaults: {}, selector: {} })
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.1/32')])
+  let pending: string[] = []
+  // The stream consumer's part: applying what was acknowledged but not applied yet.
+  const caughtUp = async (): Promise<void> => {
+    const ips = pending
+    pending = []
+    await addRules(tmp.store, ips.map((ip) => rule(ws.id, ip)))
+  }
+  // Polls far apart: only the first build's own reads can see the new rules.
+  const feeds = new FeedService({ store: tmp.store, pool, config: { feedRebuildMs: 60_000, pollMs: 60_000 }, log: silentLog, geo, caughtUp })
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  pending = ['198.51.100.1/32']
+  t.equal(plainV4(await feeds.awaitSnapshot(ws.id, '*', Date.now())), '192.0.2.1/32\n198.51.100.1/32\n', 'waited for the consumer')
+  pending = ['203.0.113.1/32']
+  t.equal(plainV4(await feeds.awaitSnapshot(ws.id, list.id, Date.now())), '192.0.2.1/32\n198.51.100.1/32\n203.0.113.1/32\n',
+    'a second feed of the workspace re-reads the rules revision rather than trusting the last poll')
 })

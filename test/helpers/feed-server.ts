@@ -22,7 +22,7 @@ import { ListDirectory } from '../../src/http/list-resolve.js'
 import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded/embedded-store.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import { CACHE_CONTROL, CONTENT_TYPES, VARY, variantKey, type FeedId, type FeedSnapshot, type Representation, type Variant } from '../../src/feed/snapshot-types.js'
-import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Workspace } from '../../src/store/types.js'
+import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Store, type Workspace } from '../../src/store/types.js'
 
 export interface FeedServer {
   readonly base: string
@@ -63,10 +63,13 @@ export interface FeedServerOptions {
   env?: Record<string, string>
   /** Load the list directory before serving (default true); false leaves the first load to the first list request. */
   loadLists?: boolean
+  /** What the list directory reads in place of the store (an outage), and its longest wait for a first load. */
+  listSource?: (store: EmbeddedStore) => Pick<Store, 'lists' | 'revisions'>
+  listAwaitMs?: number
 }
 
 export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<HttpContext, 'config' | 'log' | 'metrics'>) => FeedSource | Promise<FeedSource>, options: FeedServerOptions = {}): Promise<FeedServer> {
-  const { extra = [], env = {}, loadLists = true } = options
+  const { extra = [], env = {}, loadLists = true, listSource = (s) => s, listAwaitMs } = options
   const dir = mkdtempSync(join(tmpdir(), 'tf-feed-http-'))
   const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '50', ...env })
   const store = await openEmbeddedStore(dir)
@@ -84,7 +87,7 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
   const metrics = new Metrics()
   const auth = new Authenticator(store, { pollMs: config.pollMs })
   await auth.start()
-  const lists = new ListDirectory(store, { pollMs: config.pollMs })
+  const lists = new ListDirectory(listSource(store), { pollMs: config.pollMs, awaitMs: listAwaitMs })
   if (loadLists) await lists.start()
   const ctx: HttpContext = {
     config,

@@ -181,6 +181,8 @@ export function describeAdminContract (test: StoreTest): void {
       ['stream.append', () => store.stream.append([{ workspaceId: ws, payload: '{}', acceptedAt: 1 }])],
       ['stream.read', () => store.stream.read(1, 10)],
       ['feedVersions.observe', () => store.feedVersions.observe({ workspaceId: ws, listId: '*', family: 'v4', action: 'block' }, 'h', 1)],
+      ['feedVersions.recordFetches', () => store.feedVersions.recordFetches([{ workspaceId: ws, listId: '*', at: 1 }])],
+      ['feedVersions.fetchedSince', () => store.feedVersions.fetchedSince(0)],
       ['applyRuleBatch', () => store.applyRuleBatch({ ops: [] })],
     ]
     for (const [description, call] of calls) {

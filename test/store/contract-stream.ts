@@ -1,5 +1,5 @@
-/** Store contract, stream side: append/read/head, checkpoints, feed versions. */
-import type { StreamRecordInput } from '../../src/store/types.js'
+/** Store contract, stream side: append/read/head, checkpoints, feed versions and fetch times. */
+import { FAMILIES, FEED_ACTIONS, type FeedKey, type StreamRecordInput } from '../../src/store/types.js'
 import type { StoreTest } from './contract.js'
 import { freshWorkspaceId } from './contract-fixtures.js'
 
@@ -130,5 +130,33 @@ export function describeStreamContract (test: StoreTest): void {
 
     const concurrent = await Promise.all([1, 2, 3, 4].map((n) => store.feedVersions.observe(key, 'C', 600 + n)))
     t.equal(new Set(concurrent.map((v) => v.since)).size, 1, 'concurrent observers of one change agree on its time')
+  })
+
+  test('feed fetch times: on the version records of a built feed, the latest kept, listed by time', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const list = '6c1b1a0e-3b8e-4c43-9d6f-2a7f6f1f5a10'
+    const build = async (listId: string, hash: string, now: number): Promise<void> => {
+      const keys: FeedKey[] = FEED_ACTIONS.flatMap((action) => FAMILIES.map((family) => ({ workspaceId: ws, listId, family, action })))
+      for (const key of keys) await store.feedVersions.observe(key, hash, now)
+    }
+    t.same(await store.feedVersions.fetchedSince(0), [], 'nothing recorded')
+    await store.feedVersions.recordFetches([{ workspaceId: ws, listId: '*', at: 1000 }])
+    t.same(await store.feedVersions.fetchedSince(0), [], 'a feed never built records nothing')
+    await build('*', 'A', 100)
+    await build(list, 'A', 100)
+    await store.feedVersions.recordFetches([])
+    await store.feedVersions.recordFetches([{ workspaceId: ws, listId: '*', at: 1000 }, { workspaceId: ws, listId: list, at: 2000 }])
+    const byList = async (since: number): Promise<Record<string, number>> =>
+      Object.fromEntries((await store.feedVersions.fetchedSince(since)).map((f) => { t.equal(f.workspaceId, ws); return [f.listId, f.at] }))
+    t.same(await byList(0), { '*': 1000, [list]: 2000 }, 'each feed once, with its time')
+    t.same(await byList(1000), { '*': 1000, [list]: 2000 }, 'since is inclusive')
+    t.same(await byList(1001), { [list]: 2000 })
+    await store.feedVersions.recordFetches([{ workspaceId: ws, listId: '*', at: 500 }])
+    t.same(await byList(1000), { '*': 1000, [list]: 2000 }, 'an earlier time does not move it back')
+    await store.feedVersions.recordFetches([{ workspaceId: ws, listId: '*', at: 3000 }])
+    t.same(await byList(2500), { '*': 3000 }, 'a later time moves it')
+    await build('*', 'B', 3500)
+    t.same(await store.feedVersions.get({ workspaceId: ws, listId: '*', family: 'v4', action: 'block' }), { contentHash: 'B', since: 3500 }, 'a new run: the version alone')
+    t.same(await byList(2500), { '*': 3000 }, 'a new run keeps the fetch time')
   })
 }

@@ -1,7 +1,27 @@
-/** Feed versions (Last-Modified, DECISIONS §5) on LMDB. */
-import type { FeedKey, FeedVersion, FeedVersionStore } from '../types.js'
-import { feedVersionKey } from './key-layout.js'
-import type { LmdbEnv } from './lmdb-env.js'
+/** Feed versions (Last-Modified, DECISIONS §5) and feed fetch times (DECISIONS §6) on LMDB. */
+import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedVersion, type FeedVersionStore } from '../types.js'
+import { feedOfVersionKey, feedVersionKey } from './key-layout.js'
+import type { Databases, LmdbEnv } from './lmdb-env.js'
+
+/** A version record as kept: the version, and when its feed was last served. */
+interface FeedVersionRecord extends FeedVersion {
+  fetchedAt?: number
+}
+
+function versionOf (r: FeedVersionRecord): FeedVersion {
+  return { contentHash: r.contentHash, since: r.since }
+}
+
+/** Every version key of one feed: the builder records one per family and action. */
+function versionKeys (f: FeedFetch): string[] {
+  return FEED_ACTIONS.flatMap((action) => FAMILIES.map((family) => feedVersionKey({ workspaceId: f.workspaceId, listId: f.listId, family, action })))
+}
+
+/** The record at `id` when it exists and holds a fetch time older than `at`. */
+function stale (dbs: Databases, id: string, at: number): FeedVersionRecord | null {
+  const r: FeedVersionRecord | undefined = dbs.feedVersions.get(id)
+  return r !== undefined && (r.fetchedAt ?? -Infinity) < at ? r : null
+}
 
 export class EmbeddedFeedVersionStore implements FeedVersionStore {
   readonly #env: LmdbEnv
@@ -15,18 +35,52 @@ export class EmbeddedFeedVersionStore implements FeedVersionStore {
     // Almost every rebuild finds its content unchanged: answer that from a read, without taking
     // the cross-process write lock or waiting for a flush. Only a change is re-checked and
     // written inside the transaction, which is what makes observe atomic.
-    const seen = this.#env.read((dbs) => dbs.feedVersions.get(id))
-    if (seen !== undefined && seen.contentHash === contentHash) return seen
+    const seen: FeedVersionRecord | undefined = this.#env.read((dbs) => dbs.feedVersions.get(id))
+    if (seen !== undefined && seen.contentHash === contentHash) return versionOf(seen)
     return this.#env.write((dbs) => {
-      const current = dbs.feedVersions.get(id)
-      if (current !== undefined && current.contentHash === contentHash) return current
-      const next: FeedVersion = { contentHash, since: now }
+      const current: FeedVersionRecord | undefined = dbs.feedVersions.get(id)
+      if (current !== undefined && current.contentHash === contentHash) return versionOf(current)
+      const next: FeedVersionRecord = { contentHash, since: now }
+      if (current?.fetchedAt !== undefined) next.fetchedAt = current.fetchedAt
       dbs.feedVersions.put(id, next)
-      return next
+      return versionOf(next)
     })
   }
 
   async get (key: FeedKey): Promise<FeedVersion | null> {
-    return this.#env.read((dbs) => dbs.feedVersions.get(feedVersionKey(key)) ?? null)
+    const r: FeedVersionRecord | undefined = this.#env.read((dbs) => dbs.feedVersions.get(feedVersionKey(key)))
+    return r === undefined ? null : versionOf(r)
+  }
+
+  async recordFetches (fetches: readonly FeedFetch[]): Promise<void> {
+    // As in observe: a read first, so that fetches already recorded take no write lock.
+    const due = this.#env.read((dbs) => fetches.filter((f) => versionKeys(f).some((id) => stale(dbs, id, f.at) !== null)))
+    if (due.length === 0) return
+    await this.#env.write((dbs) => {
+      for (const f of due) {
+        for (const id of versionKeys(f)) {
+          const r = stale(dbs, id, f.at)
+          if (r === null) continue
+          const next: FeedVersionRecord = { ...r, fetchedAt: f.at }
+          dbs.feedVersions.put(id, next)
+        }
+      }
+    })
+  }
+
+  async fetchedSince (since: number): Promise<FeedFetch[]> {
+    return this.#env.read((dbs) => {
+      const latest = new Map<string, FeedFetch>()
+      for (const { key, value } of dbs.feedVersions.getRange({})) {
+        const record: FeedVersionRecord = value
+        const at = record.fetchedAt
+        if (at === undefined || at < since) continue
+        const feed = feedOfVersionKey(key)
+        const id = `${feed.workspaceId}\0${feed.listId}`
+        const seen = latest.get(id)
+        if (seen === undefined || seen.at < at) latest.set(id, { ...feed, at })
+      }
+      return [...latest.values()]
+    })
   }
 }

@@ -21,7 +21,7 @@
  * prefix, and list names are re-checked on the record anyway (they hold no control characters:
  * the CLI refuses them, DECISIONS §5).
  */
-import type { FeedKey, RuleKind, Target } from '../types.js'
+import type { FeedKey, FeedRef, RuleKind, Target } from '../types.js'
 import type { ByteWriter } from './byte-writer.js'
 
 const SEP = '\u001f'
@@ -116,4 +116,11 @@ export function listNameRange (workspaceId: string, name: string): KeyRange {
 
 export function feedVersionKey (key: FeedKey): string {
   return key.workspaceId + SEP + key.listId + SEP + key.family + SEP + key.action
+}
+
+/** The feed a feed-versions key belongs to (its first two components). */
+export function feedOfVersionKey (key: string): FeedRef {
+  const a = key.indexOf(SEP)
+  const b = key.indexOf(SEP, a + 1)
+  return { workspaceId: key.slice(0, a), listId: key.slice(a + 1, b) }
 }

@@ -77,6 +77,8 @@ export interface FeedVersionDoc {
   action: FeedAction
   contentHash: string
   since: number
+  /** When the feed was last served (FeedVersionStore#recordFetches); absent until then. */
+  fetchedAt?: number
 }
 export interface CounterDoc { _id: string, value: number }
 

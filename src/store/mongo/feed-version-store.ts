@@ -1,5 +1,8 @@
-/** Feed versions (Last-Modified, DECISIONS §5) on MongoDB: one document per feed key. */
-import type { FeedKey, FeedVersion, FeedVersionStore } from '../types.js'
+/**
+ * Feed versions (Last-Modified, DECISIONS §5) on MongoDB: one document per feed key, which also
+ * holds when its feed was last served (DECISIONS §6).
+ */
+import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedVersion, type FeedVersionStore } from '../types.js'
 import type { FeedVersionDoc } from './collections.js'
 import { isDuplicateKey } from './mongo-client.js'
 import type { MongoContext } from './mongo-context.js'
@@ -46,6 +49,34 @@ export class MongoFeedVersionStore implements FeedVersionStore {
     return this.#ctx.run(async () => {
       const doc = await this.#ctx.c.feedVersions.findOne({ _id: feedKeyId(key) })
       return doc === null ? null : toVersion(doc)
+    })
+  }
+
+  /** One unordered bulk write; by _id (the feed's family and action keys), and `$max` keeps the latest time. */
+  recordFetches (fetches: readonly FeedFetch[]): Promise<void> {
+    return this.#ctx.run(async () => {
+      if (fetches.length === 0) return
+      const ops = fetches.map((f) => ({
+        updateMany: {
+          filter: { _id: { $in: FEED_ACTIONS.flatMap((action) => FAMILIES.map((family) => feedKeyId({ workspaceId: f.workspaceId, listId: f.listId, family, action }))) } },
+          update: { $max: { fetchedAt: num(f.at) } },
+        },
+      }))
+      await this.#ctx.c.feedVersions.bulkWrite(ops, { ordered: false })
+    })
+  }
+
+  fetchedSince (since: number): Promise<FeedFetch[]> {
+    return this.#ctx.run(async () => {
+      const latest = new Map<string, FeedFetch>()
+      const docs = this.#ctx.c.feedVersions.find({ fetchedAt: { $gte: num(since) } }, { projection: { workspaceId: 1, listId: 1, fetchedAt: 1 } })
+      for await (const d of docs) {
+        const id = `${d.workspaceId}\0${d.listId}`
+        const at = d.fetchedAt!
+        const seen = latest.get(id)
+        if (seen === undefined || seen.at < at) latest.set(id, { workspaceId: d.workspaceId, listId: d.listId, at })
+      }
+      return [...latest.values()]
     })
   }
 }

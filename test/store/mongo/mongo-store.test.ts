@@ -70,6 +70,8 @@ t.test('during an outage every call rejects with TF_ERR_STORE_UNAVAILABLE within
     ['stream.setCheckpoint', () => store.stream.setCheckpoint('c', 1)],
     ['feedVersions.observe', () => store.feedVersions.observe(feed, 'h', 1)],
     ['feedVersions.get', () => store.feedVersions.get(feed)],
+    ['feedVersions.recordFetches', () => store.feedVersions.recordFetches([{ workspaceId: ws, listId: '*', at: 1 }])],
+    ['feedVersions.fetchedSince', () => store.feedVersions.fetchedSince(0)],
     ['revisions', () => store.revisions()],
     ['ping', () => store.ping()],
   ]
