@@ -7,7 +7,7 @@
  * shared `HttpContext`; they never create the App themselves.
  */
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
-import uWS from 'uWebSockets.js'
+import uWS from './uws.js'
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Store } from '../store/types.js'
