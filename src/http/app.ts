@@ -119,7 +119,11 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
     const r = await ctx.readiness()
     sendJson(ex, r.ready ? 200 : 503, { status: r.ready ? 'ready' : 'not ready', checks: r.checks })
   })
+  const authCacheName = 'threatfeed_auth_cache_bytes'
+  const authCache = ctx.metrics.registry.getSingleMetric(authCacheName) as ReturnType<typeof ctx.metrics.gauge> | undefined ??
+    ctx.metrics.gauge(authCacheName, 'Bytes held by the cache of authenticated API keys (at most 4 MiB)')
   router.on('get', '/metrics', 'metrics', 'signal', async (ex) => {
+    authCache.set(ctx.auth.cacheBytes)
     const m = await ctx.metrics.render()
     sendBody(ex, 200, m.body, m.contentType)
   })
