@@ -7,6 +7,7 @@
  */
 import type { HttpResponse } from 'uWebSockets.js'
 import { toThreatfeedError, type ThreatfeedError } from '../errors.js'
+import { AUTH_CHALLENGES } from '../ingest/openapi.js'
 
 const REASONS: Record<number, string> = {
   200: 'OK', 206: 'Partial Content', 304: 'Not Modified', 400: 'Bad Request', 401: 'Unauthorized',
@@ -81,16 +82,6 @@ export interface ErrorReport {
 }
 
 /**
- * The challenges of a 401 (RFC 9110 §11.6.1, DECISIONS §2): Bearer everywhere (RFC 6750 §3), and
- * on feeds Basic too, whose realm is required and whose charset says the user-pass is UTF-8
- * (RFC 7617 §2, §2.1).
- */
-export const CHALLENGES: Readonly<Record<ErrorShape, string>> = {
-  signal: 'Bearer realm="threatfeed"',
-  feed: 'Bearer realm="threatfeed", Basic realm="threatfeed", charset="UTF-8"',
-}
-
-/**
  * The one function that writes an error answer, on every route and for every method (HEAD
  * included, without the body). Caller faults show their message; dependency and internal faults
  * are reported (with their cause) and answer with the registry's generic text.
@@ -99,7 +90,7 @@ export function sendError (ex: Exchange, thrown: unknown, shape: ErrorShape, rep
   const e = toThreatfeedError(thrown)
   if (e.fault !== 'caller') report(e)
   const headers: Array<readonly [string, string]> = [...extraHeaders]
-  if (e.status === 401) headers.push(['WWW-Authenticate', CHALLENGES[shape]])
+  if (e.status === 401) headers.push(['WWW-Authenticate', AUTH_CHALLENGES[shape]])
   sendJson(ex, e.status, errorBody(e, shape), headers)
 }
 

@@ -65,10 +65,16 @@ const typedEnvelope = {
 const err = (description: string, headers?: Record<string, unknown>) => ({ description, content: json(ref('ErrorBody')), ...(headers === undefined ? {} : { headers }) })
 const retryAfter = { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } }
 const allowHeader = (methods: string) => ({ Allow: { description: `The methods of this path: ${methods}`, schema: { type: 'string', const: methods } } })
-/** RFC 9110 §11.6.1; the values are those src/http/respond.ts sends (test/http/openapi.test.ts). */
+/**
+ * The challenges of a 401 (RFC 9110 §11.6.1, DECISIONS §2), documented here and sent by
+ * src/http/respond.ts: Bearer everywhere (RFC 6750 §3), and on feeds Basic too, whose realm is
+ * required and whose charset says the user-pass is UTF-8 (RFC 7617 §2, §2.1).
+ */
+export const AUTH_CHALLENGES = {
+  signal: 'Bearer realm="threatfeed"',
+  feed: 'Bearer realm="threatfeed", Basic realm="threatfeed", charset="UTF-8"',
+} as const
 const challenge = (value: string) => ({ 'WWW-Authenticate': { description: 'The authentication schemes accepted here', schema: { type: 'string', const: value } } })
-const SIGNAL_CHALLENGE = 'Bearer realm="threatfeed"'
-const FEED_CHALLENGE = 'Bearer realm="threatfeed", Basic realm="threatfeed", charset="UTF-8"'
 
 function signalPath (version: 1 | 2) {
   const entry = version === 1 ? ref('SignalEventV1') : typedEnvelope
@@ -78,7 +84,7 @@ function signalPath (version: 1 | 2) {
     400: err(version === 1
       ? 'Invalid JSON, data, batch size, Content-Type or UTF-8; every entry failed (ValidationError with details)'
       : 'As v1, and a missing or empty rule.type on an expression rule (whole batch rejected)'),
-    401: err(version === 1 ? 'Invalid or missing API key' : 'Invalid or missing API key, missing scope or inactive subscription (v2 answers 401 for all)', challenge(SIGNAL_CHALLENGE)),
+    401: err(version === 1 ? 'Invalid or missing API key' : 'Invalid or missing API key, missing scope or inactive subscription (v2 answers 401 for all)', challenge(AUTH_CHALLENGES.signal)),
   }
   if (version === 1) {
     responses[402] = err('Subscription required')
@@ -134,7 +140,7 @@ function feedOperation (list: boolean, method: 'get' | 'head') {
       headers: { ETag: feedHeaders.ETag, 'Last-Modified': feedHeaders['Last-Modified'], 'Cache-Control': feedHeaders['Cache-Control'], Vary: feedHeaders.Vary },
     },
     400: feedErr('Unsupported format, family, action or checksum, or a repeated parameter; details.supported lists the values'),
-    401: feedErr('Invalid or missing API key', challenge(FEED_CHALLENGE)),
+    401: feedErr('Invalid or missing API key', challenge(AUTH_CHALLENGES.feed)),
     402: feedErr('Subscription required'),
     403: feedErr('Key lacks the feeds:read scope'),
   }
