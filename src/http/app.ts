@@ -6,14 +6,15 @@
  * Route modules (signal-routes.ts, feed-routes.ts, openapi-routes.ts) receive a `Router` and the
  * shared `HttpContext`; they never create the App themselves.
  */
-import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from 'uWebSockets.js'
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
+import uWS from './uws.js'
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Store } from '../store/types.js'
 import type { Authenticator } from './auth.js'
 import type { Metrics } from './metrics.js'
 import { RateLimiter } from './rate-limit.js'
-import { beginExchange, errorBody, sendError, sendBody, sendJson, type ErrorShape, type Exchange } from './respond.js'
+import { beginExchange, sendError, sendBody, sendJson, type ErrorShape, type Exchange } from './respond.js'
 import { ThreatfeedError } from '../errors.js'
 
 export interface Readiness {
@@ -44,7 +45,11 @@ export interface Router {
    * the handler throws (or rejects with).
    */
   on (method: Method, pattern: string, route: string, shape: ErrorShape, handler: Handler): void
-  /** Every other method on `pattern` answers 405 with `Allow`. */
+  /**
+   * Every other method on `pattern` answers 405 with `Allow`, HEAD included when `allow` does not
+   * name it (uWS routes HEAD apart from other methods). A GET route without a HEAD route of its
+   * own answers HEAD through its GET handler, the body left out (RFC 9110 §9.3.2).
+   */
   onlyAllow (pattern: string, route: string, shape: ErrorShape, allow: string): void
 }
 
@@ -71,12 +76,16 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
     if (inflight === 0 && drained !== null) drained()
   }
 
+  const getRoutes = new Map<string, { route: string, shape: ErrorShape, handler: Handler }>()
+  const headPatterns = new Set<string>()
   const router: Router = {
     app,
     on (method, pattern, route, shape, handler) {
+      if (method === 'get') getRoutes.set(pattern, { route, shape, handler })
+      if (method === 'head') headPatterns.add(pattern)
       app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
         const start = performance.now()
-        const ex = beginExchange(res)
+        const ex = beginExchange(res, method === 'head' || (method === 'any' && req.getMethod() === 'head'))
         inflight++
         let result: void | Promise<void>
         try {
@@ -97,9 +106,11 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
       })
     },
     onlyAllow (pattern, route, shape, allow) {
-      router.on('any', pattern, route, shape, (ex) => {
+      const refuse: Handler = (ex) => {
         sendError(ex, new ThreatfeedError('TF_ERR_METHOD_NOT_ALLOWED', [allow]), shape, report, [['Allow', allow]])
-      })
+      }
+      router.on('any', pattern, route, shape, refuse)
+      if (!allow.split(', ').includes('HEAD')) router.on('head', pattern, route, shape, refuse)
     },
   }
 
@@ -108,22 +119,22 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
     const r = await ctx.readiness()
     sendJson(ex, r.ready ? 200 : 503, { status: r.ready ? 'ready' : 'not ready', checks: r.checks })
   })
+  const authCacheName = 'threatfeed_auth_cache_bytes'
+  const authCache = ctx.metrics.registry.getSingleMetric(authCacheName) as ReturnType<typeof ctx.metrics.gauge> | undefined ??
+    ctx.metrics.gauge(authCacheName, 'Bytes held by the cache of authenticated API keys (at most 4 MiB)')
   router.on('get', '/metrics', 'metrics', 'signal', async (ex) => {
+    authCache.set(ctx.auth.cacheBytes)
     const m = await ctx.metrics.render()
     sendBody(ex, 200, m.body, m.contentType)
   })
+  for (const p of ['healthz', 'readyz', 'metrics']) router.onlyAllow(`/${p}`, p, 'signal', 'GET, HEAD')
   for (const m of modules) m(router, ctx)
-  // HEAD is never routed to GET handlers by uWS; an unknown path answers 404 without a body
-  // (RFC 9110 §9.3.2), with the Content-Length a GET would have, so keep-alive survives.
-  const notFound = JSON.stringify(errorBody(new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal'))
-  router.on('head', '/*', 'unknown', 'signal', (ex) => {
-    ex.status = 404
-    ex.res.cork(() => {
-      ex.res.writeStatus('404 Not Found').writeHeader('Content-Type', 'application/json').writeHeader('Content-Length', String(Buffer.byteLength(notFound)))
-      ex.res.endWithoutBody()
-    })
-  })
+  for (const [pattern, get] of getRoutes) {
+    if (!headPatterns.has(pattern)) router.on('head', pattern, get.route, get.shape, get.handler)
+  }
+  // An unknown path, any method: 404 (to HEAD without the body, keeping the connection usable).
   router.on('any', '/*', 'unknown', 'signal', (ex) => { sendError(ex, new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal', report) })
+  router.on('head', '/*', 'unknown', 'signal', (ex) => { sendError(ex, new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal', report) })
 
   const socket = await new Promise<us_listen_socket>((resolve, reject) => {
     app.listen(ctx.config.host, ctx.config.port, (s) => {

@@ -6,9 +6,12 @@
  * moves, so a key revoked from the CLI in another process is refused within one poll interval
  * (250 ms by default; DECISIONS §1 allows 1 s).
  *
- * Hot path: a feed poll must not hash. Valid Authorization header strings are cached to their
- * entry (a positive cache only: invalid credentials are hashed every time, so an attacker cannot
- * grow the cache), and the cache is dropped on every reload.
+ * Hot path: a feed poll must not hash. Keys that authenticated are cached to their entry — the
+ * key itself, not the header it came in, so no spelling of one credential (a run of spaces, the
+ * scheme's letter case, Bearer or Basic) adds an entry: the cache holds at most one entry per
+ * live key, within a byte budget. It is a positive cache only (invalid credentials are hashed
+ * every time, so an attacker cannot grow it), shared by every interface (the interface decides
+ * only how the key is read from the header), and dropped on every reload.
  */
 import { ThreatfeedError } from '../errors.js'
 import { hashApiKey } from '../store/api-key.js'
@@ -25,21 +28,47 @@ export type AccessDecision =
   | { readonly ok: true, readonly principal: Principal }
   | { readonly ok: false, readonly error: ThreatfeedError }
 
-const BEARER = 'bearer '
-const BASIC = 'basic '
+const BEARER = 'bearer'
+const BASIC = 'basic'
+const SP = 0x20
+const HTAB = 0x09
+const MAX_HEADER_LENGTH = 8192
+/** RFC 4648 §4 base64: the alphabet, then at most two '=' filling the last group of four. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
+
+/**
+ * The offset of the credentials when `header` starts with the scheme `word` (lowercase letters)
+ * and a space, compared as ASCII only (RFC 9110 §11.1: scheme names are case-insensitive); else -1.
+ */
+function credentialsAt (header: string, word: string): number {
+  if (header.length <= word.length || header.charCodeAt(word.length) !== SP) return -1
+  for (let i = 0; i < word.length; i++) {
+    // OR 0x20 folds A-Z onto a-z and nothing else onto a letter.
+    if ((header.charCodeAt(i) | 0x20) !== word.charCodeAt(i)) return -1
+  }
+  let at = word.length + 1
+  while (at < header.length && (header.charCodeAt(at) === SP || header.charCodeAt(at) === HTAB)) at++
+  return at
+}
 
 /**
  * Extracts the API key from an Authorization header value: `Bearer <key>` on every interface,
- * `Basic base64(api:<key>)` on feeds only. Scheme names are case-insensitive (RFC 9110 §11.1).
+ * `Basic base64(api:<key>)` on feeds only (RFC 9110 §11.4, RFC 6750 §2.1, RFC 7617 §2). Basic
+ * credentials must be well-formed base64 (RFC 4648 §4, padding included): anything after or
+ * inside them that is not is refused, not skipped as Node's decoder would.
  */
 export function extractKey (header: string, api: Api): string | null {
-  if (header.length > 8192) return null
-  if (header.slice(0, BEARER.length).toLowerCase() === BEARER) {
-    const key = header.slice(BEARER.length).trim()
+  if (header.length > MAX_HEADER_LENGTH) return null
+  let at = credentialsAt(header, BEARER)
+  if (at >= 0) {
+    const key = header.slice(at).trimEnd()
     return key === '' ? null : key
   }
-  if (api === 'feeds' && header.slice(0, BASIC.length).toLowerCase() === BASIC) {
-    const decoded = Buffer.from(header.slice(BASIC.length).trim(), 'base64').toString('utf8')
+  at = api === 'feeds' ? credentialsAt(header, BASIC) : -1
+  if (at >= 0) {
+    const encoded = header.slice(at).trimEnd()
+    if (encoded === '' || !BASE64.test(encoded)) return null
+    const decoded = Buffer.from(encoded, 'base64').toString('utf8')
     const colon = decoded.indexOf(':')
     if (colon < 0 || decoded.slice(0, colon) !== 'api') return null
     const key = decoded.slice(colon + 1)
@@ -47,6 +76,14 @@ export function extractKey (header: string, api: Api): string | null {
   }
   return null
 }
+
+/**
+ * The positive cache's budget. Entries are live keys only, so it is reached only by more keys
+ * polling at once than it holds (about 20,000); it is then emptied and refilled from the hashes.
+ */
+export const AUTH_CACHE_MAX_BYTES = 4 * 1024 * 1024
+/** What one cached key costs beyond its text: the map entry and the string header, roughly. */
+const ENTRY_OVERHEAD_BYTES = 96
 
 const unauthorized = (): ThreatfeedError => new ThreatfeedError('TF_ERR_UNAUTHORIZED')
 
@@ -72,12 +109,9 @@ export function decideAccess (principal: Principal | null, scope: Scope, api: Ap
 export class Authenticator {
   readonly #store: Store
   #byHash = new Map<string, Principal>()
-  /**
-   * Authorization header text → principal, for headers that authenticated (positive cache).
-   * Feeds accept Basic and signals do not, so the two never share a cache.
-   */
-  #feedHeaders = new Map<string, Principal>()
-  #signalHeaders = new Map<string, Principal>()
+  /** API key → principal, for keys that authenticated (positive cache; see the file comment). */
+  #byKey = new Map<string, Principal>()
+  #cacheBytes = 0
   #revision = -1
   #timer: NodeJS.Timeout | null = null
   #loading: Promise<void> | null = null
@@ -117,8 +151,7 @@ export class Authenticator {
           if (workspace !== undefined && key.revokedAt === null && workspace.deletedAt === null) byHash.set(key.hash, { key, workspace })
         }
         this.#byHash = byHash
-        this.#feedHeaders = new Map()
-        this.#signalHeaders = new Map()
+        this.#forget()
         this.#revision = admin
       } finally {
         this.#loading = null
@@ -129,13 +162,30 @@ export class Authenticator {
 
   /** Synchronous: answers from memory. `header` is the raw Authorization value ('' when absent). */
   authenticate (header: string, scope: Scope, api: Api): AccessDecision {
-    const cache = api === 'feeds' ? this.#feedHeaders : this.#signalHeaders
-    let principal = cache.get(header) ?? null
-    if (principal === null) {
-      const key = extractKey(header, api)
-      principal = key === null ? null : this.#byHash.get(hashApiKey(key)) ?? null
-      if (principal !== null && cache.size < 100_000) cache.set(header, principal)
+    const key = extractKey(header, api)
+    if (key === null) return decideAccess(null, scope, api)
+    let principal = this.#byKey.get(key)
+    if (principal === undefined) {
+      principal = this.#byHash.get(hashApiKey(key))
+      if (principal !== undefined) this.#remember(key, principal)
     }
-    return decideAccess(principal, scope, api)
+    return decideAccess(principal ?? null, scope, api)
+  }
+
+  /** Bytes the positive cache holds, as estimated against AUTH_CACHE_MAX_BYTES (a metric). */
+  get cacheBytes (): number {
+    return this.#cacheBytes
+  }
+
+  #remember (key: string, principal: Principal): void {
+    const bytes = key.length * 2 + ENTRY_OVERHEAD_BYTES
+    if (this.#cacheBytes + bytes > AUTH_CACHE_MAX_BYTES) this.#forget()
+    this.#byKey.set(key, principal)
+    this.#cacheBytes += bytes
+  }
+
+  #forget (): void {
+    this.#byKey = new Map()
+    this.#cacheBytes = 0
   }
 }

@@ -26,7 +26,7 @@
  */
 import { ThreatfeedError } from '../errors.js'
 import type { HeaderList, Representation, Variant } from '../feed/snapshot-types.js'
-import { errorBody, statusLine, type Exchange } from './respond.js'
+import { sendError, type Exchange, type Headers } from './respond.js'
 
 /** A header list as one writeHeader call: `key` is the first name, `value` everything after it. */
 export interface HeaderBlock {
@@ -58,6 +58,7 @@ const STATUS_413 = Buffer.from('413 Content Too Large')
 const CONNECTION = Buffer.from('Connection')
 const CLOSE = Buffer.from('close')
 const CRLF = /[\r\n]/
+const CLOSE_HEADERS: Headers = [['Connection', 'close']]
 
 const prepared = new WeakMap<Variant, PreparedVariant>()
 
@@ -182,18 +183,9 @@ export function writeBody (ex: Exchange, rep: PreparedRepresentation, close: boo
 
 /**
  * An error answer to HEAD: the status and headers of the feed error GET would send (SPEC 2.9),
- * with its Content-Length and no body. respond.ts writes bodies, which must not follow a HEAD
- * answer: the client would read them as the start of the next response on the connection.
+ * with its Content-Length and no body, written by the one error writer (respond.ts), which
+ * leaves the body out for a HEAD exchange.
  */
 export function writeHeadError (ex: Exchange, e: ThreatfeedError, close: boolean): void {
-  if (ex.aborted) return
-  ex.status = e.status
-  const length = String(Buffer.byteLength(JSON.stringify(errorBody(e, 'feed'))))
-  const res = ex.res
-  res.cork(() => {
-    res.writeStatus(statusLine(e.status)).writeHeader('Content-Type', 'application/json').writeHeader('Content-Length', length)
-    if (e.status === 401) res.writeHeader('WWW-Authenticate', 'Bearer, Basic realm="threatfeed"')
-    if (close) res.writeHeader(CONNECTION, CLOSE)
-    res.endWithoutBody()
-  })
+  sendError(ex, e, 'feed', () => {}, close ? CLOSE_HEADERS : [])
 }

@@ -7,6 +7,7 @@
  */
 import type { HttpResponse } from 'uWebSockets.js'
 import { toThreatfeedError, type ThreatfeedError } from '../errors.js'
+import { AUTH_CHALLENGES } from '../ingest/openapi.js'
 
 const REASONS: Record<number, string> = {
   200: 'OK', 206: 'Partial Content', 304: 'Not Modified', 400: 'Bad Request', 401: 'Unauthorized',
@@ -24,6 +25,8 @@ export function statusLine (status: number): string {
 /** Per-request state shared by a handler and its onAborted callback. */
 export interface Exchange {
   readonly res: HttpResponse
+  /** A HEAD request: answers carry the headers (Content-Length included) of GET's, no body. */
+  readonly head: boolean
   aborted: boolean
   /** Status written, for metrics and logs. */
   status: number
@@ -34,8 +37,8 @@ export interface Exchange {
 }
 
 /** Registers onAborted first (uWS requires it before any await) and returns the exchange. */
-export function beginExchange (res: HttpResponse): Exchange {
-  const ex: Exchange = { res, aborted: false, status: 0, closeAfter: false, abortListeners: [] }
+export function beginExchange (res: HttpResponse, head = false): Exchange {
+  const ex: Exchange = { res, head, aborted: false, status: 0, closeAfter: false, abortListeners: [] }
   res.onAborted(() => {
     ex.aborted = true
     for (const f of ex.abortListeners) f()
@@ -49,6 +52,10 @@ export function sendJson (ex: Exchange, status: number, body: unknown, headers: 
   sendBody(ex, status, JSON.stringify(body), 'application/json', headers)
 }
 
+/**
+ * Status, Content-Type, `headers` and the body; to HEAD, the same with the body's Content-Length
+ * and no body (RFC 9110 §9.3.2), so the client does not read it as the next response.
+ */
 export function sendBody (ex: Exchange, status: number, body: string | Uint8Array, contentType: string, headers: Headers = []): void {
   if (ex.aborted) return
   ex.status = status
@@ -56,7 +63,14 @@ export function sendBody (ex: Exchange, status: number, body: string | Uint8Arra
     ex.res.writeStatus(statusLine(status))
     ex.res.writeHeader('Content-Type', contentType)
     for (const [k, v] of headers) ex.res.writeHeader(k, v)
-    ex.res.end(body, ex.closeAfter)
+    if (ex.head) {
+      // As a header, not endWithoutBody(length): uWS 20.51 would then wait for that many body
+      // bytes and the keep-alive connection dies (test/http/feed-head.test.ts).
+      ex.res.writeHeader('Content-Length', String(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength))
+      ex.res.endWithoutBody()
+    } else {
+      ex.res.end(body, ex.closeAfter)
+    }
   })
 }
 
@@ -68,17 +82,19 @@ export interface ErrorReport {
 }
 
 /**
- * Maps anything thrown to its status and body. Caller faults show their message; dependency and
- * internal faults are reported (with their cause) and answer with the registry's generic text.
+ * The one function that writes an error answer, on every route and for every method (HEAD
+ * included, without the body). Caller faults show their message; dependency and internal faults
+ * are reported (with their cause) and answer with the registry's generic text.
  */
 export function sendError (ex: Exchange, thrown: unknown, shape: ErrorShape, report: ErrorReport, extraHeaders: Headers = []): void {
   const e = toThreatfeedError(thrown)
   if (e.fault !== 'caller') report(e)
   const headers: Array<readonly [string, string]> = [...extraHeaders]
-  if (e.status === 401) headers.push(['WWW-Authenticate', shape === 'feed' ? 'Bearer, Basic realm="threatfeed"' : 'Bearer'])
+  if (e.status === 401) headers.push(['WWW-Authenticate', AUTH_CHALLENGES[shape]])
   sendJson(ex, e.status, errorBody(e, shape), headers)
 }
 
+/** The error body of SPEC 2.6 (signal) or SPEC 2.9 (feed); only sendError writes it in src/http. */
 export function errorBody (e: ThreatfeedError, shape: ErrorShape): unknown {
   if (shape === 'feed') {
     return { success: false, error: e.message, details: isPlainObject(e.details) ? e.details : {} }

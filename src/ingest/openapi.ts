@@ -64,7 +64,17 @@ const typedEnvelope = {
 
 const err = (description: string, headers?: Record<string, unknown>) => ({ description, content: json(ref('ErrorBody')), ...(headers === undefined ? {} : { headers }) })
 const retryAfter = { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } }
-const allow = { Allow: { description: 'POST', schema: { type: 'string' } } }
+const allowHeader = (methods: string) => ({ Allow: { description: `The methods of this path: ${methods}`, schema: { type: 'string', const: methods } } })
+/**
+ * The challenges of a 401 (RFC 9110 §11.6.1, DECISIONS §2), documented here and sent by
+ * src/http/respond.ts: Bearer everywhere (RFC 6750 §3), and on feeds Basic too, whose realm is
+ * required and whose charset says the user-pass is UTF-8 (RFC 7617 §2, §2.1).
+ */
+export const AUTH_CHALLENGES = {
+  signal: 'Bearer realm="threatfeed"',
+  feed: 'Bearer realm="threatfeed", Basic realm="threatfeed", charset="UTF-8"',
+} as const
+const challenge = (value: string) => ({ 'WWW-Authenticate': { description: 'The authentication schemes accepted here', schema: { type: 'string', const: value } } })
 
 function signalPath (version: 1 | 2) {
   const entry = version === 1 ? ref('SignalEventV1') : typedEnvelope
@@ -74,13 +84,13 @@ function signalPath (version: 1 | 2) {
     400: err(version === 1
       ? 'Invalid JSON, data, batch size, Content-Type or UTF-8; every entry failed (ValidationError with details)'
       : 'As v1, and a missing or empty rule.type on an expression rule (whole batch rejected)'),
-    401: err(version === 1 ? 'Invalid or missing API key' : 'Invalid or missing API key, missing scope or inactive subscription (v2 answers 401 for all)'),
+    401: err(version === 1 ? 'Invalid or missing API key' : 'Invalid or missing API key, missing scope or inactive subscription (v2 answers 401 for all)', challenge(AUTH_CHALLENGES.signal)),
   }
   if (version === 1) {
     responses[402] = err('Subscription required')
     responses[403] = err('Key lacks the signals:write scope')
   }
-  responses[405] = err('Method not allowed', allow)
+  responses[405] = err('Method not allowed', allowHeader('POST'))
   responses[429] = err('Too many requests for this key', retryAfter)
   responses[500] = err('Store unavailable or server error; retry with backoff')
   return {
@@ -116,7 +126,7 @@ const feedHeaders = {
   'X-Feed-Entry-Count': header('Networks in the feed', 'integer'),
   'X-Feed-Entry-Limit': header("The feed's entry cap", 'integer'),
 }
-const feedErr = (description: string) => ({ description, content: json(ref('FeedErrorBody')) })
+const feedErr = (description: string, headers?: Record<string, unknown>) => ({ description, content: json(ref('FeedErrorBody')), ...(headers === undefined ? {} : { headers }) })
 
 function feedOperation (list: boolean, method: 'get' | 'head') {
   const responses: Record<string, unknown> = {
@@ -130,7 +140,7 @@ function feedOperation (list: boolean, method: 'get' | 'head') {
       headers: { ETag: feedHeaders.ETag, 'Last-Modified': feedHeaders['Last-Modified'], 'Cache-Control': feedHeaders['Cache-Control'], Vary: feedHeaders.Vary },
     },
     400: feedErr('Unsupported format, family, action or checksum, or a repeated parameter; details.supported lists the values'),
-    401: feedErr('Invalid or missing API key'),
+    401: feedErr('Invalid or missing API key', challenge(AUTH_CHALLENGES.feed)),
     402: feedErr('Subscription required'),
     403: feedErr('Key lacks the feeds:read scope'),
   }
@@ -138,6 +148,7 @@ function feedOperation (list: boolean, method: 'get' | 'head') {
     responses[404] = feedErr('No such access-rules list')
     responses[409] = feedErr('The name matches more than one list; address it by UUID')
   }
+  responses[405] = feedErr('Method not allowed', allowHeader('GET, HEAD'))
   responses[413] = { ...feedErr('The feed exceeds its entry limit; nothing is returned'), headers: { 'X-Feed-Entry-Count': feedHeaders['X-Feed-Entry-Count'], 'X-Feed-Entry-Limit': feedHeaders['X-Feed-Entry-Limit'] } }
   responses[500] = feedErr('Internal server error')
   const parameters = list
@@ -160,7 +171,21 @@ function feedOperation (list: boolean, method: 'get' | 'head') {
 export function buildOpenApiDocument (version = '0.1.0') {
   return {
     openapi: '3.1.0',
-    info: { title: 'threatfeed', version, description: 'Signal ingestion (v1, v2) and threat feeds' },
+    info: {
+      title: 'threatfeed',
+      version,
+      description: 'Signal ingestion (v1, v2) and threat feeds',
+      license: { name: 'Apache License 2.0', identifier: 'Apache-2.0' },
+    },
+    servers: [{
+      url: '{scheme}://{host}:{port}',
+      description: 'A threatfeed server; `npm start` listens on port 8080 (PORT)',
+      variables: {
+        scheme: { enum: ['http', 'https'], default: 'http', description: 'https through a TLS-terminating proxy in front' },
+        host: { default: 'localhost' },
+        port: { default: '8080' },
+      },
+    }],
     paths: {
       '/v1/signal': signalPath(1),
       '/v2/signal': signalPath(2),

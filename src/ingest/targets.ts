@@ -5,8 +5,11 @@
  * - ip: parseTarget's normalization and refusals (src/net/target.ts);
  * - asn: `AS<digits>` in any case, 1..4294967295, present in the ASN database;
  * - country: an assigned ISO 3166-1 alpha-2 code in any case, stored uppercase.
+ * Letter case is folded as ASCII only: Unicode case mapping would make `ıt` (dotless i) read as IT
+ * and `ſe` (long s) as SE, or `AS` out of a Kelvin sign — such input fails the entry.
  */
 import { isAssignedCountryCode } from '../geo/countries.js'
+import { packCountryCode, unpackCountryCode } from '../geo/record-keys.js'
 import { parseTarget } from '../net/target.js'
 import type { Target } from '../store/types.js'
 import { joinPath, type EntryFailure } from './validators.js'
@@ -63,8 +66,9 @@ export function normalizeTarget (holder: { ip?: string, asn?: string, country?: 
     }
     return { ok: true, target: { type: 'asn', value: `AS${asn}` } }
   }
-  const cc = text.toUpperCase()
-  if (cc.length !== 2 || !isAssignedCountryCode(cc)) {
+  const packed = packCountryCode(text)
+  const cc = packed < 0 ? '' : unpackCountryCode(packed)
+  if (cc === '' || !isAssignedCountryCode(cc)) {
     return { ok: false, failure: { path, message: 'must be an ISO-3166 alpha-2 code', value: text } }
   }
   return { ok: true, target: { type: 'country', value: cc } }

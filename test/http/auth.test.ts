@@ -23,6 +23,9 @@ t.test('extractKey: Bearer everywhere, Basic api:<key> on feeds only', async (t)
     { description: 'password may contain a colon', header: `Basic ${b64('api:a:b')}`, api: 'feeds', expected: 'a:b' },
     { description: 'absurdly long header', header: 'Bearer ' + 'x'.repeat(9000), api: 'v1', expected: null },
     { description: 'other scheme', header: 'Digest username="api"', api: 'feeds', expected: null },
+    { description: 'scheme glued to the key', header: 'Bearertf_abc', api: 'v1', expected: null },
+    { description: 'basic with junk after the base64', header: `Basic ${b64('api:tf_abc')}!!!`, api: 'feeds', expected: null },
+    { description: 'basic without its padding', header: `Basic ${b64('api:tf_abc').replace(/=+$/, '')}`, api: 'feeds', expected: null },
   ]
   for (const c of cases) t.equal(extractKey(c.header, c.api), c.expected, c.description)
 })

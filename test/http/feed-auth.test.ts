@@ -1,6 +1,6 @@
 /**
  * Feed authentication (SPEC §5, DECISIONS §2): Bearer or Basic `api:<key>`; 401 with
- * `WWW-Authenticate: Bearer, Basic realm="threatfeed"` and the same body whatever was wrong; 402,
+ * `WWW-Authenticate` (Bearer and Basic challenges) and the same body whatever was wrong; 402,
  * 403; and authentication before any conditional header, so no error ever becomes a 304.
  */
 import t from 'tap'
@@ -12,7 +12,7 @@ t.teardown(() => server.stop())
 source.set(buildTestSnapshot({ workspaceId: server.workspace.id, feedId: '*', networks: ['192.0.2.0/24'], lastModified: Date.UTC(2026, 0, 1) }))
 
 const UNAUTHORIZED = { success: false, error: 'invalid or missing API key', details: {} }
-const CHALLENGE = 'Bearer, Basic realm="threatfeed"'
+const CHALLENGE = 'Bearer realm="threatfeed", Basic realm="threatfeed", charset="UTF-8"'
 
 t.test('credential table', async (t) => {
   const cases: Array<{ description: string, authorization: Record<string, string>, status: number, body?: unknown }> = [

@@ -40,7 +40,7 @@ t.test('authentication: v1 answers 401/402/403, v2 only 401', async (t) => {
       const [status, body] = c[api]
       t.equal(r.status, status, `${api} ${c.description}`)
       t.same(r.body, body, `${api} ${c.description}`)
-      if (status === 401) t.equal(r.headers.get('www-authenticate'), 'Bearer')
+      if (status === 401) t.equal(r.headers.get('www-authenticate'), 'Bearer realm="threatfeed"')
     }
   }
 })
