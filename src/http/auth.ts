@@ -12,6 +12,11 @@
  * live key, within a byte budget. It is a positive cache only (invalid credentials are hashed
  * every time, so an attacker cannot grow it), shared by every interface (the interface decides
  * only how the key is read from the header), and dropped on every reload.
+ *
+ * A key the set does not hold may have been created a moment ago by another process (a script
+ * that runs `key create` and posts at once): `authenticateFresh` then reloads if the admin
+ * revision moved before it answers 401 — at most one store read per MISS_RECHECK_MS, however
+ * many unknown keys arrive, so bad credentials cannot load the store.
  */
 import { ThreatfeedError } from '../errors.js'
 import { hashApiKey } from '../store/api-key.js'
@@ -26,7 +31,8 @@ export interface Principal {
 
 export type AccessDecision =
   | { readonly ok: true, readonly principal: Principal }
-  | { readonly ok: false, readonly error: ThreatfeedError }
+  /** `unknownKey`: well-formed credentials naming no live key this node holds (see authenticateFresh). */
+  | { readonly ok: false, readonly error: ThreatfeedError, readonly unknownKey?: boolean }
 
 const BEARER = 'bearer'
 const BASIC = 'basic'
@@ -87,6 +93,9 @@ const ENTRY_OVERHEAD_BYTES = 96
 
 const unauthorized = (): ThreatfeedError => new ThreatfeedError('TF_ERR_UNAUTHORIZED')
 
+/** Least time between two reloads caused by unknown keys. */
+export const MISS_RECHECK_MS = 100
+
 /**
  * The one place that turns "who is calling" into an outcome.
  * v1 and feeds: unknown/revoked key or deleted workspace → 401, missing scope → 403, inactive
@@ -115,6 +124,8 @@ export class Authenticator {
   #revision = -1
   #timer: NodeJS.Timeout | null = null
   #loading: Promise<void> | null = null
+  #recheck: Promise<void> | null = null
+  #lastRecheck = 0
   readonly #pollMs: number
   readonly #onError: (e: unknown) => void
 
@@ -169,7 +180,42 @@ export class Authenticator {
       principal = this.#byHash.get(hashApiKey(key))
       if (principal !== undefined) this.#remember(key, principal)
     }
-    return decideAccess(principal ?? null, scope, api)
+    if (principal === undefined) return { ok: false, error: unauthorized(), unknownKey: true }
+    return decideAccess(principal, scope, api)
+  }
+
+  /**
+   * authenticate(), and for an unknown key a second decision after the keys were reloaded if the
+   * store's admin revision moved. Callers take it on the failure path only.
+   *
+   * @example
+   *   let decision = auth.authenticate(header, 'feeds:read', 'feeds')
+   *   if (!decision.ok && decision.unknownKey === true) decision = await auth.authenticateFresh(header, 'feeds:read', 'feeds')
+   */
+  async authenticateFresh (header: string, scope: Scope, api: Api): Promise<AccessDecision> {
+    const first = this.authenticate(header, scope, api)
+    if (first.ok || first.unknownKey !== true) return first
+    try {
+      await this.#recheckSoon()
+    } catch (e) {
+      this.#onError(e)
+      return first
+    }
+    return this.authenticate(header, scope, api)
+  }
+
+  /** One shared reload for every unknown key arriving meanwhile, no sooner than MISS_RECHECK_MS after the last. */
+  #recheckSoon (): Promise<void> {
+    if (this.#recheck !== null) return this.#recheck
+    const wait = Math.max(0, this.#lastRecheck + MISS_RECHECK_MS - Date.now())
+    const recheck = new Promise<void>((resolve) => setTimeout(resolve, wait)).then(() => {
+      // Keys unknown from here on wait for the next reload: this one may have read the revision already.
+      this.#recheck = null
+      this.#lastRecheck = Date.now()
+      return this.refresh()
+    })
+    this.#recheck = recheck
+    return recheck
   }
 
   /** Bytes the positive cache holds, as estimated against AUTH_CACHE_MAX_BYTES (a metric). */

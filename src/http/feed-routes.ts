@@ -52,7 +52,8 @@ const ALLOW = 'GET, HEAD'
 /** The request fields a decision needs, copied out of uWS's stack-allocated request. */
 interface FeedRequest {
   readonly head: boolean
-  readonly workspaceId: string
+  /** Set once the key is known (at once, or after authenticateFresh). */
+  workspaceId: string
   readonly rawQuery: string
   /** Set once the list is resolved ('*' for the workspace feed). */
   feedId: FeedId
@@ -144,12 +145,13 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
   // No closure is created per request: under tsx (keepNames) every named closure costs a
   // defineProperty call, and in any build it is garbage a 304 does not need.
   return (ex, req, head, isList) => {
-    const decision = ctx.auth.authenticate(req.getHeader('authorization'), 'feeds:read', 'feeds')
-    if (!decision.ok) throw decision.error
+    const authorization = req.getHeader('authorization')
+    const decision = ctx.auth.authenticate(authorization, 'feeds:read', 'feeds')
+    if (!decision.ok && decision.unknownKey !== true) throw decision.error
     // Everything the answer needs is copied out of `req` now: it is invalid after any await.
     const r: FeedRequest = {
       head,
-      workspaceId: decision.principal.workspace.id,
+      workspaceId: decision.ok ? decision.principal.workspace.id : '',
       rawQuery: req.getQuery() ?? '',
       feedId: WORKSPACE_FEED,
       variant: null,
@@ -158,8 +160,23 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
       ifModifiedSince: req.getHeader('if-modified-since'),
       close: closesAfter(req.getHeader('connection')),
     }
-    if (!isList) return serve(ex, r, WORKSPACE_FEED, null)
-    const ref = decodeListRef(req.getParameter(0) ?? '')
+    const listParam = isList ? req.getParameter(0) ?? '' : null
+    if (!decision.ok) return afterRecheck(ex, r, authorization, listParam)
+    return route(ex, r, listParam)
+  }
+
+  /** A key this node does not hold yet (created a moment ago elsewhere): decided again after a reload. */
+  async function afterRecheck (ex: Exchange, r: FeedRequest, authorization: string, listParam: string | null): Promise<void> {
+    const decision = await ctx.auth.authenticateFresh(authorization, 'feeds:read', 'feeds')
+    if (!decision.ok) throw decision.error
+    if (ex.aborted) return
+    r.workspaceId = decision.principal.workspace.id
+    await route(ex, r, listParam)
+  }
+
+  function route (ex: Exchange, r: FeedRequest, listParam: string | null): void | Promise<void> {
+    if (listParam === null) return serve(ex, r, WORKSPACE_FEED, null)
+    const ref = decodeListRef(listParam)
     if (ref === null || ref === '') throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
     if (lists.loaded) {
       const list = lists.resolve(r.workspaceId, ref)

@@ -61,7 +61,15 @@ async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVe
   const authorization = req.getHeader('authorization')
   const contentType = req.getHeader('content-type')
 
-  const decision = ctx.auth.authenticate(authorization, 'signals:write', api)
+  let decision = ctx.auth.authenticate(authorization, 'signals:write', api)
+  let early: Promise<Buffer> | null = null
+  if (!decision.ok && decision.unknownKey === true) {
+    // A key this node may not know yet: reload before answering 401. The body is read meanwhile,
+    // or uWS would drop what arrives before a reader is attached.
+    early = readBody(ex, ctx.config.maxBodyBytes)
+    early.catch(() => {})
+    decision = await ctx.auth.authenticateFresh(authorization, 'signals:write', api)
+  }
   // Answering before the body is read is safe: uWS skips the unread body, it is never taken for
   // the next request on the connection (test/http/signal-auth.test.ts).
   if (!decision.ok) throw decision.error
@@ -73,7 +81,7 @@ async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVe
   checkContentType(contentType)
   // Read from now on (uWS drops body data that arrives before a reader is attached), while the
   // batch waits for room in the backlog.
-  const reading = readBody(ex, ctx.config.maxBodyBytes)
+  const reading = early ?? readBody(ex, ctx.config.maxBodyBytes)
   // The body may fail (over the cap, the client gone) while nothing awaits it yet: handled here,
   // or the rejection would be unhandled and end the process. It still reaches `await reading`.
   reading.catch(() => {})
