@@ -77,10 +77,9 @@ async function readInput (stream: Readable): Promise<Buffer> {
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
 }
 
+/** Resolves once the bytes are written. A write error is the process's to report (process-io.ts). */
 function writeBytes (out: Writable, bytes: Uint8Array): Promise<void> {
-  return new Promise((resolve, reject) => {
-    out.write(bytes, (err) => { if (err) reject(err); else resolve() })
-  })
+  return new Promise((resolve) => { out.write(bytes, () => resolve()) })
 }
 
 async function run (args: string[], io: CliIo): Promise<number> {

@@ -12,7 +12,7 @@ import { loadEntries, type LoadProgress, type LoadSummary } from '../ingest/bulk
 import { readEntries, SourceError, type SourceEntry } from '../ingest/bulk/read-entries.js'
 import { DEFAULT_RETRY } from '../ingest/bulk/send-batch.js'
 
-const help = `Usage: threatfeed import FILE --url URL --key KEY [--api v1|v2] [--concurrency N]
+const help = `Usage: threatfeed import FILE --url URL [--key KEY] [--api v1|v2] [--concurrency N]
                         [--failed FILE] [--retries N] [--json]
 
 Sends the signal entries of FILE (a JSON array or NDJSON, of any size; - for stdin) to
@@ -21,7 +21,8 @@ retried with exponential backoff and jitter (honouring Retry-After); 206 and 400
 (their entries are reported as failed); 401, 402 and 403 stop the import.
 
   --url          base URL of the service, e.g. http://localhost:8080
-  --key          API key with the signals:write scope (default: $THREATFEED_API_KEY)
+  --key          API key with the signals:write scope; without it, $THREATFEED_API_KEY
+                 (one of the two is required)
   --api          v1 (default) or v2
   --concurrency  batches in flight, 1 to 64 (default 4)
   --failed       write every entry that was not accepted to FILE as NDJSON:
@@ -75,11 +76,36 @@ function formatSummary (file: string, s: LoadSummary): string {
     `${s.batches} batches, ${s.retries} retries in ${(s.elapsedMs / 1000).toFixed(1)} s (${Math.round(s.entriesPerSecond)} entries/s)\n`
 }
 
-/** The terminal progress bar: bytes of the file read, with entries/s, failures and ETA. */
-function startBar (io: CliIo, totalBytes: number): { update: (bytes: number | null, p: LoadProgress | null) => void, stop: () => void } {
+/** `ETA 42s`, `ETA 3m05s`, `ETA 2h07m`; `--` while no entry has been acknowledged. */
+export function formatEta (seconds: number): string {
+  if (!Number.isFinite(seconds) || seconds < 0) return '--'
+  const s = Math.ceil(seconds)
+  if (s < 60) return `${s}s`
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`
+  return `${Math.floor(s / 3600)}h${String(Math.floor(s / 60) % 60).padStart(2, '0')}m`
+}
+
+interface ProgressBar {
+  /** `n` more entries were read from the source; `end`: the source is exhausted. */
+  read (n: number, end: boolean): void
+  bytes (bytesRead: number): void
+  acknowledged (p: LoadProgress): void
+  stop (): void
+}
+
+/**
+ * The terminal progress bar. It follows the entries the server has acknowledged (accepted or
+ * failed), not the bytes read: the reader runs ahead of the answers by up to `concurrency`
+ * batches. The number of entries is known only once the file is read to its end; until then it is
+ * estimated from the entries read so far and the share of the file they filled, and shown as
+ * `~N`. Without a file size (stdin) there is no estimate: a count only.
+ */
+function startBar (io: CliIo, totalBytes: number | null): ProgressBar {
   const bar = new cliProgress.SingleBar({
     stream: io.stderr,
-    format: '{bar} {percentage}% | {done} entries | {rate} entries/s | {failed} failed | ETA {eta_formatted}',
+    format: totalBytes === null
+      ? '{done} entries acknowledged | {rate} entries/s | {failed} failed'
+      : '{bar} {percentage}% | {done}/{entries} entries | {rate} entries/s | {failed} failed | ETA {remaining}',
     hideCursor: true,
     fps: 5,
     // The caller decided this is a terminal (io.isTTY); cli-progress would otherwise check the stream itself.
@@ -87,19 +113,41 @@ function startBar (io: CliIo, totalBytes: number): { update: (bytes: number | nu
     notTTYSchedule: 1000,
   }, cliProgress.Presets.shades_classic)
   const started = performance.now()
+  let read = 0
+  let ended = false
+  let bytesRead = 0
   let done = 0
   let failed = 0
-  let bytes = 0
-  bar.start(Math.max(1, totalBytes), 0, { done: 0, rate: 0, failed: 0 })
+  const draw = (): void => {
+    const total = ended || totalBytes === null || bytesRead === 0 ? read : Math.max(read, Math.round(read * totalBytes / bytesRead))
+    const seconds = (performance.now() - started) / 1000
+    const rate = done / Math.max(0.001, seconds)
+    bar.setTotal(Math.max(1, total, done))
+    bar.update(done, {
+      done,
+      entries: total === 0 ? '?' : ended ? String(total) : `~${total}`,
+      rate: Math.round(rate),
+      failed,
+      remaining: formatEta(done === 0 ? NaN : (total - done) / rate),
+    })
+  }
+  // Payload names differ from cli-progress's own tokens (total, eta), which would override them.
+  bar.start(1, 0, { done: 0, entries: '?', rate: 0, failed: 0, remaining: '--' })
   return {
-    update (b, p) {
-      if (b !== null) bytes = b
-      if (p !== null) { done = p.accepted + p.failed; failed = p.failed }
-      const rate = Math.round(done / Math.max(0.001, (performance.now() - started) / 1000))
-      bar.update(Math.min(bytes, Math.max(1, totalBytes)), { done, rate, failed })
-    },
+    read (n, end) { read += n; ended ||= end; draw() },
+    bytes (b) { bytesRead = b; draw() },
+    acknowledged (p) { done = p.accepted + p.failed; failed = p.failed; draw() },
     stop () { bar.stop() },
   }
+}
+
+/** The source, telling the bar how many entries were read and when it ended. */
+async function * counted (source: AsyncIterable<SourceEntry[]>, bar: ProgressBar | null): AsyncGenerator<SourceEntry[]> {
+  for await (const entries of source) {
+    bar?.read(entries.length, false)
+    yield entries
+  }
+  bar?.read(0, true)
 }
 
 export const importCommand: Command = {
@@ -121,7 +169,7 @@ export const importCommand: Command = {
     const attempts = wholeNumber('retries', values.retries, DEFAULT_RETRY.attempts, 1, 100)
 
     let input: Readable
-    let totalBytes = 0
+    let totalBytes: number | null = null
     if (file === '-') input = io.stdin
     else {
       try {
@@ -136,15 +184,15 @@ export const importCommand: Command = {
       failedOut = createWriteStream(values.failed)
       await once(failedOut, 'open')
     }
-    const bar = io.isTTY && totalBytes > 0 ? startBar(io, totalBytes) : null
+    const bar = io.isTTY ? startBar(io, totalBytes) : null
     let summary: LoadSummary
     try {
-      summary = await loadEntries(readEntries(input, (b) => bar?.update(b, null)), {
+      summary = await loadEntries(counted(readEntries(input, (b) => bar?.bytes(b)), bar), {
         url,
         key,
         concurrency,
         retry: { ...DEFAULT_RETRY, attempts },
-        onProgress: (p) => bar?.update(null, p),
+        onProgress: (p) => bar?.acknowledged(p),
         onFailed: failedOut === null ? undefined : (e, reason) => { failedOut.write(failedLine(e, reason)) },
       })
     } catch (e) {

@@ -8,7 +8,8 @@ const help = `Usage: threatfeed key <create|revoke|ls> [options]
 
   create --workspace ID --scopes signals:write,feeds:read [--json]   → {"id","key"}
          the key is printed once and stored only as a SHA-256 hash
-  revoke --id KEYID [--json]          refused by a running server within 1 second
+  revoke --id KEYID [--json]          refused by a running server within 1 second; revoking a
+                                      revoked key changes nothing → {"id","revoked","alreadyRevoked"}
   ls [--workspace ID] [--json]        ids, scopes and state; never the keys`
 
 export function parseScopes (raw: string): Scope[] {
@@ -49,10 +50,18 @@ export const keyCommand: Command = {
       }
       case 'revoke': {
         const id = requireOption(values, 'id')
-        const ok = await withStore(io, (s) => s.keys.revoke(id))
-        if (!ok) throw new CliError(`no API key with id ${id}`, 1)
-        if (values.json === true) writeJson(io, { id, revoked: true })
-        else io.stdout.write(`revoked key ${id}\n`)
+        // Idempotent: the state is read first because the store's revoke answers false both for
+        // an unknown key and for one revoked before (a race between the two reads the same).
+        const outcome = await withStore(io, async (s) => {
+          const key = await s.keys.get(id)
+          if (key === null) return 'unknown'
+          if (key.revokedAt !== null) return 'already revoked'
+          return await s.keys.revoke(id) ? 'revoked' : 'already revoked'
+        })
+        if (outcome === 'unknown') throw new CliError(`no API key with id ${id}`, 1)
+        const already = outcome === 'already revoked'
+        if (values.json === true) writeJson(io, { id, revoked: true, alreadyRevoked: already })
+        else io.stdout.write(already ? `key ${id} was already revoked\n` : `revoked key ${id}\n`)
         return 0
       }
       case 'ls': {

@@ -8,8 +8,8 @@ const help = `Usage: threatfeed list <create|update|delete|show|ls> [options]
   create --workspace ID --name NAME [--description TEXT] [--format F] [--family F]
          [--action A] [--max-entries N] [--confidence C] [--severity S]
          [--select key=value]... [--json]                        → {"id","name"}
-  update --id ID [same options as create, --workspace excepted] [--clear-select]
-  delete --id ID
+  update --id ID [the options of create but the workspace] [--clear-select] [--json]
+  delete --id ID [--json]
   show --id ID [--json]
   ls --workspace ID [--json]
 

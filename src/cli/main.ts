@@ -3,6 +3,9 @@
  * this one). Errors go to stderr as `threatfeed: <message>` with a non-zero exit; `--json` output
  * is always exactly one JSON document on stdout.
  */
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { CliIo, Command } from './command.js'
 import { CliError } from './command.js'
 import { isThreatfeedError } from '../errors.js'
@@ -32,10 +35,26 @@ export const commands: readonly Command[] = [
   importCommand,
 ]
 
+/**
+ * The version in threatfeed's package.json, found by walking up from this module: it runs both
+ * from src/cli (tsx, tests) and from dist/src/cli (the built command).
+ */
+export function packageVersion (): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    const file = join(dir, 'package.json')
+    if (existsSync(file)) {
+      const pkg = JSON.parse(readFileSync(file, 'utf8')) as { name?: string, version?: string }
+      if (pkg.name === 'threatfeed' && typeof pkg.version === 'string') return pkg.version
+    }
+    if (dirname(dir) === dir) throw new Error('threatfeed package.json not found above ' + fileURLToPath(import.meta.url))
+  }
+}
+
 function topHelp (): string {
   const w = Math.max(...commands.map((c) => c.name.length))
   return [
     'Usage: threatfeed <command> [options]',
+    '       threatfeed --version | -v',
     '',
     'Commands:',
     ...commands.map((c) => `  ${c.name.padEnd(w)}  ${c.summary}`),
@@ -51,6 +70,10 @@ export async function runCli (argv: string[], io: CliIo): Promise<number> {
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.stdout.write(topHelp())
     return name === undefined ? 2 : 0
+  }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    io.stdout.write(`threatfeed ${packageVersion()}\n`)
+    return 0
   }
   const cmd = commands.find((c) => c.name === name)
   try {

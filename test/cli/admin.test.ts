@@ -57,7 +57,8 @@ t.test('workspace, key and list round trip', async (t) => {
   const wls = JSON.parse((await run('workspace', 'ls', '--json')).stdout) as Array<{ id: string, subscription: string }>
   t.equal(wls.find((x) => x.id === ws.id)?.subscription, 'inactive')
 
-  t.equal((await run('key', 'revoke', '--id', key.id)).code, 0)
+  const revoked = await run('key', 'revoke', '--id', key.id)
+  t.same(revoked, { code: 0, stdout: `revoked key ${key.id}\n`, stderr: '' })
   const after = JSON.parse((await run('key', 'ls', '--json')).stdout) as Array<{ id: string, revoked: boolean }>
   t.equal(after.find((x) => x.id === key.id)?.revoked, true)
 
@@ -105,6 +106,17 @@ t.test('bad input: clear errors on stderr, non-zero exit, nothing on stdout', as
     t.match(r.stderr, c.stderr, `${c.description}: message`)
     t.equal(r.stdout, '', `${c.description}: nothing on stdout`)
   }
+})
+
+t.test('key revoke is idempotent: a revoked key stays revoked, exit 0, and says so', async (t) => {
+  const w = JSON.parse((await run('workspace', 'create', '--name', 'gamma', '--json')).stdout) as { id: string }
+  const key = JSON.parse((await run('key', 'create', '--workspace', w.id, '--scopes', 'feeds:read', '--json')).stdout) as { id: string }
+  t.same(JSON.parse((await run('key', 'revoke', '--id', key.id, '--json')).stdout), { id: key.id, revoked: true, alreadyRevoked: false })
+  t.same(await run('key', 'revoke', '--id', key.id), { code: 0, stdout: `key ${key.id} was already revoked\n`, stderr: '' })
+  const again = await run('key', 'revoke', '--id', key.id, '--json')
+  t.equal(again.code, 0, again.stderr)
+  t.same(JSON.parse(again.stdout), { id: key.id, revoked: true, alreadyRevoked: true })
+  t.same((JSON.parse((await run('key', 'ls', '--workspace', w.id, '--json')).stdout) as Array<{ revoked: boolean }>).map((k) => k.revoked), [true])
 })
 
 t.test('--help everywhere', async (t) => {

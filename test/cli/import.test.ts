@@ -1,6 +1,8 @@
 import t from 'tap'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { PassThrough, Readable } from 'node:stream'
 import { importCommand, signalUrl } from '../../src/cli/import.js'
@@ -71,7 +73,65 @@ t.test('a progress bar on a terminal', async (t) => {
   const code = await importCommand.run([file, '--url', srv.url, '--key', srv.keys.all], { stdin: Readable.from([]), stdout, stderr, env: {}, isTTY: true })
   t.equal(code, 0)
   const drawn = Buffer.concat(chunks).toString()
-  t.match(drawn, /100% \| 1500 entries \| \d+ entries\/s \| 0 failed \| ETA/)
+  t.match(drawn, /100% \| 1500\/1500 entries \| \d+ entries\/s \| 0 failed \| ETA 0s/)
+})
+
+/** A terminal stand-in: what cli-progress draws on it, split into the frames it drew. */
+function fakeTerminal (): { stream: PassThrough, frames: () => string[] } {
+  const stream = Object.assign(new PassThrough(), { isTTY: true, columns: 200 })
+  const chunks: Buffer[] = []
+  stream.on('data', (c: Buffer) => chunks.push(c))
+  // eslint-disable-next-line no-control-regex -- cursor movement and line clearing between frames
+  const frames = () => Buffer.concat(chunks).toString().split(/\x1b\[[0-9;?]*[A-Za-z]|[\r\n]/).filter((f) => f.includes(' entries'))
+  return { stream, frames }
+}
+
+t.test('the progress bar follows acknowledged entries, never shows NF or LL, and counts without a total from stdin', async (t) => {
+  // A pipeline endpoint that answers slowly: each batch waits before the real server sees it.
+  const slow = createServer((req, res) => {
+    const body: Buffer[] = []
+    req.on('data', (c: Buffer) => body.push(c))
+    req.on('end', () => {
+      setTimeout(() => {
+        fetch(`${srv.url}${req.url}`, { method: 'POST', headers: { authorization: req.headers.authorization!, 'content-type': 'application/json' }, body: Buffer.concat(body) })
+          .then(async (r) => { res.writeHead(r.status, { 'content-type': 'application/json' }).end(Buffer.from(await r.arrayBuffer())) })
+          .catch((e: Error) => { res.writeHead(502).end(e.message) })
+      }, 700)
+    })
+  })
+  await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { slow.close() })
+  const url = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`
+
+  const file = join(dir, 'slow.ndjson')
+  writeFileSync(file, Array.from({ length: 2500 }, (_, i) => v1(i)).join('\n'))
+  const term = fakeTerminal()
+  const stdout = new PassThrough()
+  stdout.resume()
+  const code = await importCommand.run([file, '--url', url, '--key', srv.keys.all, '--concurrency', '1'], { stdin: Readable.from([]), stdout, stderr: term.stream, env: {}, isTTY: true })
+  t.equal(code, 0)
+  const frames = term.frames()
+  t.ok(frames.length >= 3, `several frames drawn (${frames.length})`)
+  t.notMatch(frames.join('\n'), /NF|LL|NaN|Infinity/, 'no NFs / LLs')
+  const parsed = frames.map((f) => {
+    const m = /(\d+)% \| (\d+)\/(~?)(\d+|\?) entries \| \d+ entries\/s \| (\d+) failed \| ETA (\S+)/.exec(f)
+    t.ok(m, `a frame of the bar: ${JSON.stringify(f)}`)
+    return m === null ? null : { pct: Number(m[1]), done: Number(m[2]), estimated: m[3] === '~', total: m[4] === '?' ? 0 : Number(m[4]), eta: m[6]! }
+  }).filter((x) => x !== null)
+  for (const f of parsed) {
+    t.equal(f.pct, f.total === 0 ? 0 : Math.floor(100 * f.done / f.total), `${f.pct}% is ${f.done} of ${f.total} acknowledged`)
+    if (f.done === 0) t.equal(f.eta, '--', 'no ETA before the first answer')
+    else t.match(f.eta, /^(\d+s|\d+m\d\ds|\d+h\d\dm)$/)
+  }
+  t.ok(parsed.some((f) => f.done === 0 && f.total >= 2499 && f.pct === 0), 'the whole file read (its last line is counted at the end), nothing acknowledged yet: 0 %, not 100 %')
+  t.ok(parsed.some((f) => f.done === 1000 && f.pct === 40), 'one batch of 2,500 acknowledged: 40 %')
+  t.match(parsed.at(-1), { pct: 100, done: 2500, total: 2500, estimated: false })
+
+  const piped = fakeTerminal()
+  const fromStdin = await importCommand.run(['-', '--url', srv.url, '--key', srv.keys.all], { stdin: Readable.from([Array.from({ length: 1200 }, (_, i) => v1(i)).join('\n')]), stdout, stderr: piped.stream, env: {}, isTTY: true })
+  t.equal(fromStdin, 0)
+  t.match(piped.frames().at(-1), /^1200 entries acknowledged \| \d+ entries\/s \| 0 failed$/, 'stdin: a count, no percentage')
+  t.notMatch(piped.frames().join('\n'), /%|ETA/)
 })
 
 t.test('usage errors and unreadable files', async (t) => {
@@ -95,5 +155,5 @@ t.test('usage errors and unreadable files', async (t) => {
   t.equal(r.code, 1)
   t.match(r.stderr, /broken\.json: not a JSON array: expected "," or "\]" at offset 9/)
   t.equal(signalUrl('https://h:1/base/', 'v2'), 'https://h:1/base/v2/signal')
-  t.match((await runCommand(importCommand, ['--help'])).stdout, /Usage: threatfeed import FILE --url URL --key KEY/)
+  t.match((await runCommand(importCommand, ['--help'])).stdout, /Usage: threatfeed import FILE --url URL \[--key KEY\]/)
 })

@@ -1,10 +1,18 @@
-/** Runs a Command in-process with captured stdio, for CLI tests. */
+/** Runs a Command in-process with captured stdio, or the real command as a process, for CLI tests. */
+import { spawn } from 'node:child_process'
 import { PassThrough, Readable } from 'node:stream'
+import { fileURLToPath } from 'node:url'
 import type { Command, CliIo } from '../../src/cli/command.js'
 
 export interface CliResult { code: number, stdout: string, stderr: string }
 
 export async function runCommand (cmd: Command, args: string[], opts: { stdin?: string | Buffer, env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
+  const r = await runCommandBytes(cmd, args, opts)
+  return { ...r, stdout: r.stdout.toString() }
+}
+
+/** runCommand with stdout as written, for binary output (`feed get --gzip`). */
+export async function runCommandBytes (cmd: Command, args: string[], opts: { stdin?: string | Buffer, env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number, stdout: Buffer, stderr: string }> {
   const stdout = new PassThrough()
   const stderr = new PassThrough()
   const out: Buffer[] = []
@@ -26,5 +34,33 @@ export async function runCommand (cmd: Command, args: string[], opts: { stdin?: 
     stderr.write(`threatfeed: ${ex.message}\n`)
     code = ex.exitCode ?? 1
   }
-  return { code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }
+  return { code, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }
+}
+
+/** The installed command's entry point. */
+export const THREATFEED_BIN = fileURLToPath(new URL('../../bin/threatfeed.js', import.meta.url))
+
+export interface PipedResult { code: number | null, signal: NodeJS.Signals | null, stdout: Buffer, stderr: string }
+
+/**
+ * Runs `threatfeed ARGS` as a real process (bin/threatfeed.js, the installed command) whose stdout
+ * is a pipe into `reader`, a shell command, as an operator writes `threatfeed … | reader`. The
+ * exit status is threatfeed's own (bash's PIPESTATUS), stdout is what the reader printed, stderr
+ * is threatfeed's (and the reader's, if it complains). `stdin` is fed to threatfeed.
+ */
+export function runPiped (args: string[], reader: string, opts: { env?: NodeJS.ProcessEnv, stdin?: string | Buffer } = {}): Promise<PipedResult> {
+  const child = spawn('bash', ['--norc', '--noprofile', '-c', `"$@" 2>&3 | { ${reader}; }; exit \${PIPESTATUS[0]}`, 'bash', process.execPath, THREATFEED_BIN, ...args], {
+    env: { PATH: process.env.PATH, ...opts.env },
+    stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+  })
+  const out: Buffer[] = []
+  const err: Buffer[] = []
+  child.stdout.on('data', (c: Buffer) => out.push(c))
+  ;(child.stdio[3] as Readable).on('data', (c: Buffer) => err.push(c))
+  child.stderr.on('data', (c: Buffer) => err.push(c))
+  child.stdin.end(opts.stdin ?? '')
+  return new Promise((resolve, reject) => {
+    child.on('error', reject)
+    child.on('close', (code, signal) => resolve({ code, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }))
+  })
 }
