@@ -17,6 +17,7 @@ import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
 import { StreamConsumer, type Consumer } from './stream/consumer.js'
 import { ThreadedConsumer } from './stream/consumer-thread.js'
+import { Housekeeper } from './stream/housekeeping.js'
 import { createPool } from './pool/pool.js'
 import { FeedService } from './feed/feed-service.js'
 import { registerFeedMetrics } from './feed/metrics.js'
@@ -90,6 +91,9 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const lists = new ListDirectory(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'list reload failed') } })
   await lists.start()
 
+  const housekeeper = new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
+  housekeeper.start()
+
   const readiness = async (): Promise<Readiness> => {
     const checks: Record<string, boolean | string> = { geo: true, snapshot: feeds.ready() || 'first snapshot not built yet' }
     try {
@@ -126,6 +130,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
       // then the background work, then the store, which flushes on close.
       stopping ??= (async () => {
         await http.close(config.shutdownMs)
+        await housekeeper.stop()
         geoWatcher.close()
         lists.stop()
         auth.stop()
