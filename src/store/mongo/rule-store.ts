@@ -92,6 +92,7 @@ export class MongoRuleStore implements RuleStore {
     for (;;) {
       const removed = await this.#ctx.run(() => this.#sweepBelow(before, PURGE_CHUNK))
       total += removed
+      this.#counters.rulesSwept += removed
       if (removed < PURGE_CHUNK) return total
     }
   }
