@@ -67,6 +67,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     ? new StreamConsumer(store, { pollMs: config.pollMs, log })
     : new ThreadedConsumer({ dataDir: config.dataDir, pollMs: config.pollMs, logLevel: config.logLevel, log })
   await consumer.start()
+  const housekeeper = new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
+  housekeeper.start()
   const ingester = new SignalIngester({
     stream: store.stream,
     checks: { asnExists: (asn) => geo.hasAsn(asn), checkExpressions: true },
@@ -90,9 +92,6 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   }, (err) => { log.error({ err, code: err.code }, `${err.message}; keeping the previous geo databases`) })
   const lists = new ListDirectory(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'list reload failed') } })
   await lists.start()
-
-  const housekeeper = new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
-  housekeeper.start()
 
   const readiness = async (): Promise<Readiness> => {
     const checks: Record<string, boolean | string> = { geo: true, snapshot: feeds.ready() || 'first snapshot not built yet' }
