@@ -5,7 +5,6 @@
  * do the same); this only schedules them, one pass at a time with a turn of the event loop in
  * between, so that no pass holds a write lock for long and requests interleave.
  */
-import type { Logger } from '../log.js'
 import type { Store } from '../store/types.js'
 
 export interface HousekeeperOptions {
@@ -14,9 +13,15 @@ export interface HousekeeperOptions {
   readonly intervalMs: number
   /** Records accepted longer ago than this (and applied by every consumer) are trimmed. */
   readonly retentionMs: number
-  readonly log: Pick<Logger, 'info' | 'warn'>
+  readonly log: HousekeeperLog
   /** Rules (or expiry-log references) per sweep pass, records per trim pass. */
   readonly passLimit?: number
+}
+
+/** What it logs with (a pino Logger is one). */
+export interface HousekeeperLog {
+  info (fields: object, msg: string): void
+  warn (fields: object, msg: string): void
 }
 
 export interface RunResult {
