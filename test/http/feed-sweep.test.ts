@@ -45,10 +45,16 @@ t.test('lapsed rules are swept from the store while the feed stays byte-identica
     if (r.status !== 200) throw new Error(`feed: ${r.status} ${r.body.toString()}`)
     return r
   }
+  // The server learns of the key made behind its back at its next poll of the store.
+  for (const deadline = Date.now() + 5000; (await rawRequest(base, '/v1/threat/feeds?format=plain', { headers: { authorization: `Bearer ${key}` } })).status === 401;) {
+    if (Date.now() > deadline) throw new Error('the key never became known')
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+
   const live = ['203.0.113.0/24', '198.51.100.7/32']
-  // Lapsing 1.5 s from now; late enough in its 10-second grain that the first sweep after it
-  // cannot come before it (a sweep removes only what lapsed before its grain began).
-  const lapsesAt = Date.now() + 1500
+  // Lapsing 3 s from now: time enough to be served first. A sweep removes only what lapsed
+  // before its 10-second grain began, so none can take them before they lapse.
+  const lapsesAt = Date.now() + 3000
   const lapsing = Array.from({ length: LAPSING }, (_, i) => `10.9.${i >> 8}.${i & 255}/32`)
   await store.applyRuleBatch({
     ops: [
@@ -57,7 +63,6 @@ t.test('lapsed rules are swept from the store while the feed stays byte-identica
     ],
   })
   const sweptBefore = store.housekeeping.rulesSwept
-
   let first: RawResponse | null = null
   for (const deadline = Date.now() + 10_000; first === null;) {
     const r = await feed()
