@@ -27,6 +27,10 @@ export interface Config {
   readonly logLevel: string
   /** Grace period for SIGTERM (DECISIONS §6: exit within 10 s). */
   readonly shutdownMs: number
+  /** How often lapsed rules are swept from the store and the stream trimmed. */
+  readonly sweepIntervalMs: number
+  /** Stream records applied by every consumer are kept this long after they were accepted. */
+  readonly streamRetentionMs: number
 }
 
 type Env = Record<string, string | undefined>
@@ -49,6 +53,35 @@ function oneOf<T extends string> (env: Env, name: string, values: readonly T[], 
   if (raw === undefined || raw === '') return dflt
   if (!(values as readonly string[]).includes(raw)) fail(name, `must be one of ${values.join(', ')}, got ${JSON.stringify(raw)}`)
   return raw as T
+}
+
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+
+/**
+ * A duration such as `90s`, `15m`, `12h`, `7d` (also `ms`) in milliseconds, or null when the
+ * text is not one. The one duration syntax of threatfeed's settings.
+ *
+ * @example
+ *   parseDuration('15m') // 900000
+ */
+export function parseDuration (text: string): number | null {
+  const m = /^(\d{1,9})(ms|s|m|h|d)$/.exec(text)
+  if (m === null) return null
+  return Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS]
+}
+
+function duration (env: Env, name: string, dflt: number, min: number, max: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return dflt
+  const ms = parseDuration(raw)
+  if (ms === null) fail(name, `must be a duration such as 90s, 15m, 12h or 7d, got ${JSON.stringify(raw)}`)
+  if (ms < min || ms > max) fail(name, `must be between ${showMs(min)} and ${showMs(max)}, got ${raw}`)
+  return ms
+}
+
+function showMs (ms: number): string {
+  for (const unit of ['d', 'h', 'm', 's'] as const) if (ms % UNIT_MS[unit] === 0 && ms >= UNIT_MS[unit]) return `${ms / UNIT_MS[unit]}${unit}`
+  return `${ms}ms`
 }
 
 function str (env: Env, name: string, dflt: string | null): string | null {
@@ -88,5 +121,7 @@ export function loadConfig (env: Env = process.env): Config {
     workers: int(env, 'THREATFEED_WORKERS', 2, 1, 64),
     logLevel: oneOf(env, 'THREATFEED_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     shutdownMs: int(env, 'THREATFEED_SHUTDOWN_MS', 8_000, 0, 60_000),
+    sweepIntervalMs: duration(env, 'THREATFEED_SWEEP_INTERVAL', 60_000, 1000, 86_400_000),
+    streamRetentionMs: duration(env, 'THREATFEED_STREAM_RETENTION', 7 * 86_400_000, 0, 3650 * 86_400_000),
   })
 }

@@ -17,6 +17,7 @@ import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
 import { StreamConsumer, type Consumer } from './stream/consumer.js'
 import { ThreadedConsumer } from './stream/consumer-thread.js'
+import { Housekeeper } from './stream/housekeeping.js'
 import { createPool } from './pool/pool.js'
 import { FeedService } from './feed/feed-service.js'
 import { registerFeedMetrics } from './feed/metrics.js'
@@ -68,6 +69,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     ? new StreamConsumer(store, { pollMs: config.pollMs, log })
     : new ThreadedConsumer({ dataDir: config.dataDir, pollMs: config.pollMs, logLevel: config.logLevel, log })
   await consumer.start()
+  const housekeeper = new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
+  housekeeper.start()
   const ingester = new SignalIngester({
     stream: store.stream,
     checks: { asnExists: (asn) => geo.hasAsn(asn), checkExpressions: true },
@@ -137,6 +140,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
       // then the background work, then the store, which flushes on close.
       stopping ??= (async () => {
         await http.close(config.shutdownMs)
+        await housekeeper.stop()
         geoWatcher.close()
         lists.stop()
         auth.stop()

@@ -36,7 +36,23 @@ const bad: Array<{ description: string, env: Record<string, string>, message: Re
   { description: 'control character in a path', env: { THREATFEED_DATA_DIR: 'a\nb' }, message: /THREATFEED_DATA_DIR must not contain control characters/ },
   { description: 'bad log level', env: { THREATFEED_LOG_LEVEL: 'loud' }, message: /THREATFEED_LOG_LEVEL must be one of/ },
   { description: 'zero workers', env: { THREATFEED_WORKERS: '0' }, message: /THREATFEED_WORKERS must be between 1 and 64/ },
+  { description: 'retention without unit', env: { THREATFEED_STREAM_RETENTION: '90' }, message: /THREATFEED_STREAM_RETENTION must be a duration such as 90s, 15m, 12h or 7d, got "90"/ },
+  { description: 'retention with unknown unit', env: { THREATFEED_STREAM_RETENTION: '2w' }, message: /THREATFEED_STREAM_RETENTION must be a duration/ },
+  { description: 'negative retention', env: { THREATFEED_STREAM_RETENTION: '-1d' }, message: /THREATFEED_STREAM_RETENTION must be a duration/ },
+  { description: 'fractional retention', env: { THREATFEED_STREAM_RETENTION: '1.5h' }, message: /THREATFEED_STREAM_RETENTION must be a duration/ },
+  { description: 'retention with a space', env: { THREATFEED_STREAM_RETENTION: '7 d' }, message: /THREATFEED_STREAM_RETENTION must be a duration/ },
+  { description: 'retention too long', env: { THREATFEED_STREAM_RETENTION: '3651d' }, message: /THREATFEED_STREAM_RETENTION must be between 0ms and 3650d, got 3651d/ },
+  { description: 'sweep interval too short', env: { THREATFEED_SWEEP_INTERVAL: '500ms' }, message: /THREATFEED_SWEEP_INTERVAL must be between 1s and 1d, got 500ms/ },
+  { description: 'sweep interval not a duration', env: { THREATFEED_SWEEP_INTERVAL: 'often' }, message: /THREATFEED_SWEEP_INTERVAL must be a duration/ },
 ]
+
+t.test('durations: the sweep interval and the stream retention', async (t) => {
+  t.equal(loadConfig({}).sweepIntervalMs, 60_000, 'the sweep runs once a minute by default')
+  t.equal(loadConfig({}).streamRetentionMs, 7 * 86_400_000, 'the stream keeps 7 days by default')
+  const cases: Array<[string, number]> = [['90s', 90_000], ['15m', 900_000], ['12h', 43_200_000], ['7d', 604_800_000], ['0s', 0], ['250ms', 250]]
+  for (const [text, ms] of cases) t.equal(loadConfig({ THREATFEED_STREAM_RETENTION: text }).streamRetentionMs, ms, text)
+  t.equal(loadConfig({ THREATFEED_SWEEP_INTERVAL: '5s' }).sweepIntervalMs, 5000)
+})
 
 t.test('a bad value names the variable', async (t) => {
   for (const c of bad) {

@@ -11,11 +11,14 @@ import type { StreamRecord } from '../store/types.js'
 const help = `Usage: threatfeed stream <tail|status> [options]
 
   tail [--from SEQ] [--limit N] [--json]
-        records with seq >= SEQ (default: the last N), at most N (default 100, at most 100000)
+        records with seq >= SEQ (default: the last N), at most N (default 100, at most 100000);
+        a SEQ already trimmed is an error naming the first position still kept
         --json: one JSON array of {seq, workspace, schemaVersion?, acceptedAt, payload};
         schemaVersion is absent for v1 records, as on the stream
   status [--json]
-        the stream head and the rule consumer's checkpoint → {"head","checkpoint","lag"}`
+        the stream head, the rule consumer's checkpoint and the positions still kept (the
+        stream is trimmed to THREATFEED_STREAM_RETENTION) → {"head","checkpoint","lag",
+        "retained":{"first","last","records","bytes"}}`
 
 const options = {
   from: { type: 'string' },
@@ -53,10 +56,15 @@ export const streamCommand: Command = {
       case 'tail': {
         const limit = wholeNumber('limit', values.limit, 100, 1, MAX_LIMIT)
         const records = await withStore(io, async (s) => {
+          const { first } = await s.stream.retained()
           const from = values.from !== undefined
             ? wholeNumber('from', values.from, 1, 0, Number.MAX_SAFE_INTEGER)
-            : Math.max(1, await s.stream.head() - limit + 1)
-          return s.stream.read(from, limit)
+            : Math.max(first, await s.stream.head() - limit + 1)
+          const read = await s.stream.read(from, limit)
+          // Seqs are contiguous: a first record past `from` means a trim got there first.
+          const kept = Math.max(first, read[0] !== undefined && read[0].seq > from ? read[0].seq : 0)
+          if (from < kept && kept > 1) throw new CliError(`stream position ${from} was trimmed; the first position still kept is ${kept}`, 1)
+          return read
         })
         if (json) writeJson(io, records.map(showRecord))
         else {
@@ -70,11 +78,15 @@ export const streamCommand: Command = {
       }
       case 'status': {
         const status = await withStore(io, async (s) => {
-          const [head, checkpoint] = await Promise.all([s.stream.head(), s.stream.getCheckpoint(DEFAULT_CONSUMER)])
-          return { head, checkpoint, lag: head - checkpoint }
+          const [head, checkpoint, retained] = await Promise.all([s.stream.head(), s.stream.getCheckpoint(DEFAULT_CONSUMER), s.stream.retained()])
+          return { head, checkpoint, lag: head - checkpoint, retained }
         })
         if (json) writeJson(io, status)
-        else io.stdout.write(`head ${status.head}, applied up to ${status.checkpoint} (lag ${status.lag})\n`)
+        else {
+          const { retained: r } = status
+          const kept = r.records > 0 ? `positions ${r.first}–${r.last} kept` : `nothing kept before ${r.first}`
+          io.stdout.write(`head ${status.head}, applied up to ${status.checkpoint} (lag ${status.lag}); ${kept}: ${r.records} records, ${r.bytes} bytes\n`)
+        }
         return 0
       }
       default:

@@ -169,14 +169,76 @@ export interface RuleStore {
   list (workspaceId: string, kind: RuleKind, now?: number): Promise<Rule[]>
   /** Every non-lapsed access rule of one workspace (snapshot building). */
   listAccessRules (workspaceId: string, now: number): Promise<AccessRule[]>
-  /** Deletes rules that lapsed before `before`; returns how many. */
+  /** Deletes rules that lapsed before `before`, leaving a tombstone each; returns how many. */
   purgeLapsed (before: number): Promise<number>
+  /**
+   * One bounded pass of the background sweep: removes at most about `limit` rules that lapsed
+   * before `now` rounded down to SWEEP_GRAIN_MS (sweepCut), each leaving a LapsedTombstone, and
+   * drops tombstones that lapsed more than TOMBSTONE_MS before `now`. Safe to run from several
+   * processes at once: a rule is removed — and counted — by one of them, and a rule whose expiry
+   * moved since it was found is left alone. Raises the revision of each workspace it changed;
+   * feeds do not change, since a lapsed rule was not served. `more` says another pass has work.
+   */
+  sweepLapsed (now: number, limit: number): Promise<SweepPass>
+  /** Tombstones of swept rules still kept: the access rules of one target (keyed or not), or
+   *  the expression rule of one (kind, ruleRef). Most recent lapse first. */
+  lapsedTombstones (workspaceId: string, of: Target | { kind: ExpressionRule['kind'], ruleRef: string }): Promise<LapsedTombstone[]>
   /**
    * A counter that rises with every write that changes a rule of this workspace (0 when none
    * ever did), in the same transaction as the write. The feed side refetches a workspace's rules
    * only when its own counter moved, not on every change in any workspace (revisions().rules).
    */
   revisionOf (workspaceId: string): Promise<number>
+}
+
+/** The sweep removes rules lapsed before the start of the current grain: the embedded store
+ *  logs expiries in buckets of this size and sweeps only buckets that have ended. */
+export const SWEEP_GRAIN_MS = 10_000
+
+/** Rules with expiresAt below this are what a sweep at `now` removes. */
+export function sweepCut (now: number): number {
+  return Math.floor(now / SWEEP_GRAIN_MS) * SWEEP_GRAIN_MS
+}
+
+/** How long a swept rule's tombstone is kept after its lapse. */
+export const TOMBSTONE_MS = 86_400_000
+
+/** What is left of a rule the sweep removed, so that an explanation can still say "lapsed at T". */
+export interface LapsedTombstone {
+  workspaceId: string
+  kind: RuleKind
+  /** The access rule's target; null for expression rules. */
+  target: Target | null
+  ruleRef: string | null
+  /** The rule's expiresAt. */
+  lapsedAt: number
+}
+
+export interface SweepPass {
+  /** Lapsed rules removed. */
+  removed: number
+  /** Tombstones dropped for being older than TOMBSTONE_MS. */
+  tombstonesDropped: number
+  /** Bookkeeping cleaned that named no rule (the embedded store's stale expiry-log references). */
+  staleCleaned: number
+  more: boolean
+}
+
+export interface TrimPass {
+  /** Records removed. */
+  records: number
+  more: boolean
+}
+
+/** What the stream still holds. Seqs are contiguous, so every seq in [first, last] is kept. */
+export interface StreamRetained {
+  /** The first seq still kept (last + 1 when nothing is). */
+  first: number
+  /** The stream head. */
+  last: number
+  records: number
+  /** Bytes the kept records take in the store. */
+  bytes: number
 }
 
 /** One accepted signal entry on the durable message stream (SPEC §6, DECISIONS §3). */
@@ -224,6 +286,31 @@ export interface SignalStream {
   head (): Promise<number>
   getCheckpoint (consumer: string): Promise<number>
   setCheckpoint (consumer: string, seq: number): Promise<void>
+}
+
+/** The stream as a store keeps it: also trimmed (the ingest path needs only SignalStream). */
+export interface StoredSignalStream extends SignalStream {
+  /**
+   * One bounded pass of the trim: removes, from the start of the stream, records that every
+   * consumer's checkpoint has passed — the record a checkpoint names is kept, so no checkpoint
+   * points into trimmed space — and that were accepted before `acceptedBefore`; at most about
+   * `limit` of them. Safe from several processes at once. With no checkpoint stored, nothing goes.
+   */
+  trim (acceptedBefore: number, limit: number): Promise<TrimPass>
+  retained (): Promise<StreamRetained>
+}
+
+export interface HousekeepingCounters {
+  rulesSwept: number
+  tombstonesDropped: number
+  staleCleaned: number
+  streamRecordsTrimmed: number
+  sweepPasses: number
+  trimPasses: number
+}
+
+export function newHousekeepingCounters (): HousekeepingCounters {
+  return { rulesSwept: 0, tombstonesDropped: 0, staleCleaned: 0, streamRecordsTrimmed: 0, sweepPasses: 0, trimPasses: 0 }
 }
 
 /** Identifies one feed's network content: per list (or the workspace feed), family and action. */
@@ -278,7 +365,7 @@ export interface Store {
   readonly keys: KeyStore
   readonly lists: ListStore
   readonly rules: RuleStore
-  readonly stream: SignalStream
+  readonly stream: StoredSignalStream
   readonly feedVersions: FeedVersionStore
   /**
    * Counters that rise on every change, seen from any process using the same store (the CLI
@@ -286,6 +373,8 @@ export interface Store {
    * `admin` covers workspaces, keys and lists; `rules` covers rule writes.
    */
   revisions (): Promise<{ admin: number, rules: number }>
+  /** What the sweep and the trim did in this process, for metrics. */
+  readonly housekeeping: HousekeepingCounters
   /** Resolves when the store answers; rejects with TF_ERR_STORE_UNAVAILABLE otherwise. */
   ping (): Promise<void>
   close (): Promise<void>

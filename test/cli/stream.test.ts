@@ -46,8 +46,42 @@ t.test('text output keeps one record per line', async (t) => {
 })
 
 t.test('status', async (t) => {
-  t.same(JSON.parse((await runCommand(streamCommand, ['status', '--json'], { env })).stdout), { head: 7, checkpoint: 4, lag: 3 })
-  t.equal((await runCommand(streamCommand, ['status'], { env })).stdout, 'head 7, applied up to 4 (lag 3)\n')
+  const status = JSON.parse((await runCommand(streamCommand, ['status', '--json'], { env })).stdout) as { retained: { bytes: number } }
+  t.ok(status.retained.bytes > 0, 'the stream takes some bytes')
+  t.same(status, { head: 7, checkpoint: 4, lag: 3, retained: { first: 1, last: 7, records: 7, bytes: status.retained.bytes } }, 'nothing trimmed yet')
+  t.equal((await runCommand(streamCommand, ['status'], { env })).stdout, `head 7, applied up to 4 (lag 3); positions 1–7 kept: 7 records, ${status.retained.bytes} bytes\n`)
+})
+
+t.test('a trimmed stream: tail before the first position kept is an error naming it; status shows the range kept', async (t) => {
+  const trimDir = mkdtempSync(join(tmpdir(), 'tf-stream-cli-trim-'))
+  t.teardown(() => rmSync(trimDir, { recursive: true, force: true }))
+  const trimEnv = { THREATFEED_DATA_DIR: trimDir }
+  const s = await openStore({ kind: 'embedded', dataDir: trimDir })
+  for (let a = 0; a < 4; a++) await s.stream.append(Array.from({ length: 5 }, (_, i) => ({ workspaceId: 'w4', payload: `{"a":${a},"i":${i}}`, acceptedAt: T })))
+  await s.stream.setCheckpoint('rules', 12)
+  t.same(await s.stream.trim(T + 1, 100), { records: 10, more: false }, 'two appends of five go; the one holding the checkpoint stays')
+  await s.close()
+
+  const cases: Array<{ args: string[], code: number, seqs?: number[], stderr?: RegExp }> = [
+    { args: ['--from', '1'], code: 1, stderr: /^threatfeed: stream position 1 was trimmed; the first position still kept is 11\n$/ },
+    { args: ['--from', '10', '--limit', '1'], code: 1, stderr: /stream position 10 was trimmed; the first position still kept is 11/ },
+    { args: ['--from', '0'], code: 1, stderr: /stream position 0 was trimmed; the first position still kept is 11/ },
+    { args: ['--from', '11', '--limit', '2'], code: 0, seqs: [11, 12] },
+    { args: ['--limit', '100'], code: 0, seqs: [11, 12, 13, 14, 15, 16, 17, 18, 19, 20] },
+    { args: ['--from', '21'], code: 0, seqs: [] },
+  ]
+  for (const c of cases) {
+    const r = await runCommand(streamCommand, ['tail', ...c.args, '--json'], { env: trimEnv })
+    t.equal(r.code, c.code, `tail ${c.args.join(' ')}`)
+    if (c.seqs !== undefined) t.same((JSON.parse(r.stdout) as Array<{ seq: number }>).map((x) => x.seq), c.seqs, `tail ${c.args.join(' ')}`)
+    if (c.stderr !== undefined) {
+      t.match(r.stderr, c.stderr)
+      t.equal(r.stdout, '', 'nothing on stdout')
+    }
+  }
+  const status = JSON.parse((await runCommand(streamCommand, ['status', '--json'], { env: trimEnv })).stdout) as { retained: { bytes: number } }
+  t.same(status, { head: 20, checkpoint: 12, lag: 8, retained: { first: 11, last: 20, records: 10, bytes: status.retained.bytes } })
+  t.match((await runCommand(streamCommand, ['status'], { env: trimEnv })).stdout, /^head 20, applied up to 12 \(lag 8\); positions 11–20 kept: 10 records, \d+ bytes\n$/)
 })
 
 t.test('usage errors', async (t) => {

@@ -10,6 +10,7 @@ import type { BatchingStore } from '../../src/store/batch-types.js'
 import { describeAdminContract } from './contract-admin.js'
 import { describeRuleContract } from './contract-rules.js'
 import { describeStreamContract } from './contract-stream.js'
+import { describeSweepContract } from './contract-sweep.js'
 
 export interface StoreHandle {
   store: BatchingStore
@@ -46,4 +47,5 @@ export function runStoreContract (t: Test, name: string, makeStore: MakeStore): 
   describeAdminContract(storeTest)
   describeRuleContract(storeTest)
   describeStreamContract(storeTest)
+  describeSweepContract(storeTest)
 }

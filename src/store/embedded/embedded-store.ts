@@ -7,6 +7,7 @@
  */
 import type { BatchingStore, RuleBatch, RuleBatchResult } from '../batch-types.js'
 import { ThreatfeedError } from '../../errors.js'
+import { newHousekeepingCounters } from '../types.js'
 import { EmbeddedFeedVersionStore } from './feed-version-store.js'
 import { EmbeddedKeyStore } from './key-store.js'
 import { EmbeddedListStore } from './list-store.js'
@@ -23,6 +24,7 @@ export class EmbeddedStore implements BatchingStore {
   readonly rules: EmbeddedRuleStore
   readonly stream: EmbeddedSignalStream
   readonly feedVersions: EmbeddedFeedVersionStore
+  readonly housekeeping = newHousekeepingCounters()
   readonly #env: LmdbEnv
 
   constructor (env: LmdbEnv) {
@@ -30,8 +32,8 @@ export class EmbeddedStore implements BatchingStore {
     this.workspaces = new EmbeddedWorkspaceStore(env)
     this.keys = new EmbeddedKeyStore(env)
     this.lists = new EmbeddedListStore(env)
-    this.rules = new EmbeddedRuleStore(env)
-    this.stream = new EmbeddedSignalStream(env)
+    this.rules = new EmbeddedRuleStore(env, this.housekeeping)
+    this.stream = new EmbeddedSignalStream(env, this.housekeeping)
     this.feedVersions = new EmbeddedFeedVersionStore(env)
   }
 

@@ -1,35 +1,42 @@
 /**
  * Which rules may lapse when: a log of (expiry bucket → rule keys), written one entry per bucket
- * per transaction, read back by the purge.
+ * per transaction, read back by the sweep.
  *
- *   expiry-log   [bucket, n] → refs      bucket = floor(expiresAt / 1 h), n = a counter
+ *   expiry-log   [bucket, n] → refs      bucket = floor(expiresAt / 10 s), n = a counter
  *                refs: u32 count · count × (u8 table · str primary key)
  *
  * It replaces an exact index (one entry per rule, kept in step on every change), which cost a
  * B-tree insert per new rule — a quarter of the LMDB time of applying an ingest batch (measured
- * with bench/ingest.ts --cpu-prof) — for a purge that is housekeeping: feeds filter expiry at
+ * with bench/ingest.ts --cpu-prof) — for a sweep that is housekeeping: feeds filter expiry at
  * query time. The log is lazy instead:
  *
  *   - a rule is logged when it gets an expiry bucket it did not have (insert, or an update that
  *     moves it to another bucket); everything a transaction logs in one bucket is one entry;
  *   - nothing is removed when a rule changes or goes: its old reference just goes stale;
- *   - the purge reads the entries of the lapsed buckets and checks each reference against the
- *     rule as it is now: stale → dropped; lapsed → the rule is removed; same bucket, not lapsed
- *     yet (only in the bucket holding `before`) → kept.
+ *   - the sweep reads the entries of the buckets that have ended and checks each reference
+ *     against the rule as it is now: stale → dropped; lapsed → the rule is removed. Every entry
+ *     it reads goes whole, so each reference is read once;
+ *   - the scrub walks the entries of later buckets and drops their stale references, so a
+ *     deleted or moved rule does not leave its reference until its old bucket ends.
+ *
+ * Buckets are 10 s (format 4; they were an hour): the sweep handles ended buckets only, so a
+ * lapsed rule stays at most one bucket plus one sweep interval, and a pass never rereads the
+ * references of a bucket still running.
  *
  * Invariant (checked by test/store/embedded-crash.test.ts after SIGKILLs): every rule with an
- * expiresAt has a reference in the entry of its current bucket. Stale references are bounded by
- * the number of bucket changes, and each goes when its bucket lapses.
+ * expiresAt has a reference in the entry of its current bucket.
  */
+import { SWEEP_GRAIN_MS } from '../types.js'
 import { ByteReader, ByteWriter } from './byte-writer.js'
 import type { Databases, ExpiryLogKey } from './lmdb-env.js'
 
 export const EXPIRY_TABLE = { access: 0, expression: 1 } as const
 export type ExpiryTable = (typeof EXPIRY_TABLE)[keyof typeof EXPIRY_TABLE]
 
-/** One hour: purging is housekeeping, so coarse is fine — and an upsert that moves a rule's
- *  expiry within the hour (DECISIONS §3 resets it on every upsert) logs nothing. */
-const EXPIRY_BUCKET_MS = 3_600_000
+/** Coarse enough that an ingest batch (one expiry for every entry, usually) logs one entry, and
+ *  that an upsert moving a rule's expiry by a few seconds logs nothing; fine enough that lapsed
+ *  rules leave promptly. */
+export const EXPIRY_BUCKET_MS = SWEEP_GRAIN_MS
 
 /** At most this many references per entry, so that a purge transaction stays short. */
 const REFS_PER_ENTRY = 2000
@@ -125,21 +132,58 @@ export function readRefs (buf: Buffer): ExpiryRef[] {
   return refs
 }
 
-/** What the purge needs from the rule tables: a rule's expiry, and removing the rule. */
+/** What the sweep needs from the rule tables: a rule's expiry, and removing the rule. */
 export interface LapseTarget {
   expiresAt (table: ExpiryTable, pk: string): number | null | undefined
   remove (table: ExpiryTable, pk: string): void
 }
 
+export interface PurgeStep {
+  removed: number
+  /** References that named no rule, or a rule that has since moved to another bucket. */
+  stale: number
+  scanned: number
+  last: ExpiryLogKey | undefined
+}
+
 /**
- * Inside a write: handles the log entries of buckets up to the one holding `before`, after
- * `after` (the `last` of the previous call), until at least `limit` references were looked at.
- * Removes the rules that lapsed before `before`. `scanned < limit` means the end.
+ * Inside a write: handles the log entries of buckets that may hold rules lapsed before `before`,
+ * after `after` (the `last` of the previous call), until at least `limit` references were looked
+ * at. Removes the rules that lapsed before `before`. `scanned < limit` means the end.
  */
-export function purgeLog (dbs: Databases, w: ByteWriter, rules: LapseTarget, before: number, after: ExpiryLogKey | undefined, limit: number): { removed: number, scanned: number, last: ExpiryLogKey | undefined } {
-  const end: [number] = [expiryBucket(before) + 1]
+export function purgeLog (dbs: Databases, w: ByteWriter, rules: LapseTarget, before: number, after: ExpiryLogKey | undefined, limit: number): PurgeStep {
+  // A bucket that starts at `before` holds nothing lapsed before it.
+  const end: [number] = [Math.ceil(before / EXPIRY_BUCKET_MS)]
   const range = after === undefined ? { end } : { start: after, exclusiveStart: true, end }
+  return walkLog(dbs, w, range, limit, (bucket, ref) => {
+    const expiresAt = rules.expiresAt(ref.table, ref.pk)
+    if (expiresAt == null || expiryBucket(expiresAt) !== bucket) return 'stale'
+    if (expiresAt < before) {
+      rules.remove(ref.table, ref.pk)
+      return 'removed'
+    }
+    return 'kept'
+  })
+}
+
+/**
+ * Inside a write: drops the stale references of entries after `after`, until at least `limit`
+ * references were looked at; live ones stay as they are. `last` undefined: the end of the log.
+ */
+export function scrubLog (dbs: Databases, w: ByteWriter, rules: LapseTarget, after: ExpiryLogKey | undefined, limit: number): PurgeStep {
+  const range = after === undefined ? {} : { start: after, exclusiveStart: true }
+  const step = walkLog(dbs, w, range, limit, (bucket, ref) => {
+    const expiresAt = rules.expiresAt(ref.table, ref.pk)
+    return expiresAt == null || expiryBucket(expiresAt) !== bucket ? 'stale' : 'kept'
+  })
+  return step.scanned < limit ? { ...step, last: undefined } : step
+}
+
+type RefOutcome = 'removed' | 'stale' | 'kept'
+
+function walkLog (dbs: Databases, w: ByteWriter, range: object, limit: number, judge: (bucket: number, ref: ExpiryRef) => RefOutcome): PurgeStep {
   let removed = 0
+  let stale = 0
   let scanned = 0
   let last: ExpiryLogKey | undefined
   // Collected first: rewriting entries under a live cursor is not something to rely on.
@@ -151,23 +195,18 @@ export function purgeLog (dbs: Databases, w: ByteWriter, rules: LapseTarget, bef
     if (scanned >= limit) break
   }
   for (const { key, refs } of entries) {
-    const [bucket] = key
     const kept: ExpiryRef[] = []
     for (const ref of refs) {
-      const expiresAt = rules.expiresAt(ref.table, ref.pk)
-      if (expiresAt == null || expiryBucket(expiresAt) !== bucket) continue // stale
-      if (expiresAt < before) {
-        rules.remove(ref.table, ref.pk)
-        removed++
-      } else {
-        kept.push(ref)
-      }
+      const outcome = judge(key[0], ref)
+      if (outcome === 'kept') kept.push(ref)
+      else if (outcome === 'removed') removed++
+      else stale++
     }
     if (kept.length === 0) dbs.expiryLog.remove(key)
     else if (kept.length < refs.length) writeEntry(dbs, w, key, kept)
     last = key
   }
-  return { removed, scanned, last }
+  return { removed, stale, scanned, last }
 }
 
 /** Every reference with its bucket, for checks (the crash test). */

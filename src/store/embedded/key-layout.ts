@@ -7,6 +7,8 @@
  *   access-by-target  ws␟<type>␟<value>␟<ruleRef> → primary key        (keyed rules only: an
  *                                                  unkeyed rule's primary key is its target)
  *   expression-rules  ws␟<kind>␟<ruleRef>
+ *   tombstones        ws␟t␟<type>␟<value>␟<ruleRef or empty>   a swept access rule
+ *                     ws␟x␟<kind>␟<ruleRef>                    a swept expression rule
  *   lists-by-name     ws␟<name>␟<id>              → id
  *   feed-versions     ws␟<listId>␟<family>␟<action>
  *
@@ -104,6 +106,17 @@ export function expressionRuleRange (workspaceId: string, kind: RuleKind): KeyRa
 /** Every access rule of a workspace, keyed and unkeyed. */
 export function workspaceRange (workspaceId: string): KeyRange {
   return rangeOf(workspaceId)
+}
+
+/** Where the tombstone of a swept rule is kept: by target first, which is how it is looked up. */
+export function tombstoneKey (workspaceId: string, kind: RuleKind, target: Target | null, ruleRef: string | null): string {
+  return target !== null
+    ? workspaceId + SEP + 't' + SEP + target.type + SEP + target.value + SEP + (ruleRef ?? '')
+    : workspaceId + SEP + 'x' + SEP + kind + SEP + (ruleRef ?? '')
+}
+
+export function tombstoneTargetRange (workspaceId: string, target: Target): KeyRange {
+  return rangeOf(workspaceId + SEP + 't' + SEP + target.type + SEP + target.value)
 }
 
 export function listNameKey (workspaceId: string, name: string, id: string): string {

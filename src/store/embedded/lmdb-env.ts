@@ -39,7 +39,7 @@ import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type Database, type RootDatabase } from 'lmdb'
 import { ThreatfeedError, isThreatfeedError } from '../../errors.js'
-import type { AccessList, ApiKey, ExpressionRule, FeedVersion, Workspace } from '../types.js'
+import type { AccessList, ApiKey, ExpressionRule, FeedVersion, LapsedTombstone, Workspace } from '../types.js'
 import { ByteWriter, type FastBuffer } from './byte-writer.js'
 import { migrateFormat } from './migrate-format.js'
 
@@ -61,6 +61,9 @@ export interface Databases {
   readonly expressionRules: Database<ExpressionRule, string>
   /** Which rules may lapse in which expiry bucket (expiry-log.ts). */
   readonly expiryLog: Database<Buffer, ExpiryLogKey>
+  /** Tombstones of swept rules (key-layout.ts tombstoneKey) and their lapse-time index. */
+  readonly tombstones: Database<LapsedTombstone, string>
+  readonly tombstonesByTime: Database<Buffer, [number, string]>
   /** Where format 2 kept the stream; emptied when the directory moves to format 3
    *  (migrate-format.ts). Nothing else reads or writes it. */
   readonly legacyStream: Database<Buffer, number>
@@ -163,6 +166,8 @@ export class LmdbEnv {
         accessByTarget: root.openDB('access-by-target', text),
         expressionRules: root.openDB('expression-rules', json),
         expiryLog: root.openDB('expiry-log', binary),
+        tombstones: root.openDB('tombstones', json),
+        tombstonesByTime: root.openDB('tombstones-by-time', binary),
         legacyStream: root.openDB('stream-chunks', binary),
         checkpoints: root.openDB('checkpoints', json),
         feedVersions: root.openDB('feed-versions', json),

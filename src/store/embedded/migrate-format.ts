@@ -8,6 +8,10 @@
  *             ('stream-chunks', stream-codec.ts), the lazy expiry log (expiry-log.ts)
  *   format 3  the stream (its chunks and head) in an environment of its own, `<dataDir>/stream/`
  *             (lmdb-env.ts says why)
+ *   format 4  expiry-log buckets of 10 s instead of an hour (expiry-log.ts): the log is rebuilt
+ *             from the rule tables, which also leaves out every stale reference. A format-3
+ *             version would read the new buckets as hours and drop live references as stale,
+ *             so it must refuse the directory — which the format number makes it do.
  *
  * Each upgrade of the main environment is one write transaction, so a crash leaves the older
  * format untouched, and it re-checks the format under the write lock, so two processes opening an
@@ -23,10 +27,10 @@ import type { AccessRule, StreamRecordInput } from '../types.js'
 import { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, ExpiryLogWriter } from './expiry-log.js'
 import { META, type Databases, type StreamDatabases } from './lmdb-env.js'
-import { encodeAccessRule } from './rule-codec.js'
+import { accessRuleExpiresAt, encodeAccessRule } from './rule-codec.js'
 import { encodeChunk } from './stream-codec.js'
 
-export const FORMAT = 3
+export const FORMAT = 4
 const FORMAT_KEY = 'format'
 
 /** Records per chunk when old per-record entries are regrouped. */
@@ -63,7 +67,29 @@ export function migrateFormat (root: RootDatabase, dbs: Databases, streamRoot: R
     dbs.meta.put(FORMAT_KEY, 2)
   })
   root.resetReadTxn()
-  moveStream(root, dbs, streamRoot, stream)
+  if ((dbs.meta.get(FORMAT_KEY) ?? 0) < 3) moveStream(root, dbs, streamRoot, stream)
+  root.resetReadTxn()
+  rebuildExpiryLog(root, dbs)
+}
+
+/** Format 3 → 4: the expiry log rebuilt in 10-second buckets, in one transaction. */
+function rebuildExpiryLog (root: RootDatabase, dbs: Databases): void {
+  root.transactionSync(() => {
+    if (dbs.meta.get(FORMAT_KEY) === FORMAT) return
+    // Collected first: removing entries under a live cursor is not something to rely on.
+    for (const key of Array.from(dbs.expiryLog.getKeys({}))) dbs.expiryLog.remove(key)
+    const w = new ByteWriter()
+    const log = new ExpiryLogWriter()
+    for (const { key, value } of dbs.accessRules.getRange({})) {
+      const expiresAt = accessRuleExpiresAt(value)
+      if (expiresAt !== null) log.add(EXPIRY_TABLE.access, key, expiresAt)
+    }
+    for (const { key, value } of dbs.expressionRules.getRange({})) {
+      if (value.expiresAt !== null) log.add(EXPIRY_TABLE.expression, key, value.expiresAt)
+    }
+    log.write(dbs, w)
+    dbs.meta.put(FORMAT_KEY, FORMAT)
+  })
 }
 
 /** Format 2 → 3: the stream's chunks and head into the stream's own environment. */
@@ -74,11 +100,11 @@ function moveStream (root: RootDatabase, dbs: Databases, streamRoot: RootDatabas
     if (head !== undefined && head > (stream.meta.get(META.streamHead) ?? 0)) stream.meta.put(META.streamHead, head)
   })
   root.transactionSync(() => {
-    if (dbs.meta.get(FORMAT_KEY) === FORMAT) return
+    if ((dbs.meta.get(FORMAT_KEY) ?? 0) >= 3) return
     // Collected first: removing entries under a live cursor is not something to rely on.
     for (const key of Array.from(dbs.legacyStream.getKeys({}))) dbs.legacyStream.remove(key)
     dbs.meta.remove(META.streamHead)
-    dbs.meta.put(FORMAT_KEY, FORMAT)
+    dbs.meta.put(FORMAT_KEY, 3)
   })
 }
 

@@ -146,3 +146,9 @@ export function setAccessRuleTimes (buf: Buffer, createdAt: number, updatedAt: n
 function checkFormat (buf: Buffer): void {
   if (buf[0] !== FORMAT) throw new RangeError(`access rule of unknown format ${buf[0]}`)
 }
+
+/** A stored rule's expiresAt without decoding the rest (the expiry log's check of each reference). */
+export function accessRuleExpiresAt (buf: Buffer): number | null {
+  checkFormat(buf)
+  return (buf[1]! & FLAG.expiresAt) === 0 ? null : buf.readDoubleLE(UPDATED_AT + 16)
+}

@@ -3,12 +3,15 @@
  * one transaction; every write that changes something raises the rules revision with it.
  */
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
-import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, Rule, RuleKind, RuleStore, Target } from '../types.js'
-import { ExpiryLogWriter, purgeLog } from './expiry-log.js'
-import { expressionRuleRange, workspaceOfKey, workspaceRange } from './key-layout.js'
+import {
+  TOMBSTONE_MS, sweepCut, type AccessRule, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
+  type LapsedTombstone, type Rule, type RuleKind, type RuleStore, type SweepPass, type Target,
+} from '../types.js'
+import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
+import { expressionRuleRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey, type LmdbEnv } from './lmdb-env.js'
 import { decodeAccessRule } from './rule-codec.js'
-import { lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
+import { dropTombstones, lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 
 /** Expiry-log references handled per transaction: bounded, so a purge after a long outage never
  *  holds the (cross-process) write lock for long. */
@@ -16,9 +19,13 @@ const PURGE_CHUNK = 5000
 
 export class EmbeddedRuleStore implements RuleStore {
   readonly #env: LmdbEnv
+  readonly #counters: HousekeepingCounters
+  /** Where this process's scrub of the expiry log stopped (undefined: at the start). */
+  #scrubAfter: ExpiryLogKey | undefined
 
-  constructor (env: LmdbEnv) {
+  constructor (env: LmdbEnv, counters: HousekeepingCounters) {
     this.#env = env
+    this.#counters = counters
   }
 
   upsertAccessRule (input: AccessRuleInput): Promise<AccessRule> {
@@ -82,16 +89,64 @@ export class EmbeddedRuleStore implements RuleStore {
     let total = 0
     let after: ExpiryLogKey | undefined
     for (;;) {
-      const step = await this.#write((txn) => {
-        const workspaces = new Set<string>()
-        const done = purgeLog(txn.dbs, txn.scratch, lapseTarget(txn, (pk) => { workspaces.add(workspaceOfKey(pk)) }), before, after, PURGE_CHUNK)
-        if (done.removed > 0) this.#changed(workspaces)
-        return done
-      })
+      const step = await this.#write((txn) => this.#purge(txn, before, after, PURGE_CHUNK))
       total += step.removed
+      this.#counters.rulesSwept += step.removed
+      this.#counters.staleCleaned += step.stale
       after = step.last
       if (step.scanned < PURGE_CHUNK) return total
     }
+  }
+
+  /**
+   * Ended buckets are swept from the start of the log: each entry read goes whole, so the next
+   * pass starts at work not yet done. Budget left over scrubs later buckets from where the last
+   * pass of this process stopped (two processes scrubbing the same entries agree: both drop only
+   * references that name no rule of that bucket).
+   */
+  async sweepLapsed (now: number, limit: number): Promise<SweepPass> {
+    const budget = Math.max(1, limit)
+    const pass = await this.#write((txn) => {
+      const swept = this.#purge(txn, sweepCut(now), undefined, budget)
+      let scrub: PurgeStep | null = null
+      if (swept.scanned < budget) {
+        scrub = scrubLog(txn.dbs, txn.scratch, lapseTarget(txn, () => {}), this.#scrubAfter, budget - swept.scanned)
+      }
+      const tombstonesDropped = dropTombstones(txn.dbs, now - TOMBSTONE_MS, budget)
+      return { swept, scrub, tombstonesDropped }
+    })
+    const { swept, scrub, tombstonesDropped } = pass
+    // The scrub's cursor moves only once its transaction committed.
+    if (scrub !== null) this.#scrubAfter = scrub.last
+    const staleCleaned = swept.stale + (scrub?.stale ?? 0)
+    const c = this.#counters
+    c.sweepPasses++
+    c.rulesSwept += swept.removed
+    c.staleCleaned += staleCleaned
+    c.tombstonesDropped += tombstonesDropped
+    const more = swept.scanned >= budget || (scrub !== null && scrub.last !== undefined) || tombstonesDropped >= budget
+    return { removed: swept.removed, tombstonesDropped, staleCleaned, more }
+  }
+
+  /** Inside a write: one step of the log's lapsed buckets, raising the revisions it must. */
+  #purge (txn: RuleTxn, before: number, after: ExpiryLogKey | undefined, limit: number): PurgeStep {
+    const workspaces = new Set<string>()
+    const step = purgeLog(txn.dbs, txn.scratch, lapseTarget(txn, (ws) => { workspaces.add(ws) }), before, after, limit)
+    if (step.removed > 0) this.#changed(workspaces)
+    return step
+  }
+
+  async lapsedTombstones (workspaceId: string, of: Target | { kind: ExpressionRule['kind'], ruleRef: string }): Promise<LapsedTombstone[]> {
+    return this.#env.read((dbs) => {
+      const found: LapsedTombstone[] = []
+      if ('kind' in of) {
+        const t = dbs.tombstones.get(tombstoneKey(workspaceId, of.kind, null, of.ruleRef))
+        if (t !== undefined) found.push(t)
+      } else {
+        for (const { value } of dbs.tombstones.getRange(tombstoneTargetRange(workspaceId, of))) found.push(value)
+      }
+      return found.sort((a, b) => b.lapsedAt - a.lapsedAt)
+    })
   }
 
   applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {

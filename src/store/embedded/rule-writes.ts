@@ -10,12 +10,12 @@
 import { randomUUID } from 'node:crypto'
 import type { Database } from 'lmdb'
 import type { EncodedAccessUpsert } from '../batch-types.js'
-import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, RuleKind, Target } from '../types.js'
+import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, LapsedTombstone, Rule, RuleKind, Target } from '../types.js'
 import type { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
-import { accessRuleKey, accessRuleKeyByRef, expressionRuleKey, targetIndexKey, targetIndexRange, workspaceOfKey, writeAccessRuleKey } from './key-layout.js'
+import { accessRuleKey, accessRuleKeyByRef, expressionRuleKey, targetIndexKey, targetIndexRange, tombstoneKey, workspaceOfKey, writeAccessRuleKey } from './key-layout.js'
 import type { Databases } from './lmdb-env.js'
-import { decodeAccessRule, encodeAccessRule, setAccessRuleTimes } from './rule-codec.js'
+import { accessRuleExpiresAt, decodeAccessRule, encodeAccessRule, setAccessRuleTimes } from './rule-codec.js'
 
 /** What one write transaction works with. */
 export interface RuleTxn {
@@ -181,18 +181,52 @@ function removeExpressionRule (txn: RuleTxn, pk: string): boolean {
   return txn.dbs.expressionRules.removeSync(pk)
 }
 
-/** The rule tables as the expiry-log purge sees them; `onRemove` hears of every rule removed. */
-export function lapseTarget (txn: RuleTxn, onRemove: (pk: string) => void): LapseTarget {
+/**
+ * The rule tables as the expiry-log sweep sees them: each rule removed leaves a tombstone (one
+ * per identity: a later lapse of the same identity replaces it) and `onRemove` hears of it.
+ */
+export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => void): LapseTarget {
   return {
-    expiresAt: (table: ExpiryTable, pk: string) => table === EXPIRY_TABLE.access
-      ? readAccessRule(txn.dbs, pk)?.expiresAt
-      : txn.dbs.expressionRules.get(pk)?.expiresAt,
+    expiresAt: (table: ExpiryTable, pk: string) => {
+      if (table === EXPIRY_TABLE.expression) return txn.dbs.expressionRules.get(pk)?.expiresAt
+      const buf = accessTable(txn.dbs).getBinaryFast(pk)
+      return buf === undefined ? undefined : accessRuleExpiresAt(buf)
+    },
     remove: (table: ExpiryTable, pk: string) => {
+      const rule: Rule | undefined = table === EXPIRY_TABLE.access ? readAccessRule(txn.dbs, pk) : txn.dbs.expressionRules.get(pk)
+      if (rule === undefined || rule.expiresAt === null) return
       if (table === EXPIRY_TABLE.access) removeAccessRule(txn, pk)
       else removeExpressionRule(txn, pk)
-      onRemove(pk)
+      putTombstone(txn.dbs, {
+        workspaceId: rule.workspaceId,
+        kind: rule.kind,
+        target: rule.kind === 'access_rule' ? { type: rule.target.type, value: rule.target.value } : null,
+        ruleRef: rule.ruleRef,
+        lapsedAt: rule.expiresAt,
+      })
+      onRemove(rule.workspaceId)
     },
   }
+}
+
+function putTombstone (dbs: Databases, t: LapsedTombstone): void {
+  const key = tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef)
+  const prev = dbs.tombstones.get(key)
+  if (prev !== undefined) dbs.tombstonesByTime.remove([prev.lapsedAt, key])
+  dbs.tombstones.put(key, t)
+  dbs.tombstonesByTime.put([t.lapsedAt, key], EMPTY)
+}
+
+const EMPTY = Buffer.alloc(0)
+
+/** Inside a write: drops tombstones that lapsed before `before`, at most `limit`; returns how many. */
+export function dropTombstones (dbs: Databases, before: number, limit: number): number {
+  const old = Array.from(dbs.tombstonesByTime.getKeys({ end: [before], limit }))
+  for (const [lapsedAt, key] of old) {
+    dbs.tombstonesByTime.remove([lapsedAt, key])
+    if (dbs.tombstones.get(key)?.lapsedAt === lapsedAt) dbs.tombstones.remove(key)
+  }
+  return old.length
 }
 
 function reindexAccess (txn: RuleTxn, pk: AccessKey, prev: AccessRule | undefined, next: AccessRuleInput | undefined): void {

@@ -6,16 +6,18 @@
  * one writer at a time across every process, so transactions commit in the order they took
  * their seqs and a reader can never see seq n+1 without seq n.
  */
-import type { SignalStream, StreamAppend, StreamRecord } from '../types.js'
+import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamRecord, StreamRetained, TrimPass } from '../types.js'
 import { appendCount, isWholeV1Batch } from '../whole-v1-batch.js'
 import { META, type LmdbEnv } from './lmdb-env.js'
-import { decodeChunk, encodeChunk, encodeWholeV1Chunk } from './stream-codec.js'
+import { chunkCount, chunkLatestAcceptedAt, decodeChunk, encodeChunk, encodeWholeV1Chunk } from './stream-codec.js'
 
-export class EmbeddedSignalStream implements SignalStream {
+export class EmbeddedSignalStream implements StoredSignalStream {
   readonly #env: LmdbEnv
+  readonly #counters: HousekeepingCounters
 
-  constructor (env: LmdbEnv) {
+  constructor (env: LmdbEnv, counters: HousekeepingCounters) {
     this.#env = env
+    this.#counters = counters
   }
 
   /** One transaction — one flush, shared with the transactions of the same event turn — per
@@ -72,5 +74,53 @@ export class EmbeddedSignalStream implements SignalStream {
 
   async setCheckpoint (consumer: string, seq: number): Promise<void> {
     await this.#env.write((dbs) => { dbs.checkpoints.put(consumer, seq) })
+  }
+
+  /**
+   * Whole chunks from the start of the stream, in its own environment's write transaction (the
+   * lock ingest appends take: a pass removes at most `limit` records' chunks, a few B-tree
+   * deletes). The checkpoints live in the main environment and are read first: they only move
+   * forward, so a checkpoint that moves meanwhile only makes this pass keep more.
+   */
+  async trim (acceptedBefore: number, limit: number): Promise<TrimPass> {
+    this.#env.renew()
+    const keepFrom = this.#env.read((dbs) => {
+      let min = Infinity
+      for (const { value } of dbs.checkpoints.getRange({})) min = Math.min(min, value)
+      return min === Infinity ? 0 : min
+    })
+    const pass = await this.#env.writeStream((dbs) => {
+      let records = 0
+      let more = false
+      const gone: number[] = []
+      for (const { key, value } of dbs.chunks.getRange({})) {
+        const count = chunkCount(value)
+        // The chunk holding a checkpoint's seq stays, and so does everything after it.
+        if (key + count - 1 >= keepFrom || chunkLatestAcceptedAt(value) >= acceptedBefore) break
+        if (records > 0 && records + count > limit) {
+          more = true
+          break
+        }
+        gone.push(key)
+        records += count
+      }
+      for (const key of gone) dbs.chunks.remove(key)
+      return { records, more }
+    })
+    this.#counters.trimPasses++
+    this.#counters.streamRecordsTrimmed += pass.records
+    return pass
+  }
+
+  async retained (): Promise<StreamRetained> {
+    this.#env.renew()
+    return this.#env.readStream((dbs) => {
+      const last = dbs.meta.get(META.streamHead) ?? 0
+      let first = last + 1
+      for (const key of dbs.chunks.getKeys({ limit: 1 })) first = key
+      const stats = dbs.chunks.getStats() as { pageSize: number, treeBranchPageCount: number, treeLeafPageCount: number, overflowPages: number }
+      const bytes = stats.pageSize * (stats.treeBranchPageCount + stats.treeLeafPageCount + stats.overflowPages)
+      return { first, last, records: last - first + 1, bytes }
+    })
   }
 }

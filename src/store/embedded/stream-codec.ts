@@ -74,6 +74,25 @@ export function chunkCount (buf: Buffer): number {
   return r.u32()
 }
 
+/** The latest acceptedAt of a chunk's records (the trim's age test), without their payloads. */
+export function chunkLatestAcceptedAt (buf: Buffer): number {
+  const r = new ByteReader(buf)
+  const format = readFormat(r)
+  const count = r.u32()
+  if (format === WHOLE_V1) return r.f64()
+  let latest = -Infinity
+  for (let i = 0; i < count; i++) {
+    const flags = r.u8()
+    if ((flags & SAME_ORIGIN) === 0) {
+      latest = Math.max(latest, r.f64())
+      r.bytes() // the workspace id
+    }
+    if ((flags & HAS_VERSION) !== 0) r.u32()
+    r.bytes() // the payload
+  }
+  return latest
+}
+
 /**
  * Appends to `out` the records of the chunk whose first seq is `firstSeq`, from seq `from` on,
  * until `out` holds `limit` records.

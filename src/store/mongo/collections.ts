@@ -11,7 +11,7 @@
  */
 import { MongoServerError, type Collection, type Db, type Document, type IndexDescription } from 'mongodb'
 import type {
-  Confidence, FeedAction, Family, LabelValue, ListDefaults, Scope, Severity, Subscription, Target,
+  Confidence, FeedAction, Family, LabelValue, ListDefaults, RuleKind, Scope, Severity, Subscription, Target,
 } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 
@@ -81,6 +81,17 @@ export interface FeedVersionDoc {
   fetchedAt?: number
 }
 export interface CounterDoc { _id: string, value: number }
+/** A swept rule (types.ts LapsedTombstone); _id is its identity, so a later lapse replaces it. */
+export interface TombstoneDoc {
+  _id: string
+  workspaceId: string
+  kind: RuleKind
+  /** `<type>:<value>` of an access rule, null for an expression rule. */
+  targetKey: string | null
+  target: Target | null
+  ruleRef: string | null
+  lapsedAt: number
+}
 
 export const COUNTERS = {
   adminRevision: 'revision:admin',
@@ -98,6 +109,7 @@ export interface Collections {
   readonly checkpoints: Collection<CheckpointDoc>
   readonly feedVersions: Collection<FeedVersionDoc>
   readonly meta: Collection<CounterDoc>
+  readonly tombstones: Collection<TombstoneDoc>
 }
 
 export function collectionsOf (db: Db): Collections {
@@ -111,6 +123,7 @@ export function collectionsOf (db: Db): Collections {
     checkpoints: db.collection('checkpoints'),
     feedVersions: db.collection('feed_versions'),
     meta: db.collection('meta'),
+    tombstones: db.collection('lapsed_rules'),
   }
 }
 
@@ -128,6 +141,10 @@ const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
   ['expressionRules', [
     { key: { workspaceId: 1, kind: 1, ruleRef: 1 }, name: 'identity_unique', unique: true },
     { key: { expiresAt: 1 }, name: 'expiry' },
+  ]],
+  ['tombstones', [
+    { key: { workspaceId: 1, targetKey: 1 }, name: 'workspace_target' },
+    { key: { lapsedAt: 1 }, name: 'lapse' },
   ]],
 ]
 

@@ -7,6 +7,7 @@
  */
 import type { BatchingStore, RuleBatch, RuleBatchResult } from '../batch-types.js'
 import { ThreatfeedError } from '../../errors.js'
+import { newHousekeepingCounters } from '../types.js'
 import { COUNTERS, collectionsOf, prepareCollections } from './collections.js'
 import { createClient, resolveDbName, toStoreError } from './mongo-client.js'
 import { MongoContext } from './mongo-context.js'
@@ -27,6 +28,7 @@ export class MongoStore implements BatchingStore {
   readonly rules: MongoRuleStore
   readonly stream: MongoSignalStream
   readonly feedVersions: MongoFeedVersionStore
+  readonly housekeeping = newHousekeepingCounters()
   readonly #ctx: MongoContext
 
   constructor (ctx: MongoContext) {
@@ -34,8 +36,8 @@ export class MongoStore implements BatchingStore {
     this.workspaces = new MongoWorkspaceStore(ctx)
     this.keys = new MongoKeyStore(ctx)
     this.lists = new MongoListStore(ctx)
-    this.rules = new MongoRuleStore(ctx)
-    this.stream = new MongoSignalStream(ctx)
+    this.rules = new MongoRuleStore(ctx, this.housekeeping)
+    this.stream = new MongoSignalStream(ctx, this.housekeeping)
     this.feedVersions = new MongoFeedVersionStore(ctx)
   }
 

@@ -5,11 +5,14 @@
  */
 import type { AnyBulkWriteOperation, ClientSession, Collection } from 'mongodb'
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
-import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, Rule, RuleKind, RuleStore, Target } from '../types.js'
-import { COUNTERS, type AccessRuleDoc, type ExpressionRuleDoc } from './collections.js'
+import {
+  TOMBSTONE_MS, sweepCut, type AccessRule, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
+  type LapsedTombstone, type Rule, type RuleKind, type RuleStore, type SweepPass, type Target,
+} from '../types.js'
+import { COUNTERS, type AccessRuleDoc, type ExpressionRuleDoc, type TombstoneDoc } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
 import {
-  accessByRefFilter, accessByTargetFilter, expressionByRefFilter, liveAt, toAccessRule, toExpressionRule,
+  accessByRefFilter, accessByTargetFilter, expressionByRefFilter, liveAt, targetKey, toAccessRule, toExpressionRule,
   upsertAccessModel, upsertExpressionModel, type AccessWrite, type ExpressionWrite,
 } from './rule-docs.js'
 import { num, text } from './values.js'
@@ -18,11 +21,16 @@ function workspaceRevisionId (workspaceId: string): string {
   return `${COUNTERS.rulesRevision}:${text(workspaceId)}`
 }
 
+/** Rules per purge transaction: well inside what one transaction may hold. */
+const PURGE_CHUNK = 1000
+
 export class MongoRuleStore implements RuleStore {
   readonly #ctx: MongoContext
+  readonly #counters: HousekeepingCounters
 
-  constructor (ctx: MongoContext) {
+  constructor (ctx: MongoContext, counters: HousekeepingCounters) {
     this.#ctx = ctx
+    this.#counters = counters
   }
 
   upsertAccessRule (input: AccessRuleInput): Promise<AccessRule> {
@@ -79,27 +87,64 @@ export class MongoRuleStore implements RuleStore {
     })
   }
 
-  /**
-   * Not one transaction: a purge after a long outage can remove more documents than a
-   * transaction may hold. Each deleteMany is atomic per document and the purge is idempotent;
-   * the revision is raised after the documents are gone, so a reader that sees it sees them gone.
-   */
-  purgeLapsed (before: number): Promise<number> {
+  async purgeLapsed (before: number): Promise<number> {
+    let total = 0
+    for (;;) {
+      const removed = await this.#ctx.run(() => this.#sweepBelow(before, PURGE_CHUNK))
+      total += removed
+      this.#counters.rulesSwept += removed
+      if (removed < PURGE_CHUNK) return total
+    }
+  }
+
+  sweepLapsed (now: number, limit: number): Promise<SweepPass> {
     return this.#ctx.run(async () => {
-      const lapsed = { expiresAt: { $lt: num(before) } }
-      // Taken before the deletes: a workspace is then raised at worst once more than needed.
-      const workspaces = new Set([
-        ...await this.#ctx.c.accessRules.distinct('workspaceId', lapsed),
-        ...await this.#ctx.c.expressionRules.distinct('workspaceId', lapsed),
-      ])
-      const access = await this.#ctx.c.accessRules.deleteMany(lapsed)
-      const expression = await this.#ctx.c.expressionRules.deleteMany(lapsed)
-      const removed = access.deletedCount + expression.deletedCount
-      if (removed > 0) {
-        for (const ws of workspaces) await this.#ctx.c.meta.updateOne({ _id: workspaceRevisionId(ws) }, { $inc: { value: 1 } }, { upsert: true })
-        await this.#ctx.c.meta.updateOne({ _id: COUNTERS.rulesRevision }, { $inc: { value: 1 } })
-      }
-      return removed
+      const budget = Math.max(1, limit)
+      const removed = await this.#sweepBelow(sweepCut(now), budget)
+      const old = await this.#ctx.c.tombstones.find({ lapsedAt: { $lt: num(now - TOMBSTONE_MS) } }, { projection: { _id: 1 } }).limit(budget).toArray()
+      const dropped = old.length === 0 ? 0 : (await this.#ctx.c.tombstones.deleteMany({ _id: { $in: old.map((d) => d._id) }, lapsedAt: { $lt: num(now - TOMBSTONE_MS) } })).deletedCount
+      const c = this.#counters
+      c.sweepPasses++
+      c.rulesSwept += removed
+      c.tombstonesDropped += dropped
+      return { removed, tombstonesDropped: dropped, staleCleaned: 0, more: removed >= budget || old.length >= budget }
+    })
+  }
+
+  /**
+   * Up to `limit` rules lapsed before `cut`, found through the expiry indexes, then removed in a
+   * transaction that finds them again: a rule whose expiry moved meanwhile no longer matches,
+   * and two processes sweeping the same rules conflict, the loser retrying to find them gone —
+   * so each rule is removed and counted once. Returns how many.
+   */
+  async #sweepBelow (cut: number, limit: number): Promise<number> {
+    const lapsed = { expiresAt: { $lt: num(cut) } }
+    const access = (await this.#ctx.c.accessRules.find(lapsed, { projection: { _id: 1 } }).sort({ expiresAt: 1 }).limit(limit).toArray()).map((d) => d._id)
+    const expression = (await this.#ctx.c.expressionRules.find(lapsed, { projection: { _id: 1 } }).sort({ expiresAt: 1 }).limit(Math.max(1, limit - access.length)).toArray()).map((d) => d._id)
+    if (access.length + expression.length === 0) return 0
+    return this.#ctx.write(async (session) => {
+      const a = await this.#ctx.c.accessRules.find({ _id: { $in: access }, ...lapsed }, { session }).toArray()
+      const e = await this.#ctx.c.expressionRules.find({ _id: { $in: expression }, ...lapsed }, { session }).toArray()
+      if (a.length > 0) await this.#ctx.c.accessRules.deleteMany({ _id: { $in: a.map((d) => d._id) } }, { session })
+      if (e.length > 0) await this.#ctx.c.expressionRules.deleteMany({ _id: { $in: e.map((d) => d._id) } }, { session })
+      const tombs: TombstoneDoc[] = [
+        ...a.map((d): TombstoneDoc => ({ _id: `${d.workspaceId}|a|${d.identity}`, workspaceId: d.workspaceId, kind: 'access_rule', targetKey: d.targetKey, target: d.target, ruleRef: d.ruleRef, lapsedAt: d.expiresAt! })),
+        ...e.map((d): TombstoneDoc => ({ _id: `${d.workspaceId}|${d.kind}|${d.ruleRef}`, workspaceId: d.workspaceId, kind: d.kind, targetKey: null, target: null, ruleRef: d.ruleRef, lapsedAt: d.expiresAt! })),
+      ]
+      if (tombs.length === 0) return 0
+      await this.#ctx.c.tombstones.bulkWrite(tombs.map((t) => ({ replaceOne: { filter: { _id: t._id }, replacement: t, upsert: true } })), { session, ordered: false })
+      await this.#changed(new Set(tombs.map((t) => t.workspaceId)), session)
+      return tombs.length
+    })
+  }
+
+  lapsedTombstones (workspaceId: string, of: Target | { kind: ExpressionRule['kind'], ruleRef: string }): Promise<LapsedTombstone[]> {
+    return this.#ctx.run(async () => {
+      const filter = 'kind' in of
+        ? { _id: `${text(workspaceId)}|${text(of.kind)}|${text(of.ruleRef)}` }
+        : { workspaceId: text(workspaceId), targetKey: targetKey(of) }
+      const docs = await this.#ctx.c.tombstones.find(filter).sort({ lapsedAt: -1 }).toArray()
+      return docs.map((d) => ({ workspaceId: d.workspaceId, kind: d.kind, target: d.target, ruleRef: d.ruleRef, lapsedAt: d.lapsedAt }))
     })
   }
 

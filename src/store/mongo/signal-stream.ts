@@ -8,17 +8,19 @@
  * outside the transaction would let a later, smaller transaction commit first and a consumer
  * would skip the records of the earlier one for good.
  */
-import type { SignalStream, StreamAppend, StreamRecord, StreamRecordInput } from '../types.js'
+import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamRecord, StreamRecordInput, StreamRetained, TrimPass } from '../types.js'
 import { appendRecords } from '../whole-v1-batch.js'
 import { COUNTERS, type StreamDoc } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
 
-export class MongoSignalStream implements SignalStream {
+export class MongoSignalStream implements StoredSignalStream {
   readonly #ctx: MongoContext
+  readonly #counters: HousekeepingCounters
 
-  constructor (ctx: MongoContext) {
+  constructor (ctx: MongoContext, counters: HousekeepingCounters) {
     this.#ctx = ctx
+    this.#counters = counters
   }
 
   async append (input: StreamAppend): Promise<number[]> {
@@ -60,6 +62,47 @@ export class MongoSignalStream implements SignalStream {
     // A transaction only for its retry of the upsert race between two first writers.
     return this.#ctx.write(async (session) => {
       await this.#ctx.c.checkpoints.updateOne({ _id: text(consumer) }, { $set: { seq: num(seq) } }, { session, upsert: true })
+    })
+  }
+
+  /**
+   * A prefix of the stream: records below every checkpoint and accepted before the cut, in seq
+   * order, stopping at the first that is not. One deleteMany per pass; two processes trimming
+   * at once delete each document once, so the counts add up.
+   */
+  trim (acceptedBefore: number, limit: number): Promise<TrimPass> {
+    return this.#ctx.run(async () => {
+      const checkpoints = await this.#ctx.c.checkpoints.find({}).toArray()
+      let records = 0
+      let more = false
+      if (checkpoints.length > 0) {
+        const keepFrom = Math.min(...checkpoints.map((c) => c.seq))
+        const docs = await this.#ctx.c.stream.find({ _id: { $lt: num(keepFrom) } }, { projection: { _id: 1, acceptedAt: 1 } }).sort({ _id: 1 }).limit(Math.max(1, limit)).toArray()
+        let last: number | null = null
+        let stopped = false
+        for (const d of docs) {
+          if (d.acceptedAt >= acceptedBefore) {
+            stopped = true
+            break
+          }
+          last = d._id
+        }
+        if (last !== null) records = (await this.#ctx.c.stream.deleteMany({ _id: { $lte: last } })).deletedCount
+        more = !stopped && docs.length >= Math.max(1, limit)
+      }
+      this.#counters.trimPasses++
+      this.#counters.streamRecordsTrimmed += records
+      return { records, more }
+    })
+  }
+
+  retained (): Promise<StreamRetained> {
+    return this.#ctx.run(async () => {
+      const last = (await this.#ctx.c.meta.findOne({ _id: COUNTERS.streamHead }))?.value ?? 0
+      const oldest = await this.#ctx.c.stream.find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).limit(1).toArray()
+      const first = oldest[0]?._id ?? last + 1
+      const [stats] = await this.#ctx.c.stream.aggregate<{ storageStats?: { size?: number } }>([{ $collStats: { storageStats: {} } }]).toArray()
+      return { first, last, records: last - first + 1, bytes: stats?.storageStats?.size ?? 0 }
     })
   }
 }

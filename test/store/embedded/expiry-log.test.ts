@@ -108,3 +108,38 @@ t.test('random histories: a purge removes exactly what lapsed, and the log still
   }), { numRuns: 60 })
   t.pass('60 random histories agreed with the oracle')
 })
+
+t.test('the sweep: rules lapsed a minute ago go at once, whatever else shares their hour', async (t) => {
+  const { env, store } = await open(t)
+  const ws = freshWorkspaceId()
+  const now = Date.UTC(2026, 5, 1, 12, 30)
+  await store.applyRuleBatch({ ops: Array.from({ length: 500 }, (_, i): RuleOp => ({ op: 'upsertAccessRule', input: accessInput(ws, { ruleRef: `lapsed-${i}`, expiresAt: now - 70_000 }) })) })
+  await store.applyRuleBatch({ ops: Array.from({ length: 500 }, (_, i): RuleOp => ({ op: 'upsertAccessRule', input: accessInput(ws, { ruleRef: `live-${i}`, expiresAt: now + 20 * 60_000 }) })) })
+  const pass = await store.rules.sweepLapsed(now, 2000)
+  t.equal(pass.removed, 500, 'every rule lapsed 70 s ago, in one pass')
+  t.equal((await store.rules.list(ws, 'access_rule')).length, 500, 'the live rules of the same hour stay')
+  t.same(unlogged(env, ws, (await store.rules.list(ws, 'access_rule')).map((r) => ({ kind: 'access_rule' as const, ruleRef: r.ruleRef, expiresAt: r.expiresAt }))), [], 'and stay logged')
+})
+
+t.test('the sweep: references of deleted and moved rules are cleaned long before their bucket ends', async (t) => {
+  const { env, store } = await open(t)
+  const ws = freshWorkspaceId()
+  const now = Date.UTC(2026, 5, 1, 12, 30)
+  const day = 24 * HOUR
+  await store.applyRuleBatch({ ops: Array.from({ length: 500 }, (_, i): RuleOp => ({ op: 'upsertAccessRule', input: accessInput(ws, { ruleRef: `r${i}`, expiresAt: now + day }) })) })
+  await store.applyRuleBatch({ ops: Array.from({ length: 200 }, (_, i): RuleOp => ({ op: 'upsertAccessRule', input: accessInput(ws, { ruleRef: `r${i}`, expiresAt: now + 2 * day }) })) })
+  await store.rules.upsertAccessRule(accessInput(ws, { ruleRef: 'keeper', expiresAt: now + day }))
+  await store.applyRuleBatch({ ops: Array.from({ length: 500 }, (_, i): RuleOp => ({ op: 'deleteByRef', workspaceId: ws, kind: 'access_rule', ruleRef: `r${i}` })) })
+  t.equal(env.read((dbs) => listRefs(dbs)).length, 701, 'before: 700 stale references and one live one')
+
+  let stale = 0
+  for (let more = true; more;) {
+    const pass = await store.rules.sweepLapsed(now, 300)
+    t.equal(pass.removed, 0, 'nothing lapsed')
+    stale += pass.staleCleaned
+    more = pass.more
+  }
+  t.equal(stale, 700, 'every stale reference cleaned')
+  t.same(env.read((dbs) => listRefs(dbs)).map(({ ref }) => ref.pk), [accessRuleKeyByRef(ws, 'keeper')], 'only the live rule is logged')
+  t.equal(store.housekeeping.staleCleaned, 700, 'and counted')
+})

@@ -14,7 +14,7 @@ import { accessRuleKey, expressionRuleKey } from '../../../src/store/embedded/ke
 import { encodeChunk } from '../../../src/store/embedded/stream-codec.js'
 import { openStore } from '../../../src/store/open.js'
 import type { AccessRule, ExpressionRule, StreamRecord } from '../../../src/store/types.js'
-import { expressionInput, freshWorkspaceId } from '../contract-fixtures.js'
+import { accessInput, expressionInput, freshWorkspaceId } from '../contract-fixtures.js'
 
 const HOUR = 3_600_000
 
@@ -108,7 +108,7 @@ t.test('a format-2 directory moves its stream into the stream environment, once'
   }
   const main = open({ path: dir, noSubdir: false, maxDbs: 16, overlappingSync: false })
   t.equal(main.openDB('stream-chunks', { encoding: 'binary' }).getKeysCount(), 0, 'nothing left in the main environment')
-  t.equal(main.openDB('meta', { encoding: 'json' }).get('format'), 3)
+  t.equal(main.openDB('meta', { encoding: 'json' }).get('format'), 4, 'and on to format 4 (10-second expiry buckets)')
   await main.close()
   const store = await openStore({ kind: 'embedded', dataDir: dir })
   t.teardown(() => store.close())
@@ -122,4 +122,47 @@ t.test('a directory of a newer format is refused, not misread', async (t) => {
   await future.openDB('meta', { encoding: 'json' }).put('format', 9)
   await future.close()
   await t.rejects(openStore({ kind: 'embedded', dataDir: dir }), { code: 'TF_ERR_STORE_UNAVAILABLE', cause: { message: /format 9/ } })
+})
+
+t.test('a format-3 directory rebuilds its expiry log in 10-second buckets: what lapsed is swept, nothing live is lost', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'threatfeed-format3-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const ws = freshWorkspaceId()
+  const HOUR = 3_600_000
+  const base = 500_000 * HOUR
+  const expiries = [base + 60_000, base + 20 * 60_000, base + 50 * 60_000, base + 3 * HOUR]
+  const s = await openStore({ kind: 'embedded', dataDir: dir })
+  for (const [i, expiresAt] of expiries.entries()) await s.rules.upsertAccessRule(accessInput(ws, { ruleRef: `r${i}`, expiresAt }))
+  await s.rules.upsertAccessRule(accessInput(ws, { ruleRef: 'gone', expiresAt: base + 60_000 }))
+  await s.rules.deleteByRef(ws, 'access_rule', 'gone')
+  await s.close()
+  // Written back the way format 3 logged them: one entry per hour bucket, a stale reference too.
+  const old = open({ path: dir, noSubdir: false, maxDbs: 16, overlappingSync: false })
+  await old.transaction(() => {
+    const log = old.openDB('expiry-log', { encoding: 'binary' })
+    for (const key of Array.from(log.getKeys({}))) log.remove(key)
+    const byHour = new Map<number, string[]>()
+    for (const [i, expiresAt] of [...expiries.entries(), [-1, base + 60_000] as const]) {
+      const hour = Math.floor(expiresAt / HOUR)
+      byHour.set(hour, [...byHour.get(hour) ?? [], `${ws}\u001fr\u001f${i < 0 ? 'gone' : `r${i}`}`])
+    }
+    let n = 0
+    for (const [hour, pks] of byHour) {
+      const w = new ByteWriter()
+      w.u32(pks.length)
+      for (const pk of pks) { w.u8(0); w.str(pk) }
+      log.put([hour, n++], Buffer.from(w.view()))
+    }
+    old.openDB('meta', { encoding: 'json' }).put('format', 3)
+  })
+  await old.close()
+
+  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  t.teardown(() => store.close())
+  const refs = async (): Promise<string[]> => (await store.rules.list(ws, 'access_rule')).map((r) => r.ruleRef!).sort()
+  t.equal((await store.rules.sweepLapsed(base + 30 * 60_000, 1000)).removed, 2, 'half an hour in: the rules of 0:01 and 0:20, not the hour')
+  t.same(await refs(), ['r2', 'r3'])
+  t.equal((await store.rules.sweepLapsed(base + 4 * HOUR, 1000)).removed, 2, 'and later the rest')
+  t.same(await refs(), [])
+  t.same((await store.rules.lapsedTombstones(ws, accessInput(ws).target)).map((x) => x.ruleRef), ['r3', 'r2', 'r1', 'r0'], 'a tombstone each, none for the rule deleted before')
 })

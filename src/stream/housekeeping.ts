@@ -1,0 +1,131 @@
+/**
+ * The background housekeeping of a running server: every interval, lapsed rules are swept from
+ * the rule store and the signal stream is trimmed to its retention. The store owns the passes
+ * (RuleStore#sweepLapsed, StoredSignalStream#trim: each bounded, each safe while other processes
+ * do the same); this only schedules them, one pass at a time with a turn of the event loop in
+ * between, so that no pass holds a write lock for long and requests interleave.
+ */
+import type { Store } from '../store/types.js'
+
+export interface HousekeeperOptions {
+  readonly store: Store
+  /** Between the end of one run and the start of the next. */
+  readonly intervalMs: number
+  /** Records accepted longer ago than this (and applied by every consumer) are trimmed. */
+  readonly retentionMs: number
+  readonly log: HousekeeperLog
+  /** Rules (or expiry-log references) per sweep pass, records per trim pass. */
+  readonly passLimit?: number
+}
+
+/** What it logs with (a pino Logger is one). */
+export interface HousekeeperLog {
+  info (fields: object, msg: string): void
+  warn (fields: object, msg: string): void
+}
+
+export interface RunResult {
+  rulesSwept: number
+  tombstonesDropped: number
+  staleCleaned: number
+  recordsTrimmed: number
+}
+
+/** Small enough that a pass takes a few milliseconds of the write lock. */
+const DEFAULT_PASS_LIMIT = 2000
+
+/**
+ * @example
+ *   const housekeeper = new Housekeeper({ store, intervalMs: 60_000, retentionMs: 7 * 86_400_000, log })
+ *   housekeeper.start()
+ *   await housekeeper.stop()
+ */
+export class Housekeeper {
+  readonly #opts: HousekeeperOptions
+  readonly #limit: number
+  #timer: NodeJS.Timeout | null = null
+  #running: Promise<RunResult> | null = null
+  #stopped = false
+
+  constructor (opts: HousekeeperOptions) {
+    this.#opts = opts
+    this.#limit = opts.passLimit ?? DEFAULT_PASS_LIMIT
+  }
+
+  /** Runs once now (what lapsed while the server was down goes first), then every interval. */
+  start (): void {
+    if (this.#stopped || this.#timer !== null || this.#running !== null) return
+    this.#schedule(0)
+  }
+
+  /** One run of both, now (waiting for a run under way first). */
+  async runOnce (): Promise<RunResult> {
+    while (this.#running !== null) await this.#running.catch(() => undefined)
+    this.#running = this.#run()
+    try {
+      return await this.#running
+    } finally {
+      this.#running = null
+    }
+  }
+
+  /** No new pass starts; resolves when the one under way has finished. */
+  async stop (): Promise<void> {
+    this.#stopped = true
+    if (this.#timer !== null) clearTimeout(this.#timer)
+    this.#timer = null
+    await this.#running?.catch(() => undefined)
+  }
+
+  #schedule (ms: number): void {
+    this.#timer = setTimeout(() => {
+      this.#timer = null
+      this.runOnce().catch(() => undefined).finally(() => {
+        if (!this.#stopped) this.#schedule(this.#opts.intervalMs)
+      })
+    }, ms)
+    this.#timer.unref()
+  }
+
+  async #run (): Promise<RunResult> {
+    const result: RunResult = { rulesSwept: 0, tombstonesDropped: 0, staleCleaned: 0, recordsTrimmed: 0 }
+    const { store, log } = this.#opts
+    let started = performance.now()
+    let passes = 0
+    try {
+      for (let more = true; more && !this.#stopped; passes++) {
+        const pass = await store.rules.sweepLapsed(Date.now(), this.#limit)
+        result.rulesSwept += pass.removed
+        result.tombstonesDropped += pass.tombstonesDropped
+        result.staleCleaned += pass.staleCleaned
+        more = pass.more
+        await yieldTurn()
+      }
+      if (result.rulesSwept + result.tombstonesDropped + result.staleCleaned > 0) {
+        log.info({ rules: result.rulesSwept, tombstones: result.tombstonesDropped, stale: result.staleCleaned, passes, ms: Math.round(performance.now() - started) }, 'sweep: lapsed rules removed')
+      }
+    } catch (e) {
+      log.warn({ err: e }, 'sweep failed; retrying at the next interval')
+    }
+    started = performance.now()
+    passes = 0
+    try {
+      for (let more = true; more && !this.#stopped; passes++) {
+        const pass = await store.stream.trim(Date.now() - this.#opts.retentionMs, this.#limit)
+        result.recordsTrimmed += pass.records
+        more = pass.more
+        await yieldTurn()
+      }
+      if (result.recordsTrimmed > 0) {
+        log.info({ records: result.recordsTrimmed, passes, ms: Math.round(performance.now() - started) }, 'stream trimmed')
+      }
+    } catch (e) {
+      log.warn({ err: e }, 'stream trim failed; retrying at the next interval')
+    }
+    return result
+  }
+}
+
+function yieldTurn (): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve))
+}

@@ -1,0 +1,103 @@
+/**
+ * The server's housekeeping schedule (src/stream/housekeeping.ts) over a real embedded store: a
+ * run sweeps and trims until nothing is left, a failing pass is logged and retried at the next
+ * interval, and stop() lets the pass under way finish and starts no other.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { ThreatfeedError } from '../../src/errors.js'
+import type { BatchingStore } from '../../src/store/batch-types.js'
+import { openStore } from '../../src/store/open.js'
+import { SWEEP_GRAIN_MS } from '../../src/store/types.js'
+import { Housekeeper } from '../../src/stream/housekeeping.js'
+import { accessInput, freshWorkspaceId, ip } from '../store/contract-fixtures.js'
+
+async function fresh (t: Test): Promise<BatchingStore> {
+  const dir = await mkdtemp(join(tmpdir(), 'threatfeed-housekeeping-'))
+  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  t.teardown(async () => {
+    await store.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+  return store
+}
+
+function logger (): { info: (o: object, msg: string) => void, warn: (o: object, msg: string) => void, lines: Array<{ level: string, msg: string, o: Record<string, unknown> }> } {
+  const lines: Array<{ level: string, msg: string, o: Record<string, unknown> }> = []
+  return {
+    lines,
+    info: (o, msg) => { lines.push({ level: 'info', msg, o: o as Record<string, unknown> }) },
+    warn: (o, msg) => { lines.push({ level: 'warn', msg, o: o as Record<string, unknown> }) },
+  }
+}
+
+async function lapsedRules (store: BatchingStore, n: number): Promise<string> {
+  const ws = freshWorkspaceId()
+  const expiresAt = Math.floor(Date.now() / SWEEP_GRAIN_MS) * SWEEP_GRAIN_MS - 1
+  await store.applyRuleBatch({ ops: Array.from({ length: n }, (_, i) => ({ op: 'upsertAccessRule' as const, input: accessInput(ws, { target: ip(`10.1.${i >> 8}.${i & 255}/32`), expiresAt }) })) })
+  return ws
+}
+
+t.test('one run sweeps and trims everything due, in passes, and logs what it removed', async (t) => {
+  const store = await fresh(t)
+  const ws = await lapsedRules(store, 1000)
+  for (let a = 0; a < 10; a++) await store.stream.append([{ workspaceId: ws, payload: '{}', acceptedAt: Date.now() - 5000 }])
+  await store.stream.setCheckpoint('rules', 10)
+  const log = logger()
+  const keeper = new Housekeeper({ store, intervalMs: 60_000, retentionMs: 1000, log, passLimit: 100 })
+  t.same(await keeper.runOnce(), { rulesSwept: 1000, tombstonesDropped: 0, staleCleaned: 0, recordsTrimmed: 9 })
+  t.same(await store.rules.list(ws, 'access_rule'), [])
+  t.equal(store.housekeeping.sweepPasses > 1, true, `several sweep passes (${store.housekeeping.sweepPasses})`)
+  t.match(log.lines, [
+    { level: 'info', msg: 'sweep: lapsed rules removed', o: { rules: 1000, passes: Number, ms: Number } },
+    { level: 'info', msg: 'stream trimmed', o: { records: 9, passes: Number, ms: Number } },
+  ])
+  t.same(await keeper.runOnce(), { rulesSwept: 0, tombstonesDropped: 0, staleCleaned: 0, recordsTrimmed: 0 }, 'a second run finds nothing')
+  t.equal(log.lines.length, 2, 'and logs nothing')
+})
+
+t.test('a failing pass is logged, and the next interval runs again', async (t) => {
+  const store = await fresh(t)
+  await lapsedRules(store, 10)
+  let failures = 1
+  const failing = new Proxy(store.rules, {
+    get (target, prop, receiver) {
+      if (prop === 'sweepLapsed' && failures > 0) {
+        failures--
+        return async () => { throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new Error('disk full') }) }
+      }
+      const v = Reflect.get(target, prop, receiver) as unknown
+      return typeof v === 'function' ? v.bind(target) : v
+    },
+  })
+  const log = logger()
+  const keeper = new Housekeeper({ store: { ...store, kind: store.kind, rules: failing, stream: store.stream, housekeeping: store.housekeeping } as unknown as BatchingStore, intervalMs: 1000, retentionMs: 1000, log })
+  keeper.start()
+  t.teardown(() => keeper.stop())
+  for (const deadline = Date.now() + 5000; store.housekeeping.rulesSwept < 10;) {
+    if (Date.now() > deadline) throw new Error(`never swept: ${JSON.stringify(log.lines)}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  t.match(log.lines[0], { level: 'warn', msg: 'sweep failed; retrying at the next interval' })
+  t.ok(log.lines.some((l) => l.msg === 'sweep: lapsed rules removed'), 'the next run swept')
+})
+
+t.test('stop() waits for the pass under way and starts no other', async (t) => {
+  const store = await fresh(t)
+  await lapsedRules(store, 3000)
+  const log = logger()
+  const keeper = new Housekeeper({ store, intervalMs: 60_000, retentionMs: 1000, log, passLimit: 100 })
+  const run = keeper.runOnce()
+  await new Promise((resolve) => setImmediate(resolve))
+  await keeper.stop()
+  const passes = store.housekeeping.sweepPasses
+  const result = await run
+  t.ok(result.rulesSwept > 0 && result.rulesSwept < 3000, `stopped part way (${result.rulesSwept} swept)`)
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(store.housekeeping.sweepPasses, passes, 'no pass after stop() resolved')
+  keeper.start()
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(store.housekeeping.sweepPasses, passes, 'a stopped housekeeper does not start again')
+})
