@@ -6,7 +6,7 @@ import { createLogger, type Logger } from './log.js'
 import { openStore } from './store/open.js'
 import type { BatchingStore } from './store/batch-types.js'
 import { Authenticator } from './http/auth.js'
-import { Metrics } from './http/metrics.js'
+import { Metrics, registerConsumerMetrics } from './http/metrics.js'
 import { RateLimiter } from './http/rate-limit.js'
 import { startHttpServer, type HttpContext, type Readiness } from './http/app.js'
 import { signalRoutes } from './http/signal-routes.js'
@@ -18,6 +18,7 @@ import { buildOpenApiDocument } from './ingest/openapi.js'
 import { StreamConsumer, type Consumer } from './stream/consumer.js'
 import { ThreadedConsumer } from './stream/consumer-thread.js'
 import { Housekeeper } from './stream/housekeeping.js'
+import { consumerReadiness } from './stream/consumer-health.js'
 import { createPool } from './pool/pool.js'
 import { FeedService } from './feed/feed-service.js'
 import { registerFeedMetrics } from './feed/metrics.js'
@@ -71,6 +72,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   await consumer.start()
   const housekeeper = new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
   housekeeper.start()
+  registerConsumerMetrics(metrics, () => consumer.health())
   const ingester = new SignalIngester({
     stream: store.stream,
     checks: { asnExists: (asn) => geo.hasAsn(asn), checkExpressions: true },
@@ -99,12 +101,14 @@ export async function startServer (config: Config, log: Logger): Promise<Running
 
   // Ready (DECISIONS §6, as README "Decisions beyond the spec" words it): the store answers, the
   // geo databases and the key and list catalog are loaded (all awaited above, before listening),
-  // and the feeds served in the hour before this start are built; other feeds build on demand.
+  // and the feeds served in the hour before this start are built; other feeds build on demand;
+  // and the stream consumer is neither wedged nor far behind (consumer-health.ts).
   const readiness = async (): Promise<Readiness> => {
     const checks: Record<string, boolean | string> = {
       geo: true,
       lists: lists.loaded || 'list catalog not loaded yet',
       feeds: feeds.ready() || 'feeds served in the hour before the start not built yet',
+      consumer: consumerReadiness(consumer.health(), Date.now()),
     }
     try {
       await store.ping()

@@ -8,6 +8,7 @@
  * and written out in the Prometheus text format only when /metrics is scraped.
  */
 import { Counter, Histogram, Registry, collectDefaultMetrics, Gauge } from 'prom-client'
+import type { ConsumerHealth } from '../stream/consumer-health.js'
 
 /** Upper bounds of the latency buckets, in seconds. */
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5] as const
@@ -106,4 +107,23 @@ export class Metrics {
   async render (): Promise<{ contentType: string, body: string }> {
     return { contentType: this.registry.contentType, body: this.#renderRequests() + await this.registry.metrics() }
   }
+}
+
+/**
+ * The stream consumer's health (stream/consumer-health.ts), read at each scrape: how far behind
+ * it is and whether its applies fail. The last error's message is in /readyz, not in a label.
+ *
+ * @example
+ *   registerConsumerMetrics(metrics, () => consumer.health())
+ */
+export function registerConsumerMetrics (metrics: Metrics, health: () => ConsumerHealth): void {
+  let current: ConsumerHealth | null = null
+  // One read per scrape, whichever metric prom-client collects first.
+  const read = (): ConsumerHealth => (current ??= health())
+  const registers = [metrics.registry]
+  new Gauge({ name: 'threatfeed_stream_backlog_records', help: 'Stream records accepted and not applied yet', registers, collect () { current = null; this.set(read().backlog) } })
+  new Gauge({ name: 'threatfeed_stream_oldest_unapplied_seconds', help: 'Age of the oldest accepted record not applied yet (0: none)', registers, collect () { this.set(read().oldestUnappliedSeconds) } })
+  new Gauge({ name: 'threatfeed_stream_apply_consecutive_failures', help: 'Stream apply passes that failed since the last one that succeeded', registers, collect () { this.set(read().consecutiveFailures) } })
+  new Gauge({ name: 'threatfeed_stream_last_apply_error_timestamp_seconds', help: 'When a stream apply pass last failed (0: never)', registers, collect () { this.set((read().lastError?.at ?? 0) / 1000) } })
+  new Counter({ name: 'threatfeed_stream_apply_errors_total', help: 'Stream apply passes that failed (each is retried)', registers, collect () { this.reset(); this.inc(read().applyErrors) } })
 }

@@ -10,6 +10,7 @@
  * disk before the answer is written.
  */
 import { ThreatfeedError } from '../errors.js'
+import { CommitGate } from '../store/commit-gate.js'
 import type { SignalStream, StreamAppend, StreamRecordInput } from '../store/types.js'
 import { toV2Payload, type Command } from './commands.js'
 import type { EntryChecks, NormalizeResult } from './entry-rules.js'
@@ -57,8 +58,17 @@ export interface IngesterOptions {
   /** Called after every successful append (hands the batch to the in-process consumer). */
   readonly onAppended?: (batch: AppendedBatch) => void
   readonly now?: () => number
-  /** A store that has not answered by then fails the batch with 500 (DECISIONS §5: within 2 s). */
+  /** The answer's deadline (DECISIONS §5: a failing store answers 500 within 2 s). */
   readonly appendTimeoutMs?: number
+  /**
+   * How long before the deadline the stream commit must have started (default 500 ms, at most a
+   * quarter of the deadline): the time a commit that starts at the cutoff has to flush, so that it
+   * is answered by the deadline too. An LMDB or MongoDB commit of one batch takes milliseconds to
+   * tens of milliseconds (bench/ingest.ts: a whole request's p99 is 50–90 ms); half a second
+   * covers a disk or a replica set that is slow but working, and a store slower than that is
+   * failing anyway.
+   */
+  readonly commitMarginMs?: number
 }
 
 /** `[3].asn`, `[0].rule.expression`, `[2]` for the entry itself. */
@@ -96,6 +106,7 @@ export class SignalIngester {
   readonly #onAppended: (batch: AppendedBatch) => void
   readonly #now: () => number
   readonly #appendTimeoutMs: number
+  readonly #commitMarginMs: number
 
   constructor (options: IngesterOptions) {
     this.#stream = options.stream
@@ -103,6 +114,7 @@ export class SignalIngester {
     this.#onAppended = options.onAppended ?? (() => {})
     this.#now = options.now ?? Date.now
     this.#appendTimeoutMs = options.appendTimeoutMs ?? 2000
+    this.#commitMarginMs = options.commitMarginMs ?? Math.min(500, this.#appendTimeoutMs / 4)
   }
 
   /**
@@ -182,25 +194,31 @@ export class SignalIngester {
     return { appended: this.#append(records), acceptedAt, commands, message, errors }
   }
 
-  /** The stream append, failed with 500 past the deadline. Not an async function: `records`
-   *  must not be held by a suspended frame (see #accept). */
+  /**
+   * The stream append under the deadline rule (store/commit-gate.ts): its commit must start
+   * before the deadline less the margin. At that cutoff an append whose commit has not started is
+   * abandoned — it will never be written — and answered 500; one whose commit has started is
+   * waited for, even past the deadline, so a 500 always means "not applied". Not an async
+   * function: `records` must not be held by a suspended frame (see #accept).
+   */
   #append (records: StreamAppend): Promise<number[]> {
-    let timer: NodeJS.Timeout | undefined
-    const timeout = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => {
-        reject(new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new Error(`stream append took over ${this.#appendTimeoutMs} ms`) }))
-      }, this.#appendTimeoutMs)
-    })
+    const gate = new CommitGate(Date.now() + this.#appendTimeoutMs - this.#commitMarginMs)
     let append: Promise<number[]>
     try {
-      append = this.#stream.append(records)
+      append = this.#stream.append(records, gate)
     } catch (e) {
-      clearTimeout(timer)
       return Promise.reject(e)
     }
-    // After a timeout nobody awaits the append any more; its late failure must not crash the process.
-    append.catch(() => {})
-    return Promise.race([append, timeout]).finally(() => { clearTimeout(timer) })
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (!gate.abandon()) return // the commit has started: its outcome is the answer
+        reject(new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], {
+          cause: new Error(`the stream commit did not start within ${this.#appendTimeoutMs - this.#commitMarginMs} ms; the batch was abandoned and will not be written`),
+        }))
+      }, gate.cutoff - Date.now())
+      // After an abandon the append still settles (rejected by the gate, as nobody awaits it now).
+      append.then((seqs) => { clearTimeout(timer); resolve(seqs) }, (e: unknown) => { clearTimeout(timer); reject(e) })
+    })
   }
 }
 

@@ -10,6 +10,7 @@
  * - A failing dependency rejects with ThreatfeedError('TF_ERR_STORE_UNAVAILABLE'), never a
  *   caller error, so HTTP answers 500 and clients retry.
  */
+import type { CommitGate } from './commit-gate.js'
 
 export const SCOPES = ['signals:write', 'feeds:read'] as const
 export type Scope = (typeof SCOPES)[number]
@@ -277,9 +278,11 @@ export interface SignalStream {
   /**
    * Appends durably and atomically; resolves with the assigned sequence numbers, strictly
    * increasing. A reader never observes seq n+1 before seq n is readable (commit order = seq order),
-   * also with several processes appending at once.
+   * also with several processes appending at once. With a `gate`, the write transaction calls
+   * `gate.begin()` as its last step before the commit and rolls back if it throws: an append
+   * abandoned before its commit started is never written (commit-gate.ts).
    */
-  append (input: StreamAppend): Promise<number[]>
+  append (input: StreamAppend, gate?: CommitGate): Promise<number[]>
   /** Records with seq >= from, ascending, at most `limit`. */
   read (from: number, limit: number): Promise<StreamRecord[]>
   /** Highest assigned seq, 0 when empty. */

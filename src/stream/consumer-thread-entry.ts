@@ -25,6 +25,7 @@ const consumer = new StreamConsumer(store, {
   ...(data.batchSize === undefined ? {} : { batchSize: data.batchSize }),
   gatherMs: GATHER_MS,
   onApplied: (position) => { post({ type: 'position', position }) },
+  onError: (message, at, first) => { post({ type: 'apply-error', message, at, first }) },
 })
 await consumer.start()
 post({ type: 'ready', position: consumer.position })

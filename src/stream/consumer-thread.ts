@@ -30,7 +30,8 @@ import { Worker } from 'node:worker_threads'
 import type { AppendedBatch } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
 import { packBatch } from './packed-batch.js'
-import type { Consumer } from './consumer.js'
+import type { Consumer, FailedRecord } from './consumer.js'
+import { HealthTracker, type ConsumerHealth } from './consumer-health.js'
 import { PositionWaiters } from './position-waiters.js'
 
 export interface ThreadedConsumerOptions {
@@ -66,6 +67,8 @@ export type ToConsumerThread =
 export type FromConsumerThread =
   | { readonly type: 'ready', readonly position: number }
   | { readonly type: 'position', readonly position: number }
+  /** A pass failed (it is retried on the next poll); the server reports it (consumer-health.ts). */
+  | { readonly type: 'apply-error', readonly message: string, readonly at: number, readonly first: FailedRecord | null }
   | { readonly type: 'stopped' }
 
 /** How long stop() waits for the thread to finish its pass and close before terminating it. */
@@ -130,6 +133,7 @@ export class ThreadedConsumer implements Consumer {
   #restartTimer: NodeJS.Timeout | null = null
   /** Threads started after the first (one died each time). */
   #restarts = 0
+  readonly #health = new HealthTracker()
 
   constructor (options: ThreadedConsumerOptions) {
     this.#options = options
@@ -161,12 +165,17 @@ export class ThreadedConsumer implements Consumer {
     const last = batch.seqs[batch.seqs.length - 1]
     if (last === undefined) return
     this.#head = Math.max(this.#head, last)
+    this.#health.offered(last, batch.acceptedAt)
     // No thread (one is being started again): it will read the batch from the stream.
     const worker = this.#worker
     if (worker === null) return
     const packed = packBatch(batch)
     if (packed === null) worker.postMessage({ type: 'nudge' } satisfies ToConsumerThread)
     else worker.postMessage({ type: 'offer', batch: packed } satisfies ToConsumerThread, [packed])
+  }
+
+  health (): ConsumerHealth {
+    return this.#health.snapshot(this.backlog, Date.now())
   }
 
   /**
@@ -209,6 +218,13 @@ export class ThreadedConsumer implements Consumer {
       let ready = false
       worker.on('message', (m: FromConsumerThread) => {
         if (m.type === 'stopped') return
+        if (m.type === 'apply-error') {
+          this.#health.failed(m.message, m.at, m.first)
+          return
+        }
+        // At once, not with the position below: a failure reported after this pass must not be
+        // undone by a success that happened before it.
+        this.#health.applied(m.position)
         // A timer turn later: lmdb-js keeps this thread's read snapshot until a timer of its own
         // fires, so whoever hears of the position then reads the rules the thread committed.
         setTimeout(() => {
@@ -232,6 +248,7 @@ export class ThreadedConsumer implements Consumer {
         if (this.#stopping) return
         // Accepted records wait on the stream meanwhile; nothing is lost.
         log.error({ code }, 'stream consumer thread exited; starting it again')
+        this.#health.failed(`the stream consumer thread exited with code ${code}`, Date.now(), null)
         this.#restartTimer = setTimeout(() => {
           this.#restartTimer = null
           this.#restarts++

@@ -30,6 +30,7 @@ import type { AppendedBatch } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
 import type { BatchingStore, RuleOp } from '../store/batch-types.js'
 import { decodeRecord, toRuleOp } from './apply.js'
+import { HealthTracker, type ConsumerHealth } from './consumer-health.js'
 import { PositionWaiters } from './position-waiters.js'
 
 export interface ConsumerOptions {
@@ -60,6 +61,22 @@ export interface ConsumerOptions {
    * made 97 (bench/ingest.ts).
    */
   readonly gatherMs?: number
+  /** Hears every failed pass: what failed, when, and the pass's first record when it was read
+   *  from the stream (the consumer thread reports it to the server). */
+  readonly onError?: (message: string, at: number, first: FailedRecord | null) => void
+}
+
+/** The first record of a pass that failed. */
+export interface FailedRecord {
+  readonly seq: number
+  readonly acceptedAt: number
+}
+
+/** An error as one line: ours name the store's own error in their cause (disk full, map full). */
+export function describeError (e: unknown): string {
+  const message = e instanceof Error ? e.message : String(e)
+  const cause = (e as { cause?: unknown } | null)?.cause
+  return cause instanceof Error ? `${message}: ${cause.message}` : message
 }
 
 /**
@@ -76,6 +93,8 @@ export interface Consumer {
   offer (batch: AppendedBatch): void
   /** Resolves true once every record up to `seq` is applied, false after `timeoutMs`. */
   waitFor (seq: number, timeoutMs: number): Promise<boolean>
+  /** Backlog, age of the oldest unapplied record, apply failures (consumer-health.ts). */
+  health (): ConsumerHealth
   stop (): Promise<void>
 }
 
@@ -126,6 +145,10 @@ export class StreamConsumer implements Consumer {
   readonly #waiters = new PositionWaiters()
   readonly #onApplied: ((position: number) => void) | null
   readonly #gatherMs: number
+  readonly #onError: ((message: string, at: number, first: FailedRecord | null) => void) | null
+  readonly #health = new HealthTracker()
+  /** The first record of the pass under way, when it was read from the stream. */
+  #passFirst: FailedRecord | null = null
   /** The next pass that finds nothing offered reads the stream even past the known head (see poll). */
   #storeDue = false
   /** A batch was offered since the poll timer's last tick. */
@@ -145,6 +168,7 @@ export class StreamConsumer implements Consumer {
     this.#log = options.log ?? null
     this.#onApplied = options.onApplied ?? null
     this.#gatherMs = options.gatherMs ?? 0
+    this.#onError = options.onError ?? null
   }
 
   /** Loads the checkpoint, catches up with the stream, then polls. */
@@ -214,6 +238,7 @@ export class StreamConsumer implements Consumer {
     const first = batch.seqs[0]
     const last = batch.seqs[batch.seqs.length - 1]
     if (first === undefined || last === undefined) return
+    this.#health.offered(last, batch.acceptedAt)
     // Only contiguous runs (what both stores' appends give): a pass takes a batch whole.
     if (last - first + 1 === batch.seqs.length) this.offerPrepared(commandsBatch(batch, first))
     else this.#heard(last)
@@ -252,6 +277,10 @@ export class StreamConsumer implements Consumer {
     return this.#waiters.wait(seq, timeoutMs)
   }
 
+  health (): ConsumerHealth {
+    return this.#health.snapshot(this.backlog, Date.now())
+  }
+
   /** Stops polling and waits for the pass in progress. */
   async stop (): Promise<void> {
     this.#stopped = true
@@ -272,6 +301,10 @@ export class StreamConsumer implements Consumer {
       } catch (e) {
         // The store is failing: the poll timer tries again; nothing is lost, the checkpoint did not move.
         this.#log?.error({ err: e }, 'stream consumer: applying records failed; retrying on the next poll')
+        const at = Date.now()
+        const message = describeError(e)
+        this.#health.failed(message, at, this.#passFirst)
+        this.#onError?.(message, at, this.#passFirst)
         return
       }
     } while (this.#again && !this.#stopped)
@@ -297,6 +330,7 @@ export class StreamConsumer implements Consumer {
     const from = this.#position + 1
     const ops: RuleOp[] = []
     let last = from - 1
+    this.#passFirst = null
     // The run of batches handed over in memory, if the next record begins one.
     for (let b = this.#offered.get(from); b !== undefined && (ops.length === 0 || ops.length + b.count <= this.#batchSize); b = this.#offered.get(last + 1)) {
       b.pushOps(ops)
@@ -312,6 +346,7 @@ export class StreamConsumer implements Consumer {
       const records = await this.#store.stream.read(from, limit)
       if (records.length < limit) this.#storeDue = false // the end of the stream
       if (records.length === 0) return false
+      this.#passFirst = { seq: records[0]!.seq, acceptedAt: records[0]!.acceptedAt }
       for (const record of records) {
         const d = decodeRecord(record)
         if (d.ok) ops.push(d.op)
@@ -328,6 +363,7 @@ export class StreamConsumer implements Consumer {
     this.#position = position
     this.#head = Math.max(this.#head, position)
     this.#waiters.reached(position)
+    this.#health.applied(position)
     this.#onApplied?.(position)
     return true
   }

@@ -1,4 +1,5 @@
 /** An in-memory SignalStream for unit tests of the producer (no LMDB). */
+import type { CommitGate } from '../../src/store/commit-gate.js'
 import type { SignalStream, StreamAppend, StreamRecord } from '../../src/store/types.js'
 import { appendRecords } from '../../src/store/whole-v1-batch.js'
 
@@ -8,8 +9,9 @@ export class MemoryStream implements SignalStream {
   /** When set, append waits for it (or rejects with it). */
   appendHook: (() => Promise<void>) | null = null
 
-  async append (input: StreamAppend): Promise<number[]> {
+  async append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
     if (this.appendHook !== null) await this.appendHook()
+    gate?.begin() // as a store's transaction does, right before its commit
     return appendRecords(input).map((r) => {
       const seq = this.records.length + 1
       this.records.push({ ...r, seq })

@@ -6,6 +6,7 @@
  * one writer at a time across every process, so transactions commit in the order they took
  * their seqs and a reader can never see seq n+1 without seq n.
  */
+import type { CommitGate } from '../commit-gate.js'
 import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamRecord, StreamRetained, TrimPass } from '../types.js'
 import { appendCount, isWholeV1Batch } from '../whole-v1-batch.js'
 import { META, type LmdbEnv } from './lmdb-env.js'
@@ -25,7 +26,7 @@ export class EmbeddedSignalStream implements StoredSignalStream {
    *  not in the transaction, and this is not an async function: the records (a thousand strings
    *  and objects per batch) are garbage before the commit is awaited, instead of outliving a
    *  young-generation collection (see SignalIngester#accept). */
-  append (input: StreamAppend): Promise<number[]> {
+  append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
     const count = appendCount(input)
     if (count === 0) return Promise.resolve([])
     const w = this.#env.streamScratch
@@ -36,14 +37,17 @@ export class EmbeddedSignalStream implements StoredSignalStream {
     } catch (e) {
       return Promise.reject(e)
     }
-    return this.#put(Buffer.from(w.view()), count)
+    return this.#put(Buffer.from(w.view()), count, gate)
   }
 
-  async #put (chunk: Buffer, count: number): Promise<number[]> {
+  async #put (chunk: Buffer, count: number, gate: CommitGate | undefined): Promise<number[]> {
     const first = await this.#env.writeStream((dbs) => {
       const first = (dbs.meta.get(META.streamHead) ?? 0) + 1
       dbs.chunks.put(first, chunk)
       dbs.meta.put(META.streamHead, first + count - 1)
+      // Last, once the write lock is ours: a throw rolls this child transaction back, and after
+      // it returns nothing is left but the commit (commit-gate.ts).
+      gate?.begin()
       return first
     })
     return Array.from({ length: count }, (_, i) => first + i)

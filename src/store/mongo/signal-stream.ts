@@ -8,6 +8,7 @@
  * outside the transaction would let a later, smaller transaction commit first and a consumer
  * would skip the records of the earlier one for good.
  */
+import type { CommitGate } from '../commit-gate.js'
 import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamRecord, StreamRecordInput, StreamRetained, TrimPass } from '../types.js'
 import { appendRecords } from '../whole-v1-batch.js'
 import { COUNTERS, type StreamDoc } from './collections.js'
@@ -23,7 +24,7 @@ export class MongoSignalStream implements StoredSignalStream {
     this.#counters = counters
   }
 
-  async append (input: StreamAppend): Promise<number[]> {
+  async append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
     // One document per record, a whole v1 batch included: readers query by seq.
     const records = appendRecords(input)
     if (records.length === 0) return []
@@ -38,6 +39,9 @@ export class MongoSignalStream implements StoredSignalStream {
       const first = counter.value - n + 1
       const docs = records.map((r, i) => toDoc(first + i, r))
       await this.#ctx.c.stream.insertMany(docs, { session, ordered: true })
+      // Last before runTransaction's commitTransaction (nothing is awaited in between): a throw
+      // aborts the transaction, so past its deadline it is never committed (commit-gate.ts).
+      gate?.begin()
       return docs.map((d) => d._id)
     })
   }
