@@ -259,6 +259,43 @@ export class LmdbEnv {
     this.#streamRoot.resetReadTxn()
   }
 
+  /**
+   * The processes other than this one that have either environment open, from LMDB's reader
+   * table in each lock file (a process that has read holds a slot until it closes: lmdb-js resets
+   * its cached read transaction, it does not free it). Slots of dead processes are cleared first.
+   */
+  otherProcesses (): number[] {
+    if (this.#closed) throw closedError()
+    const pids = new Set<number>()
+    for (const root of [this.#root, this.#streamRoot]) {
+      root.readerCheck()
+      for (const m of root.readerList().matchAll(/^\s*(\d+)\s+[0-9a-f]+\s/gm)) pids.add(Number(m[1]))
+    }
+    pids.delete(process.pid)
+    return [...pids].sort((a, b) => a - b)
+  }
+
+  /** A consistent copy of the main environment into `dir` (mdb_env_copy2; compacting: free
+   *  pages are left out). The copy is a snapshot of one read transaction; writers go on. */
+  copyMain (dir: string, compact: boolean): Promise<void> {
+    return this.#copy(this.#root, dir, compact)
+  }
+
+  /** copyMain for the stream's environment. */
+  copyStream (dir: string, compact: boolean): Promise<void> {
+    return this.#copy(this.#streamRoot, dir, compact)
+  }
+
+  async #copy (root: RootDatabase, dir: string, compact: boolean): Promise<void> {
+    if (this.#closed) throw closedError()
+    mkdirSync(dir, { recursive: true })
+    try {
+      await root.backup(dir, compact)
+    } catch (e) {
+      throw toStoreError(e)
+    }
+  }
+
   get closed (): boolean {
     return this.#closed
   }
