@@ -15,7 +15,7 @@ import { parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Com
 const help = `Usage: threatfeed backup --out DIR [--json]
 
 A consistent copy of the embedded store in THREATFEED_DATA_DIR, taken while the server runs
-(both LMDB environments, compacted; the built ASN database too). DIR must not exist or be empty.
+(both LMDB environments, and the ASN database built there if any). DIR must not exist or be empty.
 Restore: stop the server, replace the data directory with DIR, start it; its consumer applies
 the records accepted after the copy of the rules. MongoDB: use mongodump --oplog (README).
 --json: {"out","files":[{"path","bytes"}],"streamHead","checkpoints"}`

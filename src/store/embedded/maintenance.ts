@@ -40,7 +40,8 @@ export class EmbeddedMaintenance implements StoreMaintenance {
    * acknowledged after the main copy, as it would after a crash. The copy is then checked: every
    * checkpoint is at or below the head, and the record after it is still there (a trim of the
    * stream between the two copies could have removed records the older checkpoint still needs);
-   * a failed check takes the copy again.
+   * a failed check takes the copy again. The copies are plain, free pages included: LMDB's
+   * compacting copy broke later writes (lmdb-env.ts, rewriteTo).
    */
   async backup (outDir: string): Promise<BackupReport> {
     this.#requireStore()
@@ -51,8 +52,8 @@ export class EmbeddedMaintenance implements StoreMaintenance {
       rmSync(out, { recursive: true, force: true })
       const env = new LmdbEnv(this.#dataDir)
       try {
-        await env.copyMain(out, true)
-        await env.copyStream(join(out, STREAM_DIR), true)
+        await env.copyMain(out, false)
+        await env.copyStream(join(out, STREAM_DIR), false)
       } finally {
         await env.close()
       }
@@ -66,8 +67,8 @@ export class EmbeddedMaintenance implements StoreMaintenance {
   }
 
   /**
-   * Compacting copies of both environments are written beside the originals and renamed over
-   * them. Only while no other process has the store open: LMDB's reader table (lmdb-env.ts,
+   * Compacting copies of both environments (lmdb-env.ts, rewriteTo) are written beside the
+   * originals and renamed over them. Only while no other process has the store open: LMDB's reader table (lmdb-env.ts,
    * otherProcesses) is checked before the copy and again right before the swap. It is a check,
    * not a lock — a process that opens the directory in the instant between the last check and
    * the rename would keep the old files — so the README says to stop the server first.
@@ -81,8 +82,7 @@ export class EmbeddedMaintenance implements StoreMaintenance {
     try {
       refuseWhenShared(env, dir)
       tmp = mkdtempSync(join(dir, '.compact-'))
-      await env.copyMain(tmp, true)
-      await env.copyStream(join(tmp, STREAM_DIR), true)
+      await env.rewriteTo(tmp)
       refuseWhenShared(env, dir)
     } catch (e) {
       await env.close()
