@@ -20,6 +20,8 @@ import { feedCommand } from './feed.js'
 import { rulesCommand } from './rules.js'
 import { streamCommand } from './stream.js'
 import { importCommand } from './import.js'
+import { storeCommand } from './store.js'
+import { backupCommand } from './backup.js'
 
 export const commands: readonly Command[] = [
   serveCommand,
@@ -33,6 +35,8 @@ export const commands: readonly Command[] = [
   rulesCommand,
   streamCommand,
   importCommand,
+  storeCommand,
+  backupCommand,
 ]
 
 /**

@@ -3,21 +3,25 @@
  * processes that share the store with a running server (LMDB is multi-process; MongoDB is a
  * server), so nothing here is cached.
  */
-import { loadConfig } from '../config.js'
-import { openStore } from '../store/open.js'
+import { loadConfig, type Config } from '../config.js'
+import { openStore, type StoreOptions } from '../store/open.js'
 import type { Store, Workspace } from '../store/types.js'
 import { CliError, type CliIo } from './command.js'
 
 export async function withStore<T> (io: CliIo, fn: (store: Store) => Promise<T>): Promise<T> {
-  const config = loadConfig(io.env)
-  const store = await openStore(config.store === 'mongodb'
-    ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb }
-    : { kind: 'embedded', dataDir: config.dataDir })
+  const store = await openStore(storeOptions(loadConfig(io.env)))
   try {
     return await fn(store)
   } finally {
     await store.close()
   }
+}
+
+/** The configured store, as openStore and openMaintenance take it. */
+export function storeOptions (config: Config): StoreOptions {
+  return config.store === 'mongodb'
+    ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb }
+    : { kind: 'embedded', dataDir: config.dataDir }
 }
 
 /** Text fields shown in feed headers must not carry control characters (DECISIONS §5). */

@@ -55,7 +55,7 @@ export function defaultCountryDb (opts: DefaultGeoOptions = {}): string {
 export async function ensureDefaultAsnDb (dataDir: string, opts: DefaultGeoOptions = {}): Promise<string> {
   const dir = opts.asnPackageDir ?? packageDir(ASN_PACKAGE)
   const version = packageVersion(dir)
-  const out = resolve(dataDir, 'geo', 'asn.mmdb')
+  const out = defaultAsnDbPath(dataDir)
   const stampPath = out + '.json'
   if (isCurrent(out, stampPath, version)) return out
   const t0 = performance.now()
@@ -66,6 +66,11 @@ export async function ensureDefaultAsnDb (dataDir: string, opts: DefaultGeoOptio
   writeFileAtomic(stampPath, JSON.stringify(stamp) + '\n')
   opts.onBuilt?.({ ...stats, path: out, version, ms: performance.now() - t0 })
   return out
+}
+
+/** Where the default ASN database is built, its stamp beside it (`.json`). */
+export function defaultAsnDbPath (dataDir: string): string {
+  return resolve(dataDir, 'geo', 'asn.mmdb')
 }
 
 /**

@@ -101,6 +101,36 @@ export const META = {
  *  has it open (resizing under a second process is LMDB's least-trodden path), while the file
  *  itself only grows as pages are written (measured: a fresh store is 24 KiB on disk). */
 const MAP_SIZE = 2 ** 38
+const MAIN_MAX_DBS = 16
+const STREAM_MAX_DBS = 4
+/** Entries per transaction of rewriteTo. */
+const REWRITE_BATCH = 10_000
+
+/** One environment's named databases, keys and values as stored, into a new one at `path`. */
+async function rewriteEnv (src: RootDatabase, path: string, maxDbs: number): Promise<void> {
+  const raw = { encoding: 'binary', keyEncoding: 'binary' } as const
+  const dst = open({ path, noSubdir: false, maxDbs, mapSize: MAP_SIZE, overlappingSync: false })
+  try {
+    // The unnamed database lists the named ones, by name.
+    for (const name of Array.from(src.getKeys({}), String)) {
+      const from = src.openDB(name, raw)
+      const to = dst.openDB(name, raw)
+      let batch: Array<{ key: Buffer, value: Buffer }> = []
+      const flush = (): Promise<void> => {
+        const entries = batch
+        batch = []
+        return to.transaction(() => { for (const e of entries) void to.put(e.key, e.value) })
+      }
+      for (const { key, value } of from.getRange({})) {
+        batch.push({ key: Buffer.from(key as Buffer), value: Buffer.from(value as Buffer) })
+        if (batch.length >= REWRITE_BATCH) await flush()
+      }
+      await flush()
+    }
+  } finally {
+    await dst.close()
+  }
+}
 
 /**
  * Access-rule keys as their UTF-8 bytes. lmdb-js's default (ordered-binary) writes such strings
@@ -145,9 +175,9 @@ export class LmdbEnv {
     try {
       mkdirSync(dataDir, { recursive: true })
       // noSubdir is explicit: lmdb-js otherwise treats a directory name containing a dot as a file.
-      this.#root = open({ path: dataDir, noSubdir: false, maxDbs: 16, mapSize: MAP_SIZE, overlappingSync: false })
+      this.#root = open({ path: dataDir, noSubdir: false, maxDbs: MAIN_MAX_DBS, mapSize: MAP_SIZE, overlappingSync: false })
       const root = this.#root
-      this.#streamRoot = open({ path: join(dataDir, STREAM_DIR), noSubdir: false, maxDbs: 4, mapSize: MAP_SIZE, overlappingSync: false })
+      this.#streamRoot = open({ path: join(dataDir, STREAM_DIR), noSubdir: false, maxDbs: STREAM_MAX_DBS, mapSize: MAP_SIZE, overlappingSync: false })
       const streamRoot = this.#streamRoot
       // JSON for the admin records: lmdb-js decodes JSON about three times faster than its
       // default MessagePack without shared structures (measured on rule records), whose
@@ -262,6 +292,59 @@ export class LmdbEnv {
     if (this.#closed) throw closedError()
     this.#root.resetReadTxn()
     this.#streamRoot.resetReadTxn()
+  }
+
+  /**
+   * The processes other than this one that have either environment open, from LMDB's reader
+   * table in each lock file (a process that has read holds a slot until it closes: lmdb-js resets
+   * its cached read transaction, it does not free it). Slots of dead processes are cleared first.
+   */
+  otherProcesses (): number[] {
+    if (this.#closed) throw closedError()
+    const pids = new Set<number>()
+    for (const root of [this.#root, this.#streamRoot]) {
+      root.readerCheck()
+      for (const m of root.readerList().matchAll(/^\s*(\d+)\s+[0-9a-f]+\s/gm)) pids.add(Number(m[1]))
+    }
+    pids.delete(process.pid)
+    return [...pids].sort((a, b) => a - b)
+  }
+
+  /** A consistent copy of the main environment into `dir` (mdb_env_copy2; compacting: free
+   *  pages are left out). The copy is a snapshot of one read transaction; writers go on. */
+  copyMain (dir: string, compact: boolean): Promise<void> {
+    return this.#copy(this.#root, dir, compact)
+  }
+
+  /** copyMain for the stream's environment. */
+  copyStream (dir: string, compact: boolean): Promise<void> {
+    return this.#copy(this.#streamRoot, dir, compact)
+  }
+
+  /**
+   * Every named database of both environments, entry by entry, into fresh environments in `dir`:
+   * a compacting copy made of ordinary transactions. Not lmdb-js's compacting mdb_env_copy2
+   * (MDB_CP_COMPACT): with lmdb 3.5.6 a directory copied that way failed LMDB's assertion
+   * "key.mv_size > 0" in mdb_page_alloc within its first writes (test/cli/backup.test.ts).
+   */
+  async rewriteTo (dir: string): Promise<void> {
+    if (this.#closed) throw closedError()
+    try {
+      await rewriteEnv(this.#root, dir, MAIN_MAX_DBS)
+      await rewriteEnv(this.#streamRoot, join(dir, STREAM_DIR), STREAM_MAX_DBS)
+    } catch (e) {
+      throw toStoreError(e)
+    }
+  }
+
+  async #copy (root: RootDatabase, dir: string, compact: boolean): Promise<void> {
+    if (this.#closed) throw closedError()
+    mkdirSync(dir, { recursive: true })
+    try {
+      await root.backup(dir, compact)
+    } catch (e) {
+      throw toStoreError(e)
+    }
   }
 
   get closed (): boolean {

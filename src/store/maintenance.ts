@@ -1,0 +1,66 @@
+/**
+ * Operations on a store as a whole, beside the Store contract (types.ts): a hot backup and an
+ * offline compaction. The embedded store implements both (embedded/maintenance.ts); MongoDB has
+ * tools of its own for them, which its operations name instead of pretending to do the work.
+ */
+import { ThreatfeedError } from '../errors.js'
+import type { StoreOptions } from './open.js'
+
+/** One file the operation wrote, relative to the directory it wrote into. */
+export interface StoreFile {
+  readonly path: string
+  readonly bytes: number
+}
+
+export interface BackupReport {
+  /** The directory holding the copy; it restores by becoming the data directory. */
+  readonly out: string
+  readonly files: readonly StoreFile[]
+  /** The stream head in the copy. */
+  readonly streamHead: number
+  /** Every consumer's checkpoint in the copy; each is at or below streamHead. */
+  readonly checkpoints: Readonly<Record<string, number>>
+}
+
+export interface CompactReport {
+  readonly dataDir: string
+  /** Bytes of the environments' data files before and after. */
+  readonly before: number
+  readonly after: number
+}
+
+export interface StoreMaintenance {
+  /**
+   * A consistent copy of the whole store into `outDir` (which must not exist or be empty), taken
+   * while other processes read and write it. Restoring it means serving from `outDir`.
+   */
+  backup (outDir: string): Promise<BackupReport>
+  /**
+   * Rewrites the store's files without their free pages, in place. Offline: rejects with
+   * TF_ERR_STORE_CONFLICT, changing nothing, while another process has the store open.
+   */
+  compact (): Promise<CompactReport>
+}
+
+/** What the MongoDB store answers: its own tools do these jobs, and the README shows them. */
+const mongoMaintenance: StoreMaintenance = {
+  backup () {
+    return Promise.reject(new ThreatfeedError('TF_ERR_INVALID_ARGUMENT', ['threatfeed backup copies the embedded store; back up MongoDB with mongodump --oplog (a replica set, for a consistent copy) and restore with mongorestore --oplogReplay (README: Backup and restore)']))
+  },
+  compact () {
+    return Promise.reject(new ThreatfeedError('TF_ERR_INVALID_ARGUMENT', ['threatfeed store compact compacts the embedded store; MongoDB reuses and compacts its own files (its compact command, README: Backup and restore)']))
+  },
+}
+
+/**
+ * The maintenance operations of the configured store.
+ *
+ * @example
+ *   const m = await openMaintenance({ kind: 'embedded', dataDir: './data' })
+ *   const report = await m.backup('/backups/threatfeed-2024-05-01')
+ */
+export async function openMaintenance (opts: StoreOptions): Promise<StoreMaintenance> {
+  if (opts.kind === 'mongodb') return mongoMaintenance
+  const { EmbeddedMaintenance } = await import('./embedded/maintenance.js')
+  return new EmbeddedMaintenance(opts.dataDir)
+}
