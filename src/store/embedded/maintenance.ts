@@ -12,6 +12,7 @@ import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } fr
 import { join, resolve } from 'node:path'
 import { ThreatfeedError } from '../../errors.js'
 import type { BackupReport, CompactReport, StoreFile, StoreMaintenance } from '../maintenance.js'
+import { newHousekeepingCounters } from '../types.js'
 import { LmdbEnv, STREAM_DIR } from './lmdb-env.js'
 import { EmbeddedSignalStream } from './signal-stream.js'
 
@@ -111,7 +112,7 @@ function refuseWhenShared (env: LmdbEnv, dir: string): void {
 async function checkCopy (out: string): Promise<Pick<BackupReport, 'streamHead' | 'checkpoints'> | string> {
   const env = new LmdbEnv(out)
   try {
-    const stream = new EmbeddedSignalStream(env)
+    const stream = new EmbeddedSignalStream(env, newHousekeepingCounters())
     const streamHead = await stream.head()
     const checkpoints = env.read((dbs) => Object.fromEntries(Array.from(dbs.checkpoints.getRange({}), (e) => [e.key, e.value])))
     for (const [consumer, seq] of Object.entries(checkpoints)) {
