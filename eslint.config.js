@@ -43,7 +43,7 @@ export default tseslint.config(
   restrict('src/errors.ts', ['json', 'net', 'expr', 'geo', 'store', 'pool', ...upper]),
   restrict('src/json', ['net', 'expr', 'geo', 'store', 'pool', ...upper]),
   restrict('src/net', ['expr', 'geo', 'store', 'pool', ...upper]),
-  restrict('src/expr', ['net', 'geo', 'store', 'pool', ...upper]),
+  restrict('src/expr', ['geo', 'store', 'pool', ...upper]),
   restrict('src/geo', ['store', 'pool', ...upper]),
   restrict('src/store', ['geo', 'pool', ...upper]),
   restrict('src/store/embedded', ['geo', 'pool', ...upper]),
