@@ -22,7 +22,7 @@
  * the number of bucket changes, and each goes when its bucket lapses.
  */
 import { ByteReader, ByteWriter } from './byte-writer.js'
-import type { Databases, ExpiryLogKey } from './lmdb-env.js'
+import type { Databases, ExpiryLogKey } from './layout.js'
 
 export const EXPIRY_TABLE = { access: 0, expression: 1 } as const
 export type ExpiryTable = (typeof EXPIRY_TABLE)[keyof typeof EXPIRY_TABLE]

@@ -31,68 +31,19 @@
  * turn. The commit still flushes to disk before it returns, and an exception still rolls every
  * write of the transaction back (transactionSync aborts on a throw).
  *
+ * The format upgrade of an older directory (migrate-format.ts) is not run here but by
+ * openEmbeddedStore, through upgrade(), before anything else reads or writes.
+ *
  * Several processes: the server keeps the environment open while the CLI opens it briefly. LMDB
  * allows that with one writer at a time across processes (its lock file), so every process must
  * open it with the same options — which is why they live here and nowhere else.
  */
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { open, type Database, type RootDatabase } from 'lmdb'
+import { open, type RootDatabase } from 'lmdb'
 import { ThreatfeedError, isThreatfeedError } from '../../errors.js'
-import type { AccessList, ApiKey, ExpressionRule, FeedVersion, Workspace } from '../types.js'
 import { ByteWriter, type FastBuffer } from './byte-writer.js'
-import { migrateFormat } from './migrate-format.js'
-
-/** Expiry log key: [expiry bucket, entry number]; see expiry-log.ts. */
-export type ExpiryLogKey = [number, number]
-
-export interface Databases {
-  readonly workspaces: Database<Workspace, string>
-  readonly keys: Database<ApiKey, string>
-  /** hash → key id; a hash belongs to at most one key. */
-  readonly keysByHash: Database<string, string>
-  readonly lists: Database<AccessList, string>
-  /** workspace␟name␟id → id (names are not unique, so the id ends the key). */
-  readonly listsByName: Database<string, string>
-  /** Identity key (see key-layout.ts) → rule in the form of rule-codec.ts; one entry per identity by construction. */
-  readonly accessRules: Database<Buffer, string>
-  /** workspace␟type␟value␟ruleRef → primary key, for keyed access rules only. */
-  readonly accessByTarget: Database<string, string>
-  readonly expressionRules: Database<ExpressionRule, string>
-  /** Which rules may lapse in which expiry bucket (expiry-log.ts). */
-  readonly expiryLog: Database<Buffer, ExpiryLogKey>
-  /** Where format 2 kept the stream; emptied when the directory moves to format 3
-   *  (migrate-format.ts). Nothing else reads or writes it. */
-  readonly legacyStream: Database<Buffer, number>
-  readonly checkpoints: Database<number, string>
-  readonly feedVersions: Database<FeedVersion, string>
-  /** Counters: the two revisions; also the data format (migrate-format.ts) and the expiry-log
-   *  entry counter (expiry-log.ts). */
-  readonly meta: Database<number, string>
-}
-
-/** The stream's own environment (see LmdbEnv). */
-export interface StreamDatabases {
-  /** First seq of an append → its records (stream-codec.ts). Numbers are ordered-binary keys,
-   *  so a range scan walks chunks in seq order. */
-  readonly chunks: Database<Buffer, number>
-  /** The stream head (META.streamHead). */
-  readonly meta: Database<number, string>
-}
-
-/** The meta key of one workspace's rules revision (RuleStore#revisionOf). */
-export function workspaceRulesRevision (workspaceId: string): string {
-  return `${META.rulesRevision}:${workspaceId}`
-}
-
-/** The stream's environment, a directory inside the data directory (see LmdbEnv). */
-export const STREAM_DIR = 'stream'
-
-export const META = {
-  adminRevision: 'revision:admin',
-  rulesRevision: 'revision:rules',
-  streamHead: 'stream:head',
-} as const
+import { STREAM_DIR, type Databases, type StreamDatabases } from './layout.js'
 
 /** 256 GiB of address space: large enough that the map is not resized while another process
  *  has it open (resizing under a second process is LMDB's least-trodden path), while the file
@@ -172,14 +123,23 @@ export class LmdbEnv {
         chunks: streamRoot.openDB('stream-chunks', binary),
         meta: streamRoot.openDB('meta', json),
       }
-      try {
-        migrateFormat(root, this.dbs, streamRoot, this.streamDbs)
-      } catch (e) {
-        void root.close().catch(() => {})
-        void streamRoot.close().catch(() => {})
-        throw e
-      }
     } catch (cause) {
+      throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause })
+    }
+  }
+
+  /**
+   * Runs `fn` on the raw environments, for the format upgrade (migrate-format.ts) before
+   * anything else uses them. When it throws, both environments are closed and the error is the
+   * store's failure to open.
+   */
+  upgrade (fn: (root: RootDatabase, dbs: Databases, streamRoot: RootDatabase, streamDbs: StreamDatabases) => void): void {
+    try {
+      fn(this.#root, this.dbs, this.#streamRoot, this.streamDbs)
+    } catch (cause) {
+      this.#closed = true
+      void this.#root.close().catch(() => {})
+      void this.#streamRoot.close().catch(() => {})
       throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause })
     }
   }

@@ -8,7 +8,8 @@
  */
 import type { SignalStream, StreamAppend, StreamRecord } from '../types.js'
 import { appendCount, isWholeV1Batch } from '../whole-v1-batch.js'
-import { META, type LmdbEnv } from './lmdb-env.js'
+import { META } from './layout.js'
+import type { LmdbEnv } from './lmdb-env.js'
 import { decodeChunk, encodeChunk, encodeWholeV1Chunk } from './stream-codec.js'
 
 export class EmbeddedSignalStream implements SignalStream {
