@@ -8,7 +8,7 @@
  * zeros are rejected (is 010 octal or decimal? RFC 6943 §3.1.1), zone ids are rejected; src/net
  * applies exactly that grammar (DECISIONS §3).
  */
-import { formatIpv4, parseIpv4 as parseIpv4Number, parseIpv6 as parseIpv6Words } from '../net/ip.js'
+import { formatIpv4, parseIpv4, parseIpv6 } from '../net/ip.js'
 import { compare128 } from '../net/words.js'
 
 export interface ParsedIp {
@@ -16,20 +16,17 @@ export interface ParsedIp {
   readonly words: readonly number[]
 }
 
-/** Parses a dotted quad; undefined unless it is exactly four decimal octets 0–255. */
-export function parseIpv4 (s: string): ParsedIp | undefined {
-  const n = parseIpv4Number(s)
-  return n < 0 ? undefined : { version: 4, words: [n] }
-}
-
-/** Parses RFC 4291 §2.2 text (with `::` and a trailing dotted quad); no zone ids. */
-export function parseIpv6 (s: string): ParsedIp | undefined {
-  const words = new Uint32Array(4)
-  return parseIpv6Words(s, words) ? { version: 6, words: Array.from(words) } : undefined
-}
-
+/**
+ * Parses an address: a dotted quad (exactly four decimal octets 0–255) or RFC 4291 §2.2 text
+ * (with `::` and a trailing dotted quad; no zone ids); undefined when it is neither.
+ */
 export function parseIp (s: string): ParsedIp | undefined {
-  return s.indexOf(':') === -1 ? parseIpv4(s) : parseIpv6(s)
+  if (s.indexOf(':') === -1) {
+    const n = parseIpv4(s)
+    return n < 0 ? undefined : { version: 4, words: [n] }
+  }
+  const words = new Uint32Array(4)
+  return parseIpv6(s, words) ? { version: 6, words: Array.from(words) } : undefined
 }
 
 /** Canonical text: dotted quad, or RFC 5952 §4 (lowercase, longest zero run as `::`). */

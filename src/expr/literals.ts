@@ -125,7 +125,7 @@ function parseCommon (src: string, start: number, end: number): BareLiteral | un
     parsed.kind = INT_RANGE_KIND
     return { kind: 'int_range', from: v, to, pos: start }
   }
-  const quadEnd = scanQuad(start, end)
+  const quadEnd = readIpv4(CODES, start, end, quad)
   if (quadEnd < 0) return undefined
   const ip = quad[0]!
   if (quadEnd === end) {
@@ -140,7 +140,7 @@ function parseCommon (src: string, start: number, end: number): BareLiteral | un
     parsed.kind = CIDR_KIND
     return { kind: 'cidr', address: src.slice(start, quadEnd), prefix, pos: start }
   }
-  if (CODES[quadEnd] === DOT && CODES[quadEnd + 1] === DOT && scanQuad(quadEnd + 2, end) === end && ip <= quad[0]!) {
+  if (CODES[quadEnd] === DOT && CODES[quadEnd + 1] === DOT && readIpv4(CODES, quadEnd + 2, end, quad) === end && ip <= quad[0]!) {
     parsed.kind = IP_RANGE_KIND
     return { kind: 'ip_range', from: src.slice(start, quadEnd), to: src.slice(quadEnd + 2, end), pos: start }
   }
@@ -148,15 +148,10 @@ function parseCommon (src: string, start: number, end: number): BareLiteral | un
 }
 
 /**
- * The value of the dotted quad scanQuad last read. In a typed array rather than a variable:
+ * The value of the dotted quad readIpv4 last read. In a typed array rather than a variable:
  * a module variable holds a number above 2^30 as a heap object, allocated at each store.
  */
 const quad = new Uint32Array(1)
-
-/** End of the dotted quad that starts at `start` (and ends before `end`), its value left in `quad`; -1 when there is none. */
-function scanQuad (start: number, end: number): number {
-  return readIpv4(CODES, start, end, quad)
-}
 
 /** [start, end) as `123`, `-5`, `0x1f` or `017` (octal: a leading zero means base 8, as in wirefilter). */
 export function parseInteger (src: string, start: number, end: number): number {
