@@ -21,17 +21,6 @@ export type WireFamily = 'v4' | 'v6' | 'both'
 export type WireAction = 'block' | 'allow'
 
 /**
- * Test-only fault injection. A worker honours it only when its environment has
- * THREATFEED_TEST_FAULTS=1, which only createPool({ faults: true }) sets (tests do).
- * - `throw`: the task throws (caught: answered as `{ ok: false }`);
- * - `crash`: an uncaught exception outside the task kills the worker;
- * - `exit`: process.exit(1) inside the worker;
- * - `hang`: a busy loop that never returns (the pool's timeout terminates the worker).
- */
-export type Fault = 'throw' | 'crash' | 'exit' | 'hang'
-export const FAULTS_ENV = 'THREATFEED_TEST_FAULTS'
-
-/**
  * Posted by a worker on its parent port when it starts a task: the pool's timeout measures the
  * run, not the wait in the queue (a burst of builds can queue for longer than one task may run).
  */
@@ -45,7 +34,6 @@ export function isTaskStarted (m: unknown): m is TaskStarted {
 export interface TaskEnvelope {
   /** Pool-assigned id, echoed in TaskStarted. */
   token: number
-  fault?: Fault
 }
 
 export interface TaskFailure { ok: false, code: string, message: string }
