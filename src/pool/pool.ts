@@ -158,11 +158,17 @@ export function createPool (opts: PoolOptions): FeedPool {
         return await run<ComputeResult>('compute', { ...input, geo: attach ? current : { version: current?.version ?? 0 } })
       } catch (e) {
         if (!(e instanceof GeoMissing)) throw e
-        if (geo === null) throw new ThreatfeedError('TF_ERR_WORKER', ['a task names ASNs or countries and no geo index is set'])
+        if (geo === null) throw new ThreatfeedError(GEO_MISSING, ['none is loaded'])
         // The latest index: if it changed meanwhile, the newer one is the one to use anyway.
         stats.geoResends++
         stats.geoAttached++
-        return run<ComputeResult>('compute', { ...input, geo })
+        try {
+          return await run<ComputeResult>('compute', { ...input, geo })
+        } catch (again) {
+          // With the index attached a worker cannot miss it; say so rather than leak GeoMissing.
+          if (again instanceof GeoMissing) throw new ThreatfeedError(GEO_MISSING, ['the worker did not take the index sent with the task'])
+          throw again
+        }
       }
     },
     render (task) {
@@ -176,6 +182,7 @@ export function createPool (opts: PoolOptions): FeedPool {
   }
 }
 
+/** A worker's GEO_MISSING answer, inside this file only: compute() resends or turns it into TF_ERR_GEO_MISSING. */
 class GeoMissing extends Error {}
 
 /** How many task timeouts a task may wait in the queue before it is given up. */

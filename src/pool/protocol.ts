@@ -14,6 +14,7 @@
  * them are spelled out here; they are the same strings as store/types.ts.
  */
 import { move } from 'piscina'
+import type { ErrorCode } from '../errors.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 
 export type WireFormat = 'plain' | 'dialect_a' | 'dialect_b' | 'nftables'
@@ -51,7 +52,7 @@ export type TaskOutcome<T> = TaskSuccess<T> | TaskFailure
  * thread has reported holding it (TaskSuccess.held), so each worker receives each version about
  * once, and then tasks carry only the version number.
  */
-export const GEO_MISSING = 'TF_GEO_MISSING'
+export const GEO_MISSING = 'TF_ERR_GEO_MISSING' satisfies ErrorCode
 
 /** A geo index version, with the index itself only when the worker is known to need it. */
 export interface GeoRef {

@@ -103,6 +103,17 @@ t.test('a failing, crashing, exiting or hanging worker rejects its task with a r
   t.equal(pool.stats.timedOut, 1)
 })
 
+t.test('a task naming countries or ASNs with no geo index loaded fails with TF_ERR_GEO_MISSING', async (t) => {
+  const bare = createPool({ workers: 1, taskTimeoutMs: 1000 })
+  t.teardown(() => bare.destroy())
+  const e = await rejection(bare.compute(input))
+  t.equal(e?.code, 'TF_ERR_GEO_MISSING')
+  t.equal(e?.message, 'no geo index for a task that names ASNs or countries: none is loaded')
+  t.equal(e?.status, 500)
+  const plain = await bare.compute({ ...input, block: [group(['192.0.2.1'])] })
+  t.equal(plain.block.total.v4.length, 2, 'tasks without ASNs or countries still run')
+})
+
 t.test('the production worker has no fault hook: a waiting fault does not touch its tasks', async (t) => {
   const plain = createPool({ workers: 1, taskTimeoutMs: 1000 })
   t.teardown(() => plain.destroy())
