@@ -55,8 +55,8 @@ function buildGroupSet (g: TargetGroup, geo: GeoIndex | null, counter: Counter):
   const n = s.length
   let i = 0
   while (i < n) {
-    // The common target, a canonical IPv4 address or CIDR on its own line, in one pass; anything
-    // else (IPv6, a stray character) goes to scanCidr, which accepts the same and more.
+    // The common target, a canonical IPv4 address or CIDR on its own line, in one pass (bench/NOTES.md);
+    // anything else (IPv6, a stray character) goes to scanCidr, which accepts the same and more.
     const end = readIpv4Cidr(bytes, i, n, v4)
     if (end >= 0 && (end === n || bytes[end] === CH_NL)) {
       const len = v4[1]!
@@ -87,12 +87,9 @@ const expansions = new WeakMap<GeoIndex, Map<string, NetworkSet>>()
 const EXPANSIONS_KEPT = 8
 
 /**
- * The networks of some countries and ASNs. The index keeps each key's networks as sorted
- * intervals, so merging them there and taking one union is ~20× cheaper than feeding every
- * expanded prefix back through the builder's sort; and as a feed's geo rules change far less
- * often than its IPs, the result is kept for the next build (15 of the ~60 ms of a rebuild of the
- * 131,072-entry feed of bench/snapshot.ts, with 20 countries and 50 ASNs). A NetworkSet is
- * immutable, so sharing one is safe.
+ * The networks of some countries and ASNs, merged from the index's sorted intervals and kept for
+ * the next build, as geo rules change far less often than IPs (bench/NOTES.md, "Feeds: geo
+ * expansion"). A NetworkSet is immutable, so sharing one is safe.
  */
 function expandGeo (geo: GeoIndex, countries: readonly string[], asns: readonly number[]): NetworkSet {
   let kept = expansions.get(geo)

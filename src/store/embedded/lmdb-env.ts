@@ -16,14 +16,10 @@
  * concurrent batches share one flush.
  *
  * Two environments: the stream lives in one of its own (`<dataDir>/stream/`), everything else in
- * the main one. LMDB has one writer per environment, holding the lock while the transaction's
- * callback runs and while the commit flushes. With the stream in the main environment, every
- * ingest append (the durable write the client waits for) queued behind the consumer's apply
- * transactions and shared their large commits. Measured with bench/ingest.ts (v1, 1000-entry
- * batches, 4 in flight, quiet machine): one environment 86–92k entries/s at 10.6–11.4 ms of
- * server CPU per batch; two environments 116–135k/s at 7.4–8.6 ms. Nothing needs a transaction
- * spanning both: an append touches only the stream, and the consumer's checkpoint moves with the
- * rules it applied, in the main environment.
+ * the main one, so that an ingest append (the durable write the client waits for) does not queue
+ * behind the consumer's apply transactions for LMDB's one writer (bench/NOTES.md, "LMDB: two
+ * environments"). Nothing needs a transaction spanning both: an append touches only the stream,
+ * and the consumer's checkpoint moves with the rules it applied, in the main environment.
  *
  * Synchronous writes (`syncWrites`): a thread that does nothing but write — the stream consumer's
  * own thread (src/stream/consumer-thread.ts) — commits each transaction itself, in the call, with
@@ -51,11 +47,9 @@ import { STREAM_DIR, type Databases, type StreamDatabases } from './layout.js'
 const MAP_SIZE = 2 ** 38
 
 /**
- * Access-rule keys as their UTF-8 bytes. lmdb-js's default (ordered-binary) writes such strings
- * as the same bytes — they start above U+001B and hold no U+0000..U+0004 — so the keys of
- * existing stores read back unchanged; but it does so a character at a time, and that was the
- * larger part of an access-rule put and get (measured: 1000 upserts in 11 ms of CPU with string
- * keys, 6.9 ms with this encoder).
+ * Access-rule keys as their UTF-8 bytes: what lmdb-js's default (ordered-binary) writes for such
+ * strings — they start above U+001B and hold no U+0000..U+0004, so existing stores read back
+ * unchanged — but in one native call, not a character at a time (bench/NOTES.md, "LMDB: key encoder").
  */
 const UTF8_KEYS = {
   writeKey (key: string | Uint8Array, target: FastBuffer, start: number): number {
