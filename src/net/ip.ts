@@ -36,9 +36,10 @@ const MAX_IPV4_LENGTH = 15
  * The one IPv4 parser of the code base (eslint.config.js keeps it the only one): reads the dotted
  * quad that starts at `b[start]` and ends at or before `end`, leaving the address in `out[0]`.
  * Strict (see the file comment): four octets of one to three digits, no leading zero, at most
- * 255. It stops after the fourth octet, so a caller can go on reading (a `/len`, a line end);
- * `out` is a typed array because a module variable would box a value above 2^30 on each store.
- * Every other reader of IPv4 text, on bytes or on strings, goes through here.
+ * 255. It stops where the grammar does, so the caller checks what follows (the end of its token
+ * or line, or a `/len` for readPrefixLength; a digit there means a four-digit octet). Kept this small so that V8 inlines it into the hot
+ * loops that call it (coalesce input, feed targets, expression literals); `out` is a typed array
+ * because a module variable would box a value above 2^30 on each store.
  * @returns the index after the quad, or -1 when there is no strict quad at `start`
  *
  * @example
@@ -53,20 +54,26 @@ export function readIpv4 (b: Uint8Array, start: number, end: number, out: Uint32
       i++
     }
     if (i >= end) return -1
-    const first = b[i]! - CH_0
-    if (first < 0 || first > 9) return -1
-    let v = first
+    let v = b[i]! - CH_0
+    if (v < 0 || v > 9) return -1
     i++
-    // A leading zero must stand alone: "0" is fine, "01" is refused (octal ambiguity).
-    let digits = 1
-    while (i < end) {
-      const d = b[i]! - CH_0
-      if (d < 0 || d > 9) break
-      if (first === 0 || ++digits > 3) return -1
-      v = v * 10 + d
-      i++
+    // Up to two more digits, unrolled; a leading zero must stand alone ("0", not "01": octal).
+    if (i < end) {
+      let d = b[i]! - CH_0
+      if (d >= 0 && d <= 9) {
+        if (v === 0) return -1
+        v = v * 10 + d
+        i++
+        if (i < end) {
+          d = b[i]! - CH_0
+          if (d >= 0 && d <= 9) {
+            v = v * 10 + d
+            i++
+            if (v > 255) return -1
+          }
+        }
+      }
     }
-    if (v > 255) return -1
     addr = addr * 256 + v
   }
   out[0] = addr
@@ -74,36 +81,31 @@ export function readIpv4 (b: Uint8Array, start: number, end: number, out: Uint32
 }
 
 /**
- * readIpv4 and then an optional `/len` (1–2 digits, no leading zero, at most 32): the common
- * feed target, read in one pass by the fast paths of scan-lines.ts and compute-networks.ts.
- * Leaves the address (host bits kept) in `out[0]`, the length in `out[1]`.
- * @returns the index after the text read, or -1
+ * After an address read by readIpv4 or scanIpv6 at `b[i]`: an optional `/len` (digits without a
+ * leading zero, at most `max`) into `out[1]` (`max` without one).
+ * @returns the index after it, or -1 when a `/` is not followed by a valid length
  *
  * @example
- *   readIpv4Cidr(Buffer.from('10.1.2.3/8\n'), 0, 11, out) // 10; out = [0x0a010203, 8]
+ *   readPrefixLength(Buffer.from('10.0.0.0/8'), 8, 10, 32, out) // 10; out[1] = 8
  */
-export function readIpv4Cidr (b: Uint8Array, start: number, end: number, out: Uint32Array): number {
-  let i = readIpv4(b, start, end, out)
-  if (i < 0) return -1
-  let len = 32
-  if (i < end && b[i] === CH_SLASH) {
-    i++
-    if (i >= end) return -1
-    const first = b[i]! - CH_0
-    if (first < 0 || first > 9) return -1
-    len = first
-    i++
-    if (i < end) {
-      const d = b[i]! - CH_0
-      if (d >= 0 && d <= 9) {
-        if (first === 0) return -1
-        len = len * 10 + d
-        i++
-        if (len > 32) return -1
-      }
-    }
+export function readPrefixLength (b: Uint8Array, i: number, end: number, max: number, out: Uint32Array): number {
+  if (i >= end || b[i] !== CH_SLASH) {
+    out[1] = max
+    return i
   }
-  out[1] = len
+  i++
+  let v = 0
+  let d = 0
+  while (i < end) {
+    const x = b[i]! - CH_0
+    if (x < 0 || x > 9) break
+    if (d === 1 && v === 0) return -1
+    v = v * 10 + x
+    i++
+    if (++d > 3) return -1
+  }
+  if (d === 0 || v > max) return -1
+  out[1] = v
   return i
 }
 

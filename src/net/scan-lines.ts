@@ -18,7 +18,7 @@
  * no parser accepts, so UTF-8 garbage is refused, never misread.
  */
 import { INTERVAL_WORDS, isBlank, lastV4, maskV4, scanCidr, scanRange } from './cidr.js'
-import { readIpv4Cidr } from './ip.js'
+import { readIpv4, readPrefixLength } from './ip.js'
 import type { NetworkSetBuilder, FamilyFilter } from './network-set.js'
 
 const CH_NL = 0x0a
@@ -46,7 +46,7 @@ export interface ScanResult {
 
 const interval = new Uint32Array(INTERVAL_WORDS)
 const groups = new Uint16Array(8)
-/** readIpv4Cidr's address and length. */
+/** readIpv4's address and length. */
 const target = new Uint32Array(2)
 const NOT_FAST = -1
 
@@ -124,7 +124,8 @@ function lineEnd (b: Uint8Array, i: number, n: number): number {
 
 /** One-pass `a.b.c.d[/len]` line. */
 function fastIpv4 (b: Uint8Array, pos: number, n: number, builder: NetworkSetBuilder, want: boolean): number {
-  const i = readIpv4Cidr(b, pos, n, target)
+  let i = readIpv4(b, pos, n, target)
+  if (i >= 0) i = readPrefixLength(b, i, n, 32, target)
   if (i < 0) return NOT_FAST
   const next = lineEnd(b, i, n)
   if (next === NOT_FAST) return NOT_FAST

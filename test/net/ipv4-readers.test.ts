@@ -6,7 +6,7 @@
  * every entry point to that language, with the address each one reads.
  */
 import t from 'tap'
-import { parseIpv4, parseIpv4Bytes, readIpv4, readIpv4Cidr, scanIpv4, scanIpv6 } from '../../src/net/ip.js'
+import { parseIpv4, parseIpv4Bytes, readIpv4, readPrefixLength, scanIpv4, scanIpv6 } from '../../src/net/ip.js'
 import { NetworkSetBuilder } from '../../src/net/network-set.js'
 import { scanLines } from '../../src/net/scan-lines.js'
 import { computeNetworks } from '../../src/feed/render/compute-networks.js'
@@ -51,8 +51,9 @@ t.test('the string and byte entry points of net/ip.ts', async (t) => {
     const end = readIpv4(bytes, 0, bytes.length, out)
     if (c.expected >= 0) t.same([end, out[0]], [bytes.length, c.expected], `readIpv4: ${c.description}`)
     const cidr = Buffer.from(`${c.input}/24`)
-    const cidrEnd = readIpv4Cidr(cidr, 0, cidr.length, out)
-    t.equal(cidrEnd === cidr.length && out[0] === c.expected && out[1] === 24, c.expected >= 0, `readIpv4Cidr: ${c.description}`)
+    const quadEnd = readIpv4(cidr, 0, cidr.length, out)
+    const cidrEnd = quadEnd < 0 ? -1 : readPrefixLength(cidr, quadEnd, cidr.length, 32, out)
+    t.equal(cidrEnd === cidr.length && out[0] === c.expected && out[1] === 24, c.expected >= 0, `readIpv4 with a prefix length: ${c.description}`)
     // The dotted tail of IPv6 text is the same parser.
     const w = new Uint32Array(4)
     const v6 = scanIpv6(`::ffff:${c.input}`, 0, c.input.length + 7, w)

@@ -14,7 +14,7 @@
  */
 import { createHash, type Hash } from 'node:crypto'
 import { INTERVAL_WORDS, lastV4, maskV4, scanCidr } from '../../net/cidr.js'
-import { readIpv4Cidr } from '../../net/ip.js'
+import { readIpv4, readPrefixLength } from '../../net/ip.js'
 import { NetworkSet, NetworkSetBuilder } from '../../net/network-set.js'
 import type { GeoIndex } from '../../geo/geo-index.js'
 import type { ActionNetworks, ComputeResult, ComputeTask, GroupPrefixes, TargetGroup, WirePrefixes } from '../../pool/protocol.js'
@@ -22,20 +22,22 @@ import type { ActionNetworks, ComputeResult, ComputeTask, GroupPrefixes, TargetG
 const CH_NL = 0x0a
 
 const NON_ASCII = 0x80
+const encoder = new TextEncoder()
 
 /**
  * A group's targets as bytes, one per char (non-ASCII as 0x80, which nothing accepts), so that
- * offsets stay string offsets for scanCidr. Reused: a worker computes one task at a time.
+ * offsets stay string offsets for scanCidr. Reused: a worker computes one task at a time. A plain
+ * Uint8Array, like every other array net's readIpv4 reads in a worker, so its reads stay monomorphic.
  */
-let targetBytes = Buffer.allocUnsafe(1 << 16)
+let targetBytes = new Uint8Array(1 << 16)
 
-function bytesOfTargets (s: string): Buffer {
-  if (targetBytes.length < s.length) targetBytes = Buffer.allocUnsafe(Math.max(s.length, 2 * targetBytes.length))
-  // Targets are ASCII unless a rule store holds garbage: then latin1 would fold chars (U+0130 → "0").
-  if (Buffer.byteLength(s, 'utf8') === s.length) {
-    targetBytes.write(s, 0, 'latin1')
-  } else {
-    for (let k = 0; k < s.length; k++) {
+function bytesOfTargets (s: string): Uint8Array {
+  const n = s.length
+  if (targetBytes.length < n) targetBytes = new Uint8Array(Math.max(n, 2 * targetBytes.length))
+  // One native pass, exact for ASCII (the targets of a sound store); anything else char by char.
+  const { read, written } = encoder.encodeInto(s, targetBytes)
+  if (read !== n || written !== n) {
+    for (let k = 0; k < n; k++) {
       const c = s.charCodeAt(k)
       targetBytes[k] = c < NON_ASCII ? c : NON_ASCII
     }
@@ -57,7 +59,8 @@ function buildGroupSet (g: TargetGroup, geo: GeoIndex | null, counter: Counter):
   while (i < n) {
     // The common target, a canonical IPv4 address or CIDR on its own line, in one pass (bench/NOTES.md);
     // anything else (IPv6, a stray character) goes to scanCidr, which accepts the same and more.
-    const end = readIpv4Cidr(bytes, i, n, v4)
+    let end = readIpv4(bytes, i, n, v4)
+    if (end >= 0) end = readPrefixLength(bytes, end, n, 32, v4)
     if (end >= 0 && (end === n || bytes[end] === CH_NL)) {
       const len = v4[1]!
       b.addRangeV4((v4[0]! & maskV4(len)) >>> 0, lastV4(v4[0]!, len))
