@@ -69,6 +69,9 @@ export const registry = Object.freeze({
 
   // --- geo databases (src/geo) ---
   TF_ERR_GEO_LOAD: def(500, 'dependency', 'GeoDatabaseError', 'cannot load geo database %s: %s'),
+  // Also a worker's answer to a task naming a geo index version it does not hold (the pool then
+  // sends the index along); it reaches a caller only when no index is loaded at all.
+  TF_ERR_GEO_MISSING: def(500, 'dependency', 'GeoDatabaseError', 'no geo index for a task that names ASNs or countries: %s'),
 
   // --- worker pool (src/pool) ---
   TF_ERR_WORKER: def(500, 'internal', 'WorkerError', 'worker task failed: %s'),

@@ -30,6 +30,10 @@ t.test('unknown errors become a generic internal error carrying the cause', asyn
   t.equal(toThreatfeedError(e), e)
 })
 
+t.test('the number of codes is pinned: a new code is a decision, made here too', async (t) => {
+  t.equal(Object.keys(registry).length, 28)
+})
+
 t.test('statuses pinned', async (t) => {
   t.same(Object.fromEntries(Object.entries(registry).map(([k, v]) => [k, v.status])), {
     TF_ERR_CONFIG: 500,
@@ -57,6 +61,7 @@ t.test('statuses pinned', async (t) => {
     TF_ERR_INVALID_ARGUMENT: 400,
     TF_ERR_NET_PARSE: 400,
     TF_ERR_GEO_LOAD: 500,
+    TF_ERR_GEO_MISSING: 500,
     TF_ERR_WORKER: 500,
     TF_ERR_WORKER_TIMEOUT: 500,
   })

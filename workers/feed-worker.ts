@@ -11,8 +11,8 @@ import { GeoIndex } from '../src/geo/geo-index.js'
 import { computeNetworks, needsGeo, networksKey, shareResult, withMeta } from '../src/feed/render/compute-networks.js'
 import { renderStream } from '../src/feed/render/render-stream.js'
 import {
-  FAULTS_ENV, GEO_MISSING, transferOutcome,
-  type ComputeResult, type ComputeTask, type Fault, type GeoRef, type RenderResult, type RenderTask, type TaskEnvelope, type TaskOutcome, type TaskStarted,
+  GEO_MISSING, transferOutcome,
+  type ComputeResult, type ComputeTask, type GeoRef, type RenderResult, type RenderTask, type TaskEnvelope, type TaskOutcome, type TaskStarted,
 } from '../src/pool/protocol.js'
 
 let geo: { version: number, index: GeoIndex } | null = null
@@ -24,8 +24,6 @@ function useGeo (ref: GeoRef): GeoIndex | null {
   geo = { version: ref.version, index: GeoIndex.fromTransferable(ref.data) }
   return geo.index
 }
-
-const faultsEnabled = process.env[FAULTS_ENV] === '1'
 
 /**
  * The last few networks computed here, by networksKey and geo index: lists selecting the same
@@ -67,18 +65,6 @@ function collectAfterTask (): void {
   idleTimer.unref()
 }
 
-function injectFault (fault: Fault | undefined): void {
-  if (fault === undefined || !faultsEnabled) return
-  if (fault === 'throw') throw new Error('injected fault')
-  if (fault === 'crash') {
-    setImmediate(() => { throw new Error('injected crash') })
-    return
-  }
-  if (fault === 'exit') process.exit(1)
-  // 'hang': a worker stuck in a loop, as a pathological input could make it.
-  for (;;) { /* until terminated */ }
-}
-
 /** Tells the pool the task runs now, so its timeout starts (see protocol.ts TaskStarted). */
 function announce (task: Partial<TaskEnvelope>): void {
   if (typeof task.token === 'number') parentPort?.postMessage({ tfTaskStarted: task.token } satisfies TaskStarted)
@@ -96,8 +82,6 @@ function failure (e: unknown): { ok: false, code: string, message: string } {
 export async function compute (task: ComputeTask & Partial<TaskEnvelope>): Promise<TaskOutcome<ComputeResult>> {
   announce(task)
   try {
-    injectFault(task.fault)
-    if (task.fault === 'crash' && faultsEnabled) await new Promise(() => {})
     let index: GeoIndex | null = null
     if (needsGeo(task)) {
       index = useGeo(task.geo)
@@ -114,8 +98,6 @@ export async function compute (task: ComputeTask & Partial<TaskEnvelope>): Promi
 export async function render (task: RenderTask & Partial<TaskEnvelope>): Promise<TaskOutcome<RenderResult>> {
   announce(task)
   try {
-    injectFault(task.fault)
-    if (task.fault === 'crash' && faultsEnabled) await new Promise(() => {})
     const value = renderStream(task)
     collectAfterTask()
     return transferOutcome({ ok: true, value }, [value.text, value.local, value.fresh.bytes.buffer])

@@ -5,7 +5,8 @@
  * A token is given as offsets into the text being lexed rather than as a string: it is parsed
  * from the text's bytes (TEXT, text.ts), and only what the AST keeps (an address's text) or
  * what a message quotes is ever sliced out of the text itself (`src`). IPv4, the common address, is handled as an unsigned 32-bit
- * number throughout (parse, host-bit mask, range order); IPv6 goes through its 16-bit groups.
+ * number throughout (parse, host-bit mask, range order); IPv6 as four u32 words. Both are parsed
+ * by src/net, the one home of address parsing.
  *
  * Integers are limited to JS safe integers (±2^53−1) where wirefilter allows i64: every Int
  * field of both schemes (ports, ASNs, sizes, codes, flags) lies far inside that range, and it
@@ -13,7 +14,9 @@
  */
 import { CIDR_KIND, INT_KIND, INT_RANGE_KIND, IP_KIND, IP_RANGE_KIND, type CidrLit, type IntLit, type IntRangeLit, type IpLit, type IpRangeLit } from './ast.js'
 import { fail } from './diagnostic.js'
-import { compareGroups, formatIp, formatIpv4, formatIpv6, hasHostBits, networkOf, parseIpv4Codes, parseIpv6Into } from './ip.js'
+import { formatIpv4, parseIpv4Bytes, readIpv4, scanIpv6 } from '../net/ip.js'
+import { compare128 } from '../net/words.js'
+import { formatIp, formatIpv6, hasHostBits, networkOf } from './ip.js'
 import { TEXT } from './text.js'
 
 export type BareLiteral = IntLit | IntRangeLit | IpLit | CidrLit | IpRangeLit
@@ -122,7 +125,7 @@ function parseCommon (src: string, start: number, end: number): BareLiteral | un
     parsed.kind = INT_RANGE_KIND
     return { kind: 'int_range', from: v, to, pos: start }
   }
-  const quadEnd = scanQuad(start, end)
+  const quadEnd = readIpv4(CODES, start, end, quad)
   if (quadEnd < 0) return undefined
   const ip = quad[0]!
   if (quadEnd === end) {
@@ -137,7 +140,7 @@ function parseCommon (src: string, start: number, end: number): BareLiteral | un
     parsed.kind = CIDR_KIND
     return { kind: 'cidr', address: src.slice(start, quadEnd), prefix, pos: start }
   }
-  if (CODES[quadEnd] === DOT && CODES[quadEnd + 1] === DOT && scanQuad(quadEnd + 2, end) === end && ip <= quad[0]!) {
+  if (CODES[quadEnd] === DOT && CODES[quadEnd + 1] === DOT && readIpv4(CODES, quadEnd + 2, end, quad) === end && ip <= quad[0]!) {
     parsed.kind = IP_RANGE_KIND
     return { kind: 'ip_range', from: src.slice(start, quadEnd), to: src.slice(quadEnd + 2, end), pos: start }
   }
@@ -145,34 +148,10 @@ function parseCommon (src: string, start: number, end: number): BareLiteral | un
 }
 
 /**
- * The value of the dotted quad scanQuad last read. In a typed array rather than a variable:
+ * The value of the dotted quad readIpv4 last read. In a typed array rather than a variable:
  * a module variable holds a number above 2^30 as a heap object, allocated at each store.
  */
 const quad = new Uint32Array(1)
-
-/**
- * End of the dotted quad that starts at `start` (and ends before `end`), its value left in
- * `quad`; -1 when there is none. As strict as parseIpv4Codes: four octets of one to three
- * digits, no leading zero, at most 255.
- */
-function scanQuad (start: number, end: number): number {
-  let i = start
-  let acc = 0
-  for (let octet = 0; octet < 4; octet++) {
-    if (octet > 0) {
-      if (i >= end || CODES[i] !== DOT) return -1
-      i++
-    }
-    const first = i
-    let value = 0
-    while (i < end && CODES[i]! >= 48 && CODES[i]! <= 57) value = value * 10 + (CODES[i++]! - 48)
-    const digits = i - first
-    if (digits === 0 || digits > 3 || value > 255 || (digits > 1 && CODES[first] === 48)) return -1
-    acc = acc * 256 + value
-  }
-  quad[0] = acc
-  return i
-}
 
 /** [start, end) as `123`, `-5`, `0x1f` or `017` (octal: a leading zero means base 8, as in wirefilter). */
 export function parseInteger (src: string, start: number, end: number): number {
@@ -204,12 +183,12 @@ export function parseInteger (src: string, start: number, end: number): number {
 }
 
 /**
- * The groups of the IPv6 addresses being parsed: a range has two. Reused, because a literal's
+ * The words of the IPv6 addresses being parsed: a range has two. Reused, because a literal's
  * AST keeps only its text; parsing is not re-entrant, so one pair is enough.
  */
-const FROM = new Uint16Array(8)
-const TO = new Uint16Array(8)
-/** parseAddress's result for an IPv6 address (its groups are in the array it was given). */
+const FROM = new Uint32Array(4)
+const TO = new Uint32Array(4)
+/** parseAddress's result for an IPv6 address (its words are in the array it was given). */
 const V6 = -1
 
 /**
@@ -220,7 +199,7 @@ function parseIpRange (src: string, start: number, dots: number, end: number, fr
   const from = parseAddress(src, start, dots, fromV6, FROM)
   const to = parseAddress(src, dots + 2, end, toV6, TO)
   if ((from === V6) !== (to === V6)) fail(`IP range ${src.slice(start, end)} mixes IPv4 and IPv6`, start)
-  const order = from === V6 ? compareGroups(FROM, TO) : from - to
+  const order = from === V6 ? compare128(FROM, 0, TO, 0) : from - to
   if (order > 0) fail(`IP range ${src.slice(start, end)} starts above its end`, start)
   return { kind: 'ip_range', from: canonical(from, FROM, src, start, dots), to: canonical(to, TO, src, dots + 2, end), pos: start }
 }
@@ -241,7 +220,7 @@ function parseIpOrCidr (src: string, start: number, end: number, slash: number, 
     const net = prefix === 0 ? 0 : (ip & (0xffffffff << (32 - prefix))) >>> 0
     if (net !== ip) fail(`${src.slice(start, end)} has host bits set; the network is ${formatIpv4(net)}/${prefix}`, start)
   } else if (hasHostBits(FROM, prefix)) {
-    const net = networkOf({ version: 6, groups: Array.from(FROM) }, prefix)
+    const net = networkOf({ version: 6, words: Array.from(FROM) }, prefix)
     fail(`${src.slice(start, end)} has host bits set; the network is ${formatIp(net)}/${prefix}`, start)
   }
   return { kind: 'cidr', address: canonical(ip, FROM, src, start, slash), prefix, pos: start }
@@ -261,21 +240,21 @@ function parsePrefix (start: number, end: number): number {
 }
 
 /**
- * An address in [start, end): IPv4 as an unsigned 32-bit number; IPv6 as V6, its groups
- * written to `groups`. The family is the caller's finding (`v6`: the text has a colon), so
+ * An address in [start, end): IPv4 as an unsigned 32-bit number; IPv6 as V6, its words
+ * written to `words`. The family is the caller's finding (`v6`: the text has a colon), so
  * that the message names the family meant.
  */
-function parseAddress (src: string, start: number, end: number, v6: boolean, groups: Uint16Array): number {
+function parseAddress (src: string, start: number, end: number, v6: boolean, words: Uint32Array): number {
   if (!v6) {
-    const n = parseIpv4Codes(CODES, start, end)
+    const n = parseIpv4Bytes(CODES, start, end)
     if (n < 0) fail(`invalid IPv4 address ${src.slice(start, end)}`, start)
     return n
   }
-  if (!parseIpv6Into(CODES, start, end, groups)) fail(`invalid IPv6 address ${src.slice(start, end)}`, start)
+  if (!scanIpv6(src, start, end, words)) fail(`invalid IPv6 address ${src.slice(start, end)}`, start)
   return V6
 }
 
 /** The strict IPv4 parser accepts only the canonical dotted quad, so its text is already canonical. */
-function canonical (ip: number, v6: Uint16Array, src: string, start: number, end: number): string {
+function canonical (ip: number, v6: Uint32Array, src: string, start: number, end: number): string {
   return ip === V6 ? formatIpv6(v6) : src.slice(start, end)
 }

@@ -10,7 +10,7 @@
  */
 import { ThreatfeedError } from '../errors.js'
 import { parseIpv4, parseIpv6 } from '../net/ip.js'
-import { compareWords } from './words128.js'
+import { compare128 } from '../net/words.js'
 
 /** One data row. The object is reused from row to row: copy what you keep. */
 export interface AsnCsvRow {
@@ -113,7 +113,7 @@ export function forEachAsnCsvRow (buf: Buffer, file: string, onRow: (row: AsnCsv
 function scanRange (text: string, s1: number, e1: number, s2: number, e2: number, row: AsnCsvRow): number {
   if (contains(text, s1, e1, CH_COLON)) {
     if (!parseIpv6(text.slice(s1, e1), row.words, 0) || !parseIpv6(text.slice(s2, e2), row.words, 4)) return 0
-    return compareWords(row.words, 0, row.words, 4) <= 0 ? 6 : 0
+    return compare128(row.words, 0, row.words, 4) <= 0 ? 6 : 0
   }
   const a = parseIpv4(text.slice(s1, e1))
   const b = parseIpv4(text.slice(s2, e2))

@@ -16,7 +16,8 @@
  */
 import { DataSectionEncoder, mmdbUint16, mmdbUint32, mmdbUint64, type MmdbValue } from './mmdb-encoder.js'
 import { METADATA_MARKER, SEPARATOR_BYTES, type RecordSize } from './mmdb-file.js'
-import { addPowerOfTwo, compareWords, largestBlockBits } from './words128.js'
+import { compare128 } from '../net/words.js'
+import { addPowerOfTwo, largestBlockBits } from './words128.js'
 
 export interface MmdbWriterOptions {
   /** metadata database_type, e.g. "GeoLite2-ASN". */
@@ -130,7 +131,7 @@ export class MmdbWriter {
   /** True when the IPv6 range [first, last] overlaps ::/96 or (when aliasing) ::ffff:0:0/96. */
   rangeOverlapsIpv4Space (first: ArrayLike<number>, firstOffset: number, last: ArrayLike<number>, lastOffset: number): boolean {
     const overlaps = (lo: readonly number[], hi: readonly number[]): boolean =>
-      compareWords(first, firstOffset, hi, 0) <= 0 && compareWords(lo, 0, last, lastOffset) <= 0
+      compare128(first, firstOffset, hi, 0) <= 0 && compare128(lo, 0, last, lastOffset) <= 0
     if (overlaps([0, 0, 0, 0], [0, 0, 0, 0xffffffff])) return true
     return this.#opts.aliasIpv4Mapped !== false && overlaps([0, 0, 0xffff, 0], [0, 0, 0xffff, 0xffffffff])
   }
@@ -151,7 +152,7 @@ export class MmdbWriter {
   insertRangeV6 (first: ArrayLike<number>, firstOffset: number, last: ArrayLike<number>, lastOffset: number, ref: number): void {
     const cur = this.#w
     for (let k = 0; k < 4; k++) { cur[k] = first[firstOffset + k]!; cur[4 + k] = last[lastOffset + k]! }
-    while (compareWords(cur, 0, cur, 4) <= 0) {
+    while (compare128(cur, 0, cur, 4) <= 0) {
       const bits = largestBlockBits(cur)
       this.insertV6(cur, 0, 128 - bits, ref)
       if (!addPowerOfTwo(cur, bits)) break // wrapped past ffff…ffff: done

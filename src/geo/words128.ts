@@ -1,17 +1,8 @@
 /**
  * The little 128-bit arithmetic the MMDB writer needs to cut an inclusive IPv6 range into CIDR
- * blocks, on four big-endian u32 words (w0 most significant) inside typed arrays.
+ * blocks, on four big-endian u32 words (w0 most significant) inside typed arrays. Comparison
+ * is src/net's compare128.
  */
-
-/** -1, 0 or 1 as a[ao..ao+3] is below, equal to or above b[bo..bo+3]. */
-export function compareWords (a: ArrayLike<number>, ao: number, b: ArrayLike<number>, bo: number): number {
-  for (let k = 0; k < 4; k++) {
-    const x = a[ao + k]!
-    const y = b[bo + k]!
-    if (x !== y) return x < y ? -1 : 1
-  }
-  return 0
-}
 
 /**
  * For a range held as `w` = [first w0..w3, last w0..w3] (first ≤ last): the host bits of the

@@ -21,17 +21,13 @@ export interface SignalRouteDeps {
   /**
    * The consumer applying what is accepted. While more than `maxBacklog` accepted records wait
    * for it, a new batch waits for room — up to `admissionWaitMs`, its body read meanwhile — and is
-   * answered 429 + Retry-After: 1 only if none came. A client faster than the consumer is thus
-   * slowed to its pace batch by batch, and an acknowledged entry still shows within 1 s
-   * (DECISIONS §3). A 429 at once cost a pipeline a whole second per refusal: measured with a
-   * consumer on a thread of its own, where accepting outran applying,
-   * 1,700 refusals in 10 s against none with the wait, which sustained 108–133k entries/s.
+   * answered 429 + Retry-After: 1 only if none came: a fast client is slowed to the consumer's
+   * pace instead of losing a second per refusal (bench/NOTES.md, "Ingest: admission wait").
    */
   readonly consumer?: Pick<Consumer, 'backlog' | 'position' | 'waitFor'>
   /**
-   * Default 50 000 records: under half a second of applying on the bench machine (the consumer
-   * applies 115–135k records/s, bench/ingest.ts), so read-your-writes within 1 s holds, while 16
-   * full batches in flight (16 000 records accepted before a pass runs) do not reach it.
+   * Default 50 000 records: under half a second of applying, so read-your-writes within 1 s holds,
+   * and above what 16 full batches in flight leave waiting (bench/NOTES.md, "Ingest: backlog bound").
    */
   readonly maxBacklog?: number
   /** How long a batch waits for the backlog to fall below `maxBacklog` (default 1000 ms). */

@@ -137,13 +137,8 @@ export class SignalIngester {
   }
 
   /**
-   * Everything up to the durable write, synchronously: the answer is settled and the append
-   * started before anything is awaited. The parsed entries, their results, the v1 texts and the
-   * stream records are locals of this frame, so they are garbage while the append waits for the
-   * disk; held across that wait (in ingest's frame, or a stream's) they outlived young-generation
-   * collections and were copied by them (scavenges of 4–8 ms under load). Measured against the
-   * earlier build, alternating run by run (v1, 1000-entry batches, 4 in flight, 10 s each): 0.90–
-   * 0.97× the server's CPU per batch, 0.6–0.85× the scavenging time, 1.02–1.11× the entries/s.
+   * Everything up to the durable write, synchronously, so the parsed batch is garbage while the
+   * append waits for the disk instead of surviving scavenges (bench/NOTES.md, "Ingest: the accept frame").
    */
   #accept (api: ApiVersion, workspaceId: string, body: Buffer): Accepted {
     const { text, entries } = parseBatch(body)

@@ -18,13 +18,13 @@
  * no parser accepts, so UTF-8 garbage is refused, never misread.
  */
 import { INTERVAL_WORDS, isBlank, lastV4, maskV4, scanCidr, scanRange } from './cidr.js'
+import { readIpv4, readPrefixLength } from './ip.js'
 import type { NetworkSetBuilder, FamilyFilter } from './network-set.js'
 
 const CH_NL = 0x0a
 const CH_CR = 0x0d
 const CH_HASH = 0x23
 const CH_DASH = 0x2d
-const CH_DOT = 0x2e
 const CH_SLASH = 0x2f
 const CH_0 = 0x30
 const CH_COLON = 0x3a
@@ -46,6 +46,8 @@ export interface ScanResult {
 
 const interval = new Uint32Array(INTERVAL_WORDS)
 const groups = new Uint16Array(8)
+/** readIpv4's address and length. */
+const target = new Uint32Array(2)
 const NOT_FAST = -1
 
 /**
@@ -122,44 +124,13 @@ function lineEnd (b: Uint8Array, i: number, n: number): number {
 
 /** One-pass `a.b.c.d[/len]` line. */
 function fastIpv4 (b: Uint8Array, pos: number, n: number, builder: NetworkSetBuilder, want: boolean): number {
-  let i = pos
-  let addr = 0
-  for (let octet = 0; octet < 4; octet++) {
-    if (octet > 0) {
-      if (i >= n || b[i] !== CH_DOT) return NOT_FAST
-      i++
-    }
-    let v = 0
-    let d = 0
-    while (i < n) {
-      const x = b[i]! - CH_0
-      if (x < 0 || x > 9) break
-      if (d === 1 && v === 0) return NOT_FAST // leading zero
-      v = v * 10 + x
-      i++
-      if (++d > 3) return NOT_FAST
-    }
-    if (d === 0 || v > 255) return NOT_FAST
-    addr = addr * 256 + v
-  }
-  let len = 32
-  if (i < n && b[i] === CH_SLASH) {
-    let v = 0
-    let d = 0
-    i++
-    while (i < n) {
-      const x = b[i]! - CH_0
-      if (x < 0 || x > 9) break
-      if (d === 1 && v === 0) return NOT_FAST
-      v = v * 10 + x
-      i++
-      if (++d > 2) return NOT_FAST
-    }
-    if (d === 0 || v > 32) return NOT_FAST
-    len = v
-  }
+  let i = readIpv4(b, pos, n, target)
+  if (i >= 0) i = readPrefixLength(b, i, n, 32, target)
+  if (i < 0) return NOT_FAST
   const next = lineEnd(b, i, n)
   if (next === NOT_FAST) return NOT_FAST
+  const addr = target[0]!
+  const len = target[1]!
   if (want) builder.addRangeV4((addr & maskV4(len)) >>> 0, lastV4(addr, len))
   return next
 }

@@ -21,8 +21,8 @@ import { Piscina } from 'piscina'
 import { ThreatfeedError } from '../errors.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import {
-  FAULTS_ENV, GEO_MISSING, isTaskStarted,
-  type ComputeResult, type ComputeTask, type Fault, type RenderResult, type RenderTask, type TaskOutcome,
+  GEO_MISSING, isTaskStarted,
+  type ComputeResult, type ComputeTask, type RenderResult, type RenderTask, type TaskOutcome,
 } from './protocol.js'
 
 export interface PoolOptions {
@@ -30,8 +30,11 @@ export interface PoolOptions {
   workers: number
   /** A task running longer is abandoned and its worker terminated. */
   taskTimeoutMs: number
-  /** Tests only: lets tasks carry a fault (see protocol.ts `Fault`). */
-  faults?: boolean
+  /**
+   * The worker entry: by default workers/feed-worker beside the running code. Tests point it at a
+   * worker of their own that exports the same tasks (test/fixtures/pool/), as piscina's do.
+   */
+  filename?: string
 }
 
 /** Task input without the geo reference: the pool fills it in. */
@@ -52,8 +55,6 @@ export interface FeedPool {
   setGeo (index: GeoIndexData): void
   compute (task: ComputeInput): Promise<ComputeResult>
   render (task: RenderTask): Promise<RenderResult>
-  /** Tests only (pool created with faults: true): the next `count` tasks carry `fault`. */
-  injectFault (fault: Fault, count?: number): void
   readonly stats: Readonly<PoolStats>
   readonly threads: number
   destroy (): Promise<void>
@@ -83,7 +84,7 @@ function isAbort (e: unknown): boolean {
  */
 export function createPool (opts: PoolOptions): FeedPool {
   const piscina = new Piscina({
-    filename: workerFile(),
+    filename: opts.filename ?? workerFile(),
     minThreads: opts.workers,
     maxThreads: opts.workers,
     // Builds are bursty (a change, then quiet for a rebuild interval); keep the threads warm.
@@ -91,13 +92,11 @@ export function createPool (opts: PoolOptions): FeedPool {
     // From the TypeScript sources, workers load tsx themselves (feed-worker-tsx.mjs); they need
     // none of the parent's --import hooks, which cost seconds per worker start under a test runner.
     ...(isDev ? { execArgv: [] } : {}),
-    env: opts.faults === true ? { ...process.env, [FAULTS_ENV]: '1' } : { ...process.env, [FAULTS_ENV]: '' },
   })
   // A worker dying between tasks is reported here; the tasks it ran are rejected on their own.
   piscina.on('error', () => {})
   let geo: { version: number, data: GeoIndexData } | null = null
   const stats: PoolStats = { completed: 0, failed: 0, timedOut: 0, geoAttached: 0, geoResends: 0 }
-  const faults: Fault[] = []
   /** Geo index version each thread reported holding (threadId → version). */
   const holders = new Map<number, number>()
   /** True once every live thread holds the current index: tasks then name its version only. */
@@ -123,7 +122,7 @@ export function createPool (opts: PoolOptions): FeedPool {
     starts.set(token, () => arm(opts.taskTimeoutMs))
     let outcome: TaskOutcome<T>
     try {
-      outcome = await piscina.run({ ...task, token, ...takeFault() }, { name, signal: ac.signal }) as TaskOutcome<T>
+      outcome = await piscina.run({ ...task, token }, { name, signal: ac.signal }) as TaskOutcome<T>
     } catch (e) {
       if (isAbort(e) || ac.signal.aborted) {
         stats.timedOut++
@@ -145,11 +144,6 @@ export function createPool (opts: PoolOptions): FeedPool {
     return outcome.value
   }
 
-  function takeFault (): { fault?: Fault } {
-    const f = faults.shift()
-    return f === undefined ? {} : { fault: f }
-  }
-
   return {
     setGeo (data) {
       geo = { version: (geo?.version ?? 0) + 1, data }
@@ -164,19 +158,21 @@ export function createPool (opts: PoolOptions): FeedPool {
         return await run<ComputeResult>('compute', { ...input, geo: attach ? current : { version: current?.version ?? 0 } })
       } catch (e) {
         if (!(e instanceof GeoMissing)) throw e
-        if (geo === null) throw new ThreatfeedError('TF_ERR_WORKER', ['a task names ASNs or countries and no geo index is set'])
+        if (geo === null) throw new ThreatfeedError(GEO_MISSING, ['none is loaded'])
         // The latest index: if it changed meanwhile, the newer one is the one to use anyway.
         stats.geoResends++
         stats.geoAttached++
-        return run<ComputeResult>('compute', { ...input, geo })
+        try {
+          return await run<ComputeResult>('compute', { ...input, geo })
+        } catch (again) {
+          // With the index attached a worker cannot miss it; say so rather than leak GeoMissing.
+          if (again instanceof GeoMissing) throw new ThreatfeedError(GEO_MISSING, ['the worker did not take the index sent with the task'])
+          throw again
+        }
       }
     },
     render (task) {
       return run<RenderResult>('render', task)
-    },
-    injectFault (fault, count = 1) {
-      if (opts.faults !== true) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('fault injection needs createPool({ faults: true })') })
-      for (let i = 0; i < count; i++) faults.push(fault)
     },
     get stats () { return stats },
     get threads () { return piscina.threads.length },
@@ -186,6 +182,7 @@ export function createPool (opts: PoolOptions): FeedPool {
   }
 }
 
+/** A worker's GEO_MISSING answer, inside this file only: compute() resends or turns it into TF_ERR_GEO_MISSING. */
 class GeoMissing extends Error {}
 
 /** How many task timeouts a task may wait in the queue before it is given up. */

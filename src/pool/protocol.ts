@@ -14,22 +14,12 @@
  * them are spelled out here; they are the same strings as store/types.ts.
  */
 import { move } from 'piscina'
+import type { ErrorCode } from '../errors.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 
 export type WireFormat = 'plain' | 'dialect_a' | 'dialect_b' | 'nftables'
 export type WireFamily = 'v4' | 'v6' | 'both'
 export type WireAction = 'block' | 'allow'
-
-/**
- * Test-only fault injection. A worker honours it only when its environment has
- * THREATFEED_TEST_FAULTS=1, which only createPool({ faults: true }) sets (tests do).
- * - `throw`: the task throws (caught: answered as `{ ok: false }`);
- * - `crash`: an uncaught exception outside the task kills the worker;
- * - `exit`: process.exit(1) inside the worker;
- * - `hang`: a busy loop that never returns (the pool's timeout terminates the worker).
- */
-export type Fault = 'throw' | 'crash' | 'exit' | 'hang'
-export const FAULTS_ENV = 'THREATFEED_TEST_FAULTS'
 
 /**
  * Posted by a worker on its parent port when it starts a task: the pool's timeout measures the
@@ -45,7 +35,6 @@ export function isTaskStarted (m: unknown): m is TaskStarted {
 export interface TaskEnvelope {
   /** Pool-assigned id, echoed in TaskStarted. */
   token: number
-  fault?: Fault
 }
 
 export interface TaskFailure { ok: false, code: string, message: string }
@@ -63,7 +52,7 @@ export type TaskOutcome<T> = TaskSuccess<T> | TaskFailure
  * thread has reported holding it (TaskSuccess.held), so each worker receives each version about
  * once, and then tasks carry only the version number.
  */
-export const GEO_MISSING = 'TF_GEO_MISSING'
+export const GEO_MISSING = 'TF_ERR_GEO_MISSING' satisfies ErrorCode
 
 /** A geo index version, with the index itself only when the worker is known to need it. */
 export interface GeoRef {

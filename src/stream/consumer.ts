@@ -18,7 +18,7 @@
  *
  * Records this process appended are handed over already decoded (`offer`): the consumer then
  * applies them from memory instead of reading back and re-normalizing what it has just written
- * (a fifth of the ingest path's CPU, measured with bench/ingest.ts --cpu-prof). The handed-over
+ * (bench/NOTES.md, "Consumer: records handed over"). The handed-over
  * commands are exactly what decoding the records would give (the canonical v2 payload is a fixed
  * point of normalization; a v1 record is the entry's own text), so the result is the same; records
  * appended by other processes, or once the memory is dropped, are read from the store.
@@ -39,14 +39,8 @@ export interface ConsumerOptions {
   /** How often to look for records appended by other processes. */
   readonly pollMs: number
   /**
-   * Most records applied in one transaction. A pass takes what is there, so this only matters
-   * when records pile up: records that arrive while a pass commits are taken together by the
-   * next pass, and under load several ingest batches share one transaction and one flush. The
-   * transaction's callback runs on the event loop, so this also bounds how long one pass holds up
-   * HTTP requests. Measured with bench/ingest.ts (v1, 1000-entry batches, 4 in flight, quiet
-   * machine): 2000 → 117–121k entries/s, p99 56–63 ms, a few 429s; 3000–4000 → 116–135k/s,
-   * p99 58–90 ms; 10 000 → 88k/s, p99 100–115 ms (passes of 40+ ms, and fewer, larger commits
-   * that each wait longer for the disk).
+   * Most records applied in one transaction: larger passes share flushes but hold up the event
+   * loop longer (bench/NOTES.md, "Consumer: batch size").
    */
   readonly batchSize?: number
   readonly log?: Pick<Logger, 'warn' | 'error'>

@@ -3,13 +3,14 @@ import { FeedService } from '../../src/feed/feed-service.js'
 import type { BuildOutcome, BuildReason, FeedMetrics } from '../../src/feed/metrics.js'
 import type { FeedSnapshot } from '../../src/feed/snapshot-types.js'
 import { createPool } from '../../src/pool/pool.js'
+import { FAULTY_WORKER, injectFault } from '../fixtures/pool/faults.js'
 import type { Store } from '../../src/store/types.js'
 import { ThreatfeedError } from '../../src/errors.js'
 import type { FeedSource } from '../../src/http/feed-routes.js'
 import { addRules, rule, silentLog, tempStore, testGeo } from './fixtures.js'
 
 const geo = await testGeo()
-const pool = createPool({ workers: 2, taskTimeoutMs: 2000, faults: true })
+const pool = createPool({ workers: 2, taskTimeoutMs: 2000, filename: FAULTY_WORKER })
 t.teardown(() => pool.destroy())
 // Each test has its own store: a service builds every workspace of its store.
 let tmp = await tempStore()
@@ -240,7 +241,7 @@ t.test('a crashing, exiting or hanging worker leaves the last good snapshot serv
   let n = 2
   for (const fault of ['exit', 'hang', 'throw'] as const) {
     const failedBefore = metrics.builds.filter((b) => b.outcome === 'failed').length
-    pool.injectFault(fault)
+    injectFault(fault)
     // Far apart, so that coalescing cannot hide a new address in a shorter prefix.
     await addRules(tmp.store, [rule(ws.id, `192.0.2.${10 * n}/32`)])
     await waitFor(`${fault}: a failed build`, () => metrics.builds.filter((b) => b.outcome === 'failed').length > failedBefore)

@@ -6,6 +6,7 @@ import { computeNetworks } from '../../src/feed/render/compute-networks.js'
 import { renderStream } from '../../src/feed/render/render-stream.js'
 import type { ComputeTask, RenderTask, TargetGroup } from '../../src/pool/protocol.js'
 import { ThreatfeedError } from '../../src/errors.js'
+import { FAULTY_WORKER, clearFaults, injectFault } from '../fixtures/pool/faults.js'
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/geo/maxmind', import.meta.url))
 const geo = await loadGeoIndex({ countryDb: `${FIXTURES}/GeoLite2-Country-Test.mmdb`, asnDb: `${FIXTURES}/GeoLite2-ASN-Test.mmdb` })
@@ -18,8 +19,9 @@ function renderTask (networks: RenderTask['networks']): RenderTask {
   return { stream: 'lines', action: 'block', networks, name: 'n', description: 'd', generated: { v4: 0, v6: 0, both: 0 }, limit: 131072, listFeed: false, gzipLevel: 6, cache: null }
 }
 
-const pool = createPool({ workers: 2, taskTimeoutMs: 1500, faults: true })
+const pool = createPool({ workers: 2, taskTimeoutMs: 1500, filename: FAULTY_WORKER })
 t.teardown(() => pool.destroy())
+t.teardown(clearFaults)
 pool.setGeo(geo.toTransferable())
 
 t.test('compute and render in workers give what they give in-process', async (t) => {
@@ -89,7 +91,7 @@ t.test('a failing, crashing, exiting or hanging worker rejects its task with a r
   ] as const
   const networks = (await pool.compute(input)).block
   for (const c of cases) {
-    pool.injectFault(c.fault)
+    injectFault(c.fault)
     const started = Date.now()
     const e = await rejection(c.task === 'compute' ? pool.compute(input) : pool.render(renderTask(networks)))
     t.equal(e?.code, c.code, `${c.fault} in ${c.task}`)
@@ -101,8 +103,23 @@ t.test('a failing, crashing, exiting or hanging worker rejects its task with a r
   t.equal(pool.stats.timedOut, 1)
 })
 
-t.test('faults cannot be injected into a production pool', async (t) => {
+t.test('a task naming countries or ASNs with no geo index loaded fails with TF_ERR_GEO_MISSING', async (t) => {
+  const bare = createPool({ workers: 1, taskTimeoutMs: 1000 })
+  t.teardown(() => bare.destroy())
+  const e = await rejection(bare.compute(input))
+  t.equal(e?.code, 'TF_ERR_GEO_MISSING')
+  t.equal(e?.message, 'no geo index for a task that names ASNs or countries: none is loaded')
+  t.equal(e?.status, 500)
+  const plain = await bare.compute({ ...input, block: [group(['192.0.2.1'])] })
+  t.equal(plain.block.total.v4.length, 2, 'tasks without ASNs or countries still run')
+})
+
+t.test('the production worker has no fault hook: a waiting fault does not touch its tasks', async (t) => {
   const plain = createPool({ workers: 1, taskTimeoutMs: 1000 })
   t.teardown(() => plain.destroy())
-  t.throws(() => plain.injectFault('exit'), { code: 'TF_ERR_INTERNAL' })
+  injectFault('exit')
+  const r = await plain.compute({ ...input, block: [group(['192.0.2.1'])] })
+  t.same(Array.from(r.block.total.v4), [0xc0000201, 32])
+  t.equal(plain.stats.failed, 0)
+  clearFaults()
 })

@@ -1,11 +1,9 @@
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { loadGeoIndex } from '../../src/geo/load.js'
-import { FAULTS_ENV, GEO_MISSING, type ComputeResult, type ComputeTask, type RenderResult, type TargetGroup, type TaskOutcome } from '../../src/pool/protocol.js'
-
-// The worker reads its fault switch once, at load: set it before importing.
-process.env[FAULTS_ENV] = '1'
-const worker = await import('../../workers/feed-worker.js')
+import { GEO_MISSING, type ComputeResult, type ComputeTask, type RenderResult, type TargetGroup, type TaskOutcome } from '../../src/pool/protocol.js'
+import * as worker from '../../workers/feed-worker.js'
+import { throwingTask } from '../fixtures/pool/faults.js'
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/geo/maxmind', import.meta.url))
 const geo = await loadGeoIndex({ countryDb: `${FIXTURES}/GeoLite2-Country-Test.mmdb`, asnDb: `${FIXTURES}/GeoLite2-ASN-Test.mmdb` })
@@ -65,7 +63,7 @@ t.test('render shares its text and moves its other buffers', async (t) => {
 })
 
 t.test('errors do not cross the boundary: a failing task answers { ok: false, code, message }', async (t) => {
-  t.same(unwrap(await worker.compute({ ...task(), fault: 'throw' } as ComputeTask)).outcome, { ok: false, code: 'TF_ERR_WORKER', message: 'injected fault' })
+  t.same(unwrap(await worker.compute(throwingTask(task()))).outcome, { ok: false, code: 'TF_ERR_WORKER', message: 'injected fault' })
   const bad = unwrap(await worker.render({ stream: 'lines', action: 'block', networks: null } as never))
   t.equal(bad.outcome.ok, false)
   t.match((bad.outcome as { message: string }).message, /null|undefined/)

@@ -14,73 +14,35 @@
  */
 import { createHash, type Hash } from 'node:crypto'
 import { INTERVAL_WORDS, lastV4, maskV4, scanCidr } from '../../net/cidr.js'
+import { readIpv4, readPrefixLength } from '../../net/ip.js'
 import { NetworkSet, NetworkSetBuilder } from '../../net/network-set.js'
 import type { GeoIndex } from '../../geo/geo-index.js'
 import type { ActionNetworks, ComputeResult, ComputeTask, GroupPrefixes, TargetGroup, WirePrefixes } from '../../pool/protocol.js'
 
 const CH_NL = 0x0a
 
-const CH_0 = 0x30
-const CH_DOT = 0x2e
-const CH_SLASH = 0x2f
+const NON_ASCII = 0x80
+const encoder = new TextEncoder()
 
 /**
- * Reads the common target — an IPv4 address or CIDR in canonical form, `a.b.c.d` or
- * `a.b.c.d/len` — from `s` at `i` up to its newline, in one pass, into out[0] (address, host bits
- * kept) and out[1] (length). Anything else (IPv6, a leading zero, a stray character) answers -1
- * and the caller hands the line to scanCidr, so this accepts a subset of what scanCidr accepts,
- * with the same result: the property test of compute-networks.test.ts holds them to that. Through
- * scanCidr (a search for the newline, one for the slash, one for a colon, then the scan), 105,000
- * random IPs were the larger part of a 58 ms computation; with this reader it takes 22 ms.
- * @returns the index of the newline (or the end), or -1
+ * A group's targets as bytes, one per char (non-ASCII as 0x80, which nothing accepts), so that
+ * offsets stay string offsets for scanCidr. Reused: a worker computes one task at a time. A plain
+ * Uint8Array, like every other array net's readIpv4 reads in a worker, so its reads stay monomorphic.
  */
-function scanIpv4Line (s: string, i: number, out: Uint32Array): number {
-  let addr = 0
-  for (let octet = 0; octet < 4; octet++) {
-    if (octet > 0) {
-      if (s.charCodeAt(i) !== CH_DOT) return -1
-      i++
+let targetBytes = new Uint8Array(1 << 16)
+
+function bytesOfTargets (s: string): Uint8Array {
+  const n = s.length
+  if (targetBytes.length < n) targetBytes = new Uint8Array(Math.max(n, 2 * targetBytes.length))
+  // One native pass, exact for ASCII (the targets of a sound store); anything else char by char.
+  const { read, written } = encoder.encodeInto(s, targetBytes)
+  if (read !== n || written !== n) {
+    for (let k = 0; k < n; k++) {
+      const c = s.charCodeAt(k)
+      targetBytes[k] = c < NON_ASCII ? c : NON_ASCII
     }
-    const first = s.charCodeAt(i) - CH_0
-    if (!(first >= 0 && first <= 9)) return -1
-    let v = first
-    i++
-    let d = s.charCodeAt(i) - CH_0
-    if (d >= 0 && d <= 9) {
-      if (first === 0) return -1
-      v = v * 10 + d
-      i++
-      d = s.charCodeAt(i) - CH_0
-      if (d >= 0 && d <= 9) {
-        v = v * 10 + d
-        i++
-        if (v > 255) return -1
-      }
-    }
-    addr = addr * 256 + v
   }
-  let len = 32
-  let c = s.charCodeAt(i)
-  if (c === CH_SLASH) {
-    i++
-    const first = s.charCodeAt(i) - CH_0
-    if (!(first >= 0 && first <= 9)) return -1
-    len = first
-    i++
-    const d = s.charCodeAt(i) - CH_0
-    if (d >= 0 && d <= 9) {
-      if (first === 0) return -1
-      len = len * 10 + d
-      i++
-      if (len > 32) return -1
-    }
-    c = s.charCodeAt(i)
-  }
-  // The line must end here: at its newline or at the end of the text (NaN).
-  if (c !== CH_NL && i !== s.length) return -1
-  out[0] = addr
-  out[1] = len
-  return i
+  return targetBytes
 }
 
 interface Counter { invalid: number }
@@ -91,17 +53,22 @@ function buildGroupSet (g: TargetGroup, geo: GeoIndex | null, counter: Counter):
   const b = new NetworkSetBuilder(s.length / 12, 64)
   const interval = new Uint32Array(INTERVAL_WORDS)
   const v4 = new Uint32Array(2)
+  const bytes = bytesOfTargets(s)
+  const n = s.length
   let i = 0
-  while (i < s.length) {
-    const end = scanIpv4Line(s, i, v4)
-    if (end >= 0) {
+  while (i < n) {
+    // The common target, a canonical IPv4 address or CIDR on its own line, in one pass (bench/NOTES.md);
+    // anything else (IPv6, a stray character) goes to scanCidr, which accepts the same and more.
+    let end = readIpv4(bytes, i, n, v4)
+    if (end >= 0) end = readPrefixLength(bytes, end, n, 32, v4)
+    if (end >= 0 && (end === n || bytes[end] === CH_NL)) {
       const len = v4[1]!
       b.addRangeV4((v4[0]! & maskV4(len)) >>> 0, lastV4(v4[0]!, len))
       i = end + 1
       continue
     }
-    let j = i
-    while (j < s.length && s.charCodeAt(j) !== CH_NL) j++
+    let j = bytes.indexOf(CH_NL, i)
+    if (j < 0 || j > n) j = n
     if (j > i) {
       const family = scanCidr(s, i, j, interval)
       if (family === 0) counter.invalid++
@@ -123,12 +90,9 @@ const expansions = new WeakMap<GeoIndex, Map<string, NetworkSet>>()
 const EXPANSIONS_KEPT = 8
 
 /**
- * The networks of some countries and ASNs. The index keeps each key's networks as sorted
- * intervals, so merging them there and taking one union is ~20× cheaper than feeding every
- * expanded prefix back through the builder's sort; and as a feed's geo rules change far less
- * often than its IPs, the result is kept for the next build (15 of the ~60 ms of a rebuild of the
- * 131,072-entry feed of bench/snapshot.ts, with 20 countries and 50 ASNs). A NetworkSet is
- * immutable, so sharing one is safe.
+ * The networks of some countries and ASNs, merged from the index's sorted intervals and kept for
+ * the next build, as geo rules change far less often than IPs (bench/NOTES.md, "Feeds: geo
+ * expansion"). A NetworkSet is immutable, so sharing one is safe.
  */
 function expandGeo (geo: GeoIndex, countries: readonly string[], asns: readonly number[]): NetworkSet {
   let kept = expansions.get(geo)

@@ -11,7 +11,9 @@ import { newHousekeepingCounters } from '../types.js'
 import { EmbeddedFeedVersionStore } from './feed-version-store.js'
 import { EmbeddedKeyStore } from './key-store.js'
 import { EmbeddedListStore } from './list-store.js'
-import { LmdbEnv, META, type LmdbEnvOptions } from './lmdb-env.js'
+import { META } from './layout.js'
+import { LmdbEnv, type LmdbEnvOptions } from './lmdb-env.js'
+import { migrateFormat } from './migrate-format.js'
 import { EmbeddedRuleStore } from './rule-store.js'
 import { EmbeddedSignalStream } from './signal-stream.js'
 import { EmbeddedWorkspaceStore } from './workspace-store.js'
@@ -69,5 +71,8 @@ export class EmbeddedStore implements BatchingStore {
  *   await store.close()
  */
 export async function openEmbeddedStore (dataDir: string, options: LmdbEnvOptions = {}): Promise<EmbeddedStore> {
-  return new EmbeddedStore(new LmdbEnv(dataDir, options))
+  const env = new LmdbEnv(dataDir, options)
+  // An older directory is upgraded before any store reads it (migrate-format.ts).
+  env.upgrade(migrateFormat)
+  return new EmbeddedStore(env)
 }

@@ -28,7 +28,7 @@
  */
 import { SWEEP_GRAIN_MS } from '../types.js'
 import { ByteReader, ByteWriter } from './byte-writer.js'
-import type { Databases, ExpiryLogKey } from './lmdb-env.js'
+import type { Databases, ExpiryLogKey } from './layout.js'
 
 export const EXPIRY_TABLE = { access: 0, expression: 1 } as const
 export type ExpiryTable = (typeof EXPIRY_TABLE)[keyof typeof EXPIRY_TABLE]

@@ -1,7 +1,8 @@
 /** Feed versions (Last-Modified, DECISIONS §5) and feed fetch times (DECISIONS §6) on LMDB. */
 import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedVersion, type FeedVersionStore } from '../types.js'
 import { feedOfVersionKey, feedVersionKey } from './key-layout.js'
-import type { Databases, LmdbEnv } from './lmdb-env.js'
+import type { Databases } from './layout.js'
+import type { LmdbEnv } from './lmdb-env.js'
 
 /** A version record as kept: the version, and when its feed was last served. */
 interface FeedVersionRecord extends FeedVersion {

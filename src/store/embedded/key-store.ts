@@ -5,7 +5,8 @@
 import { randomUUID } from 'node:crypto'
 import { ThreatfeedError } from '../../errors.js'
 import type { ApiKey, KeyStore, Scope } from '../types.js'
-import { META, type LmdbEnv } from './lmdb-env.js'
+import { META } from './layout.js'
+import type { LmdbEnv } from './lmdb-env.js'
 import { byCreation } from './sort.js'
 
 export class EmbeddedKeyStore implements KeyStore {

@@ -6,7 +6,8 @@ import { randomUUID } from 'node:crypto'
 import { ThreatfeedError } from '../../errors.js'
 import type { AccessList, ListDefaults, ListStore } from '../types.js'
 import { listNameKey, listNameRange, workspaceRange, type KeyRange } from './key-layout.js'
-import { META, type Databases, type LmdbEnv } from './lmdb-env.js'
+import { META, type Databases } from './layout.js'
+import type { LmdbEnv } from './lmdb-env.js'
 import { byCreation } from './sort.js'
 
 type ListInput = Omit<AccessList, 'id' | 'createdAt' | 'updatedAt'>

@@ -16,14 +16,10 @@
  * concurrent batches share one flush.
  *
  * Two environments: the stream lives in one of its own (`<dataDir>/stream/`), everything else in
- * the main one. LMDB has one writer per environment, holding the lock while the transaction's
- * callback runs and while the commit flushes. With the stream in the main environment, every
- * ingest append (the durable write the client waits for) queued behind the consumer's apply
- * transactions and shared their large commits. Measured with bench/ingest.ts (v1, 1000-entry
- * batches, 4 in flight, quiet machine): one environment 86–92k entries/s at 10.6–11.4 ms of
- * server CPU per batch; two environments 116–135k/s at 7.4–8.6 ms. Nothing needs a transaction
- * spanning both: an append touches only the stream, and the consumer's checkpoint moves with the
- * rules it applied, in the main environment.
+ * the main one, so that an ingest append (the durable write the client waits for) does not queue
+ * behind the consumer's apply transactions for LMDB's one writer (bench/NOTES.md, "LMDB: two
+ * environments"). Nothing needs a transaction spanning both: an append touches only the stream,
+ * and the consumer's checkpoint moves with the rules it applied, in the main environment.
  *
  * Synchronous writes (`syncWrites`): a thread that does nothing but write — the stream consumer's
  * own thread (src/stream/consumer-thread.ts) — commits each transaction itself, in the call, with
@@ -31,71 +27,19 @@
  * turn. The commit still flushes to disk before it returns, and an exception still rolls every
  * write of the transaction back (transactionSync aborts on a throw).
  *
+ * The format upgrade of an older directory (migrate-format.ts) is not run here but by
+ * openEmbeddedStore, through upgrade(), before anything else reads or writes.
+ *
  * Several processes: the server keeps the environment open while the CLI opens it briefly. LMDB
  * allows that with one writer at a time across processes (its lock file), so every process must
  * open it with the same options — which is why they live here and nowhere else.
  */
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { open, type Database, type RootDatabase } from 'lmdb'
+import { open, type RootDatabase } from 'lmdb'
 import { ThreatfeedError, isThreatfeedError } from '../../errors.js'
-import type { AccessList, ApiKey, ExpressionRule, FeedVersion, LapsedTombstone, Workspace } from '../types.js'
 import { ByteWriter, type FastBuffer } from './byte-writer.js'
-import { migrateFormat } from './migrate-format.js'
-
-/** Expiry log key: [expiry bucket, entry number]; see expiry-log.ts. */
-export type ExpiryLogKey = [number, number]
-
-export interface Databases {
-  readonly workspaces: Database<Workspace, string>
-  readonly keys: Database<ApiKey, string>
-  /** hash → key id; a hash belongs to at most one key. */
-  readonly keysByHash: Database<string, string>
-  readonly lists: Database<AccessList, string>
-  /** workspace␟name␟id → id (names are not unique, so the id ends the key). */
-  readonly listsByName: Database<string, string>
-  /** Identity key (see key-layout.ts) → rule in the form of rule-codec.ts; one entry per identity by construction. */
-  readonly accessRules: Database<Buffer, string>
-  /** workspace␟type␟value␟ruleRef → primary key, for keyed access rules only. */
-  readonly accessByTarget: Database<string, string>
-  readonly expressionRules: Database<ExpressionRule, string>
-  /** Which rules may lapse in which expiry bucket (expiry-log.ts). */
-  readonly expiryLog: Database<Buffer, ExpiryLogKey>
-  /** Tombstones of swept rules (key-layout.ts tombstoneKey) and their lapse-time index. */
-  readonly tombstones: Database<LapsedTombstone, string>
-  readonly tombstonesByTime: Database<Buffer, [number, string]>
-  /** Where format 2 kept the stream; emptied when the directory moves to format 3
-   *  (migrate-format.ts). Nothing else reads or writes it. */
-  readonly legacyStream: Database<Buffer, number>
-  readonly checkpoints: Database<number, string>
-  readonly feedVersions: Database<FeedVersion, string>
-  /** Counters: the two revisions; also the data format (migrate-format.ts) and the expiry-log
-   *  entry counter (expiry-log.ts). */
-  readonly meta: Database<number, string>
-}
-
-/** The stream's own environment (see LmdbEnv). */
-export interface StreamDatabases {
-  /** First seq of an append → its records (stream-codec.ts). Numbers are ordered-binary keys,
-   *  so a range scan walks chunks in seq order. */
-  readonly chunks: Database<Buffer, number>
-  /** The stream head (META.streamHead). */
-  readonly meta: Database<number, string>
-}
-
-/** The meta key of one workspace's rules revision (RuleStore#revisionOf). */
-export function workspaceRulesRevision (workspaceId: string): string {
-  return `${META.rulesRevision}:${workspaceId}`
-}
-
-/** The stream's environment, a directory inside the data directory (see LmdbEnv). */
-export const STREAM_DIR = 'stream'
-
-export const META = {
-  adminRevision: 'revision:admin',
-  rulesRevision: 'revision:rules',
-  streamHead: 'stream:head',
-} as const
+import { STREAM_DIR, type Databases, type StreamDatabases } from './layout.js'
 
 /** 256 GiB of address space: large enough that the map is not resized while another process
  *  has it open (resizing under a second process is LMDB's least-trodden path), while the file
@@ -133,11 +77,9 @@ async function rewriteEnv (src: RootDatabase, path: string, maxDbs: number): Pro
 }
 
 /**
- * Access-rule keys as their UTF-8 bytes. lmdb-js's default (ordered-binary) writes such strings
- * as the same bytes — they start above U+001B and hold no U+0000..U+0004 — so the keys of
- * existing stores read back unchanged; but it does so a character at a time, and that was the
- * larger part of an access-rule put and get (measured: 1000 upserts in 11 ms of CPU with string
- * keys, 6.9 ms with this encoder).
+ * Access-rule keys as their UTF-8 bytes: what lmdb-js's default (ordered-binary) writes for such
+ * strings — they start above U+001B and hold no U+0000..U+0004, so existing stores read back
+ * unchanged — but in one native call, not a character at a time (bench/NOTES.md, "LMDB: key encoder").
  */
 const UTF8_KEYS = {
   writeKey (key: string | Uint8Array, target: FastBuffer, start: number): number {
@@ -207,14 +149,23 @@ export class LmdbEnv {
         chunks: streamRoot.openDB('stream-chunks', binary),
         meta: streamRoot.openDB('meta', json),
       }
-      try {
-        migrateFormat(root, this.dbs, streamRoot, this.streamDbs)
-      } catch (e) {
-        void root.close().catch(() => {})
-        void streamRoot.close().catch(() => {})
-        throw e
-      }
     } catch (cause) {
+      throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause })
+    }
+  }
+
+  /**
+   * Runs `fn` on the raw environments, for the format upgrade (migrate-format.ts) before
+   * anything else uses them. When it throws, both environments are closed and the error is the
+   * store's failure to open.
+   */
+  upgrade (fn: (root: RootDatabase, dbs: Databases, streamRoot: RootDatabase, streamDbs: StreamDatabases) => void): void {
+    try {
+      fn(this.#root, this.dbs, this.#streamRoot, this.streamDbs)
+    } catch (cause) {
+      this.#closed = true
+      void this.#root.close().catch(() => {})
+      void this.#streamRoot.close().catch(() => {})
       throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause })
     }
   }

@@ -26,7 +26,7 @@ import type { RootDatabase } from 'lmdb'
 import type { AccessRule, StreamRecordInput } from '../types.js'
 import { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, ExpiryLogWriter } from './expiry-log.js'
-import { META, type Databases, type StreamDatabases } from './lmdb-env.js'
+import { META, type Databases, type StreamDatabases } from './layout.js'
 import { accessRuleExpiresAt, encodeAccessRule } from './rule-codec.js'
 import { encodeChunk } from './stream-codec.js'
 

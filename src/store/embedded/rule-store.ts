@@ -9,7 +9,8 @@ import {
 } from '../types.js'
 import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
 import { expressionRuleRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
-import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey, type LmdbEnv } from './lmdb-env.js'
+import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey } from './layout.js'
+import type { LmdbEnv } from './lmdb-env.js'
 import { decodeAccessRule } from './rule-codec.js'
 import { dropTombstones, lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 

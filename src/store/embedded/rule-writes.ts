@@ -14,7 +14,7 @@ import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, 
 import type { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
 import { accessRuleKey, accessRuleKeyByRef, expressionRuleKey, targetIndexKey, targetIndexRange, tombstoneKey, workspaceOfKey, writeAccessRuleKey } from './key-layout.js'
-import type { Databases } from './lmdb-env.js'
+import type { Databases } from './layout.js'
 import { accessRuleExpiresAt, decodeAccessRule, encodeAccessRule, setAccessRuleTimes } from './rule-codec.js'
 
 /** What one write transaction works with. */

@@ -9,7 +9,8 @@
 import type { CommitGate } from '../commit-gate.js'
 import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamRecord, StreamRetained, TrimPass } from '../types.js'
 import { appendCount, isWholeV1Batch } from '../whole-v1-batch.js'
-import { META, type LmdbEnv } from './lmdb-env.js'
+import { META } from './layout.js'
+import type { LmdbEnv } from './lmdb-env.js'
 import { chunkCount, chunkLatestAcceptedAt, decodeChunk, encodeChunk, encodeWholeV1Chunk } from './stream-codec.js'
 
 export class EmbeddedSignalStream implements StoredSignalStream {

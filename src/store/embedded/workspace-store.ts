@@ -1,7 +1,8 @@
 /** Workspaces on LMDB. Every change raises the admin revision in the same transaction. */
 import { randomUUID } from 'node:crypto'
 import type { Subscription, Workspace, WorkspaceStore } from '../types.js'
-import { META, type LmdbEnv } from './lmdb-env.js'
+import { META } from './layout.js'
+import type { LmdbEnv } from './lmdb-env.js'
 import { byCreation } from './sort.js'
 
 export class EmbeddedWorkspaceStore implements WorkspaceStore {

@@ -1,0 +1,62 @@
+/**
+ * The layout of the embedded store's environments: their named databases and the meta keys
+ * shared by the modules that read and write them (lmdb-env.ts opens them; migrate-format.ts and
+ * expiry-log.ts, which lmdb-env.ts must not depend on, use them too).
+ */
+import type { Database } from 'lmdb'
+import type { AccessList, ApiKey, ExpressionRule, FeedVersion, LapsedTombstone, Workspace } from '../types.js'
+
+/** Expiry log key: [expiry bucket, entry number]; see expiry-log.ts. */
+export type ExpiryLogKey = [number, number]
+
+export interface Databases {
+  readonly workspaces: Database<Workspace, string>
+  readonly keys: Database<ApiKey, string>
+  /** hash → key id; a hash belongs to at most one key. */
+  readonly keysByHash: Database<string, string>
+  readonly lists: Database<AccessList, string>
+  /** workspace␟name␟id → id (names are not unique, so the id ends the key). */
+  readonly listsByName: Database<string, string>
+  /** Identity key (see key-layout.ts) → rule in the form of rule-codec.ts; one entry per identity by construction. */
+  readonly accessRules: Database<Buffer, string>
+  /** workspace␟type␟value␟ruleRef → primary key, for keyed access rules only. */
+  readonly accessByTarget: Database<string, string>
+  readonly expressionRules: Database<ExpressionRule, string>
+  /** Which rules may lapse in which expiry bucket (expiry-log.ts). */
+  readonly expiryLog: Database<Buffer, ExpiryLogKey>
+  /** Tombstones of swept rules (key-layout.ts tombstoneKey) and their lapse-time index. */
+  readonly tombstones: Database<LapsedTombstone, string>
+  readonly tombstonesByTime: Database<Buffer, [number, string]>
+  /** Where format 2 kept the stream; emptied when the directory moves to format 3
+   *  (migrate-format.ts). Nothing else reads or writes it. */
+  readonly legacyStream: Database<Buffer, number>
+  readonly checkpoints: Database<number, string>
+  readonly feedVersions: Database<FeedVersion, string>
+  /** Counters: the two revisions; also the data format (migrate-format.ts) and the expiry-log
+   *  entry counter (expiry-log.ts). */
+  readonly meta: Database<number, string>
+}
+
+/** The stream's own environment (see LmdbEnv). */
+export interface StreamDatabases {
+  /** First seq of an append → its records (stream-codec.ts). Numbers are ordered-binary keys,
+   *  so a range scan walks chunks in seq order. */
+  readonly chunks: Database<Buffer, number>
+  /** The stream head (META.streamHead). */
+  readonly meta: Database<number, string>
+}
+
+/** The meta key of one workspace's rules revision (RuleStore#revisionOf). */
+export function workspaceRulesRevision (workspaceId: string): string {
+  return `${META.rulesRevision}:${workspaceId}`
+}
+
+/** The stream's environment, a directory inside the data directory (see LmdbEnv). */
+export const STREAM_DIR = 'stream'
+
+export const META = {
+  adminRevision: 'revision:admin',
+  rulesRevision: 'revision:rules',
+  streamHead: 'stream:head',
+} as const
+
