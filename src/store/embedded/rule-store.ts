@@ -93,8 +93,8 @@ export class EmbeddedRuleStore implements RuleStore {
    * One snapshot of the workspace's access rules, read in slices of about SLICE_MS: only the
    * header of each record is read (seq, expiry), and only the changed ones are decoded.
    */
-  async accessRulesChangedSince (workspaceId: string, since: number, now: number): Promise<AccessRuleChanges> {
-    const changed: AccessRule[] = []
+  async accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges> {
+    let changed = 0
     let live = 0
     let seq = since
     let rows: Iterator<{ value: Buffer }> | null = null
@@ -108,7 +108,10 @@ export class EmbeddedRuleStore implements RuleStore {
         const buf = row.value.value
         const s = accessRuleSeq(buf)
         if (s > seq) seq = s
-        if (s > since) changed.push(decodeAccessRule(buf, workspaceId))
+        if (s > since) {
+          changed++
+          each(decodeAccessRule(buf, workspaceId))
+        }
         const e = accessRuleExpiresAt(buf)
         if (e === null || e > now) live++
       }

@@ -152,13 +152,17 @@ export class MongoRuleStore implements RuleStore {
    * Through the workspace_seq index. Three reads, not one snapshot: the watermark is read first,
    * so a write racing them is read again next time, and a count it skews makes the caller reload.
    */
-  accessRulesChangedSince (workspaceId: string, since: number, now: number): Promise<AccessRuleChanges> {
+  accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges> {
     return this.#ctx.run(async () => {
       const ws = text(workspaceId)
       const top = await this.#ctx.c.accessRules.find({ workspaceId: ws }, { projection: { seq: 1 } }).sort({ seq: -1 }).limit(1).toArray()
-      const docs = await this.#ctx.c.accessRules.find({ workspaceId: ws, seq: { $gt: num(since) } }).toArray()
+      let changed = 0
+      for await (const doc of this.#ctx.c.accessRules.find({ workspaceId: ws, seq: { $gt: num(since) } })) {
+        changed++
+        each(toAccessRule(doc))
+      }
       const live = await this.#ctx.c.accessRules.countDocuments({ workspaceId: ws, ...liveAt(now) })
-      return { changed: docs.map(toAccessRule), live, seq: Math.max(since, top[0]?.seq ?? since) }
+      return { changed, live, seq: Math.max(since, top[0]?.seq ?? since) }
     })
   }
 
