@@ -23,7 +23,9 @@ import { FEED_ACTIONS } from '../store/types.js'
 import { ThreatfeedError } from '../errors.js'
 import { SOURCE_CHUNK, type ActionNetworks, type ChunkCache, type ComputeResult, type ComputeTask, type RenderResult, type RenderTask, type RenderedRepresentation, type WireFamily, type WireStream } from '../pool/protocol.js'
 import { GZIP_LEVEL } from './render/gzip.js'
-import { allTargets, groupTargets, selectRules, type RuleTable } from './rule-table.js'
+import { allTargeting, grouping, selecting, type RuleTable } from './rule-table.js'
+import { runWhole } from './slices.js'
+import type { TargetGroup } from '../pool/protocol.js'
 import type { LastModifiedKeeper } from './last-modified.js'
 import { sharedContent } from './shared-content.js'
 import {
@@ -210,28 +212,50 @@ function countOf (n: ActionNetworks): { v4: number, v6: number } {
   return { v4: n.total.v4.length / 2, v6: n.total.v6.length / 5 }
 }
 
+/** What a feed takes from its workspace's rules at one instant: its targets, grouped. */
+export interface FeedTargets {
+  readonly block: TargetGroup[]
+  readonly allow: TargetGroup[]
+  readonly carve: TargetGroup
+  /** Earliest expiry among them: the snapshot's expiresAt. */
+  readonly expiresAt: number
+}
+
+/** A feed's targets as a sliceable loop (slices.ts): O(rules), on the calling thread. */
+export function * feedTargets (rules: RuleTable, list: AccessList | null, now: number): Generator<void, FeedTargets> {
+  const defaults = list?.defaults ?? null
+  const selection = yield * selecting(rules, list, now)
+  return {
+    block: yield * grouping(rules, selection.block, defaults),
+    allow: yield * grouping(rules, selection.allow, defaults),
+    carve: yield * allTargeting(rules, selection.carve),
+    expiresAt: selection.expiresAt,
+  }
+}
+
 /**
- * Builds every variant of one feed.
+ * Builds every variant of one feed, from the workspace's rules or from the feed's targets taken
+ * from them beforehand (the server does that in slices: feedTargets).
  *
  * @example
  *   const { snapshot } = await buildSnapshot({ workspaceId, workspaceName: 'acme', list: null }, toRuleTable(rules),
  *     { tasks: inProcessTasks(geo), lastModified: new LastModifiedKeeper(store.feedVersions, { timeoutMs: 2000 }), now: Date.now() })
  *   snapshot.variants.get('plain|v4|block|')?.identity.body
  */
-export async function buildSnapshot (def: FeedDefinition, rules: RuleTable, opts: BuildOptions): Promise<BuildResult> {
+export async function buildSnapshot (def: FeedDefinition, rules: RuleTable | FeedTargets, opts: BuildOptions): Promise<BuildResult> {
   const { list, workspaceId } = def
   const now = opts.now
   const defaults = list?.defaults ?? null
-  const selection = selectRules(rules, list, now)
+  const selection = 'carve' in rules ? rules : runWhole(feedTargets(rules, list, now))
   const name = list?.name ?? def.workspaceName
   const description = list === null ? WORKSPACE_DESCRIPTION : list.description
   const limit = list?.defaults.maxEntries ?? DEFAULT_ENTRY_LIMIT
   const listId = feedIdOf(def)
 
   const networks = await opts.tasks.compute({
-    block: groupTargets(rules, selection.block, defaults),
-    allow: groupTargets(rules, selection.allow, defaults),
-    carve: allTargets(rules, selection.carve),
+    block: selection.block,
+    allow: selection.allow,
+    carve: selection.carve,
     meta: `${name}\n${description}`,
   })
 

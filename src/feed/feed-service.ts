@@ -37,9 +37,10 @@ import type { GeoIndex } from '../geo/geo-index.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import type { Logger } from '../log.js'
 import type { AccessList, FeedFetch, Store, Workspace } from '../store/types.js'
-import { buildSnapshot, type FeedTasks } from './build-snapshot.js'
+import { buildSnapshot, feedTargets, type FeedTasks } from './build-snapshot.js'
 import { LastModifiedKeeper } from './last-modified.js'
-import { toRuleTable, type RuleTable } from './rule-table.js'
+import { WorkspaceRuleCache } from './rule-cache.js'
+import { runSliced } from './slices.js'
 import type { BuildReason, FeedMetrics } from './metrics.js'
 import type { ChunkCache } from '../pool/protocol.js'
 import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types.js'
@@ -152,16 +153,18 @@ class Slots {
 class WorkspaceState {
   name: string | null = null
   active = true
-  /** As last fetched (a compact table: see rule-table.ts). */
-  rules: RuleTable | null = null
-  /** The workspace's rules revision (RuleStore#revisionOf) `rules` was fetched at. */
+  /** As last read, caught up by what changed (rule-cache.ts). */
+  readonly rules: WorkspaceRuleCache
+  /** The workspace's rules revision (RuleStore#revisionOf) `rules` was read at. */
   rulesRevision = -1
   /** Its latest rules revision known (polled when the store's rules revision moves). */
   revision = 0
-  fetching: Promise<RuleTable> | null = null
+  fetching: Promise<void> | null = null
   readonly feeds = new Map<FeedId, FeedState>()
 
-  constructor (readonly id: string) {}
+  constructor (readonly id: string) {
+    this.rules = new WorkspaceRuleCache(id)
+  }
 }
 
 /**
@@ -579,7 +582,8 @@ export class FeedService {
 
   async #buildNow (f: FeedState, now: number, reason: BuildReason, started: number, first: boolean): Promise<void> {
     const ws = this.#workspace(f.workspaceId)
-    const rules = await this.#rulesOf(ws, now, first)
+    await this.#rulesOf(ws, now, first)
+    const rules = ws.rules.table!
     if (ws.name === null) ws.name = (await this.#store.workspaces.get(ws.id))?.name ?? ws.id
     if (f.feedId !== WORKSPACE_FEED && f.list === null) {
       // Only the admin reload and #discoverList create list feeds, both with their list.
@@ -590,7 +594,11 @@ export class FeedService {
       this.#metrics?.observeBuild(reason, 'unchanged', (performance.now() - started) / 1000)
       return
     }
-    const result = await buildSnapshot({ workspaceId: ws.id, workspaceName: ws.name, list: f.list }, rules, {
+    // In slices, while no refresh changes the table: a workspace of millions of rules does not
+    // hold up the polls of every other feed.
+    const list = f.list
+    const targets = await ws.rules.read((table) => runSliced(feedTargets(table, list, now)))
+    const result = await buildSnapshot({ workspaceId: ws.id, workspaceName: ws.name, list }, targets, {
       tasks: this.#pool,
       lastModified: this.#lastModified,
       now,
@@ -608,32 +616,29 @@ export class FeedService {
   }
 
   /**
-   * The workspace's rules: fetched when its rules revision moved, else (or when the store fails) as
-   * last fetched. `fresh`: read the revision now rather than trust the last poll (a first build
+   * The workspace's rules: caught up when its rules revision moved, else (or when the store fails)
+   * as last read. `fresh`: read the revision now rather than trust the last poll (a first build
    * shows every signal acknowledged before its request, not only those a poll has seen).
    */
-  async #rulesOf (ws: WorkspaceState, now: number, fresh: boolean): Promise<RuleTable> {
-    if (fresh && ws.rules !== null) {
+  async #rulesOf (ws: WorkspaceState, now: number, fresh: boolean): Promise<void> {
+    if (fresh && ws.rules.table !== null) {
       try {
         ws.revision = Math.max(ws.revision, await this.#store.rules.revisionOf(ws.id))
       } catch {
         // The store is down: the rules in memory are the best there is (below).
       }
     }
-    if (ws.rules !== null && ws.rulesRevision === ws.revision) return ws.rules
+    if (ws.rules.table !== null && ws.rulesRevision === ws.revision) return
     if (ws.fetching !== null) return ws.fetching
     // The revision is read before the rules: a write in between makes the rules newer than the
-    // revision recorded, never older, and the next poll fetches again.
+    // revision recorded, never older, and the next poll reads again.
     ws.fetching = this.#store.rules.revisionOf(ws.id).then(async (revision) => {
-      const table = toRuleTable(await this.#store.rules.listAccessRules(ws.id, now))
-      ws.rules = table
+      await ws.rules.refresh(this.#store.rules, now)
       ws.rulesRevision = revision
       ws.revision = Math.max(ws.revision, revision)
-      return table
     }).catch((e: unknown) => {
-      if (ws.rules === null) throw e
+      if (ws.rules.table === null) throw e
       this.#log.warn({ err: e, workspace: ws.id }, 'rule store unavailable; building from the rules in memory')
-      return ws.rules
     }).finally(() => { ws.fetching = null })
     return ws.fetching
   }

@@ -15,6 +15,7 @@
 import type { AccessList, AccessRule, Confidence, LabelValue, ListDefaults, Severity } from '../store/types.js'
 import { CONFIDENCES, SEVERITIES } from '../store/types.js'
 import type { TargetGroup } from '../pool/protocol.js'
+import { ROWS_PER_YIELD, runWhole } from './slices.js'
 
 const TYPE_IP = 0
 const TYPE_ASN = 1
@@ -131,6 +132,11 @@ export interface Selection {
 }
 
 export function selectRules (t: RuleTable, list: AccessList | null, now: number): Selection {
+  return runWhole(selecting(t, list, now))
+}
+
+/** selectRules as a sliceable loop (slices.ts). */
+export function * selecting (t: RuleTable, list: AccessList | null, now: number): Generator<void, Selection> {
   const selector = list?.selector ?? {}
   const all = Object.keys(selector).length === 0
   // The selector is decided once per label set, not once per rule.
@@ -140,6 +146,7 @@ export function selectRules (t: RuleTable, list: AccessList | null, now: number)
   const carve: number[] = []
   let expiresAt = Infinity
   for (let i = 0; i < t.length; i++) {
+    if (i % ROWS_PER_YIELD === 0) yield
     const e = t.expiresAt[i]!
     if (e <= now) continue
     const isAllow = t.allow[i] === 1
@@ -177,10 +184,17 @@ function joinIps (ips: string[]): string {
  * severity, each in the order of store/types.ts) so that rows tie-break the same way every build.
  */
 export function groupTargets (t: RuleTable, rows: Uint32Array, defaults: ListDefaults | null): TargetGroup[] {
+  return runWhole(grouping(t, rows, defaults))
+}
+
+/** groupTargets as a sliceable loop (slices.ts). */
+export function * grouping (t: RuleTable, rows: Uint32Array, defaults: ListDefaults | null): Generator<void, TargetGroup[]> {
   const dc = defaults?.confidence ?? 'high'
   const ds = defaults?.severity ?? 'high'
   const groups = new Map<number, { group: TargetGroup, ips: string[] }>()
-  for (const i of rows) {
+  for (let k = 0; k < rows.length; k++) {
+    if (k % ROWS_PER_YIELD === 0) yield
+    const i = rows[k]!
     const c = t.confidence[i]!
     const s = t.severity[i]!
     const confidence = c === 0 ? dc : CONFIDENCES[c - 1]!
@@ -193,13 +207,33 @@ export function groupTargets (t: RuleTable, rows: Uint32Array, defaults: ListDef
     }
     addTarget(t, i, g.group, g.ips)
   }
-  return [...groups.entries()].sort((a, b) => a[0] - b[0]).map(([, { group, ips }]) => ({ ...group, ips: joinIps(ips) }))
+  const out: TargetGroup[] = []
+  for (const [, { group, ips }] of [...groups.entries()].sort((a, b) => a[0] - b[0])) out.push({ ...group, ips: yield * joining(ips) })
+  return out
 }
 
 /** Every target of some rows in one group (the carve: labels do not matter there). */
 export function allTargets (t: RuleTable, rows: Uint32Array): TargetGroup {
+  return runWhole(allTargeting(t, rows))
+}
+
+export function * allTargeting (t: RuleTable, rows: Uint32Array): Generator<void, TargetGroup> {
   const group = emptyGroup('high', 'high')
   const ips: string[] = []
-  for (const i of rows) addTarget(t, i, group, ips)
-  return { ...group, ips: joinIps(ips) }
+  for (let k = 0; k < rows.length; k++) {
+    if (k % ROWS_PER_YIELD === 0) yield
+    addTarget(t, rows[k]!, group, ips)
+  }
+  return { ...group, ips: yield * joining(ips) }
+}
+
+/** The targets one a line, joined a slice at a time (one join of millions holds the thread). */
+function * joining (ips: string[]): Generator<void, string> {
+  if (ips.length <= ROWS_PER_YIELD) return joinIps(ips)
+  const parts: string[] = []
+  for (let i = 0; i < ips.length; i += ROWS_PER_YIELD) {
+    yield
+    parts.push(joinIps(ips.slice(i, i + ROWS_PER_YIELD)))
+  }
+  return parts.join('')
 }

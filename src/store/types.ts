@@ -190,6 +190,24 @@ export interface RuleStore {
    * only when its own counter moved, not on every change in any workspace (revisions().rules).
    */
   revisionOf (workspaceId: string): Promise<number>
+  /**
+   * What a cache of a workspace's access rules needs to catch up (the feed side's rebuild reads):
+   * every access rule written with a seq above `since`, lapsed or not, handed to `each` one at a
+   * time (a first read of millions never holds them all at once), and how many access rules
+   * of the workspace are live at `now`. Rules are written in stream order, so `seq` — the highest
+   * seq in the workspace when the read began — is the `since` of the next call. Deletions are not
+   * listed: a cache that, with `changed` applied, holds more live rules than `live` knows some
+   * went and reloads (since -1). Long reads yield to the event loop between slices.
+   */
+  accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges>
+}
+
+/** RuleStore#accessRulesChangedSince's answer. */
+export interface AccessRuleChanges {
+  /** How many rules went to `each`. */
+  changed: number
+  live: number
+  seq: number
 }
 
 /** The sweep removes rules lapsed before the start of the current grain: the embedded store

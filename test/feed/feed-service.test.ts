@@ -49,8 +49,8 @@ function flaky (store: Store): { store: Store, down: boolean, revisionOfDown: bo
       if (prop === 'revisions') return () => state.down ? fail() : target.revisions()
       if (prop === 'rules') {
         return new Proxy(target.rules, {
-          get: (r, p) => p === 'listAccessRules'
-            ? (...a: [string, number]) => state.down ? fail() : r.listAccessRules(...a)
+          get: (r, p) => p === 'accessRulesChangedSince'
+            ? (...a: Parameters<Store['rules']['accessRulesChangedSince']>) => state.down ? fail() : r.accessRulesChangedSince(...a)
             : p === 'revisionOf' ? (ws: string) => state.down || state.revisionOfDown ? fail() : r.revisionOf(ws) : Reflect.get(r, p),
         })
       }
@@ -166,8 +166,8 @@ t.test('a rule change refetches the rules of its own workspace only', async (t) 
       const value: unknown = Reflect.get(target, prop)
       if (prop !== 'rules') return typeof value === 'function' ? value.bind(target) : value
       return new Proxy(target.rules, {
-        get: (r, p) => p === 'listAccessRules'
-          ? (ws: string, now: number) => { fetches.set(ws, (fetches.get(ws) ?? 0) + 1); return r.listAccessRules(ws, now) }
+        get: (r, p) => p === 'accessRulesChangedSince'
+          ? (...a: Parameters<Store['rules']['accessRulesChangedSince']>) => { fetches.set(a[0], (fetches.get(a[0]) ?? 0) + 1); return r.accessRulesChangedSince(...a) }
           : p === 'revisionOf' ? r.revisionOf.bind(r) : Reflect.get(r, p),
       })
     },
@@ -186,6 +186,47 @@ t.test('a rule change refetches the rules of its own workspace only', async (t) 
   t.equal(fetches.get(a.id), 4, 'a: fetched again for each change')
   t.equal(fetches.get(b.id), 1, 'b: never fetched again')
   t.equal(feeds.getSnapshot(b.id, '*', Date.now()), bBefore, 'b: the same snapshot')
+})
+
+t.test('a rebuild reads the rules that changed, not the workspace; a delete reloads it whole', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'incremental', subscription: 'active' })
+  const many = Array.from({ length: 300 }, (_, i) => rule(ws.id, `10.${i >> 8}.${i & 255}.0/24`, { action: 'allow' }))
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.1/32'), ...many])
+  const read: number[] = []
+  const counting = new Proxy(tmp.store, {
+    get (target, prop) {
+      const value: unknown = Reflect.get(target, prop)
+      if (prop !== 'rules') return typeof value === 'function' ? value.bind(target) : value
+      return new Proxy(target.rules, {
+        get: (r, p) => p === 'accessRulesChangedSince'
+          ? async (...a: Parameters<Store['rules']['accessRulesChangedSince']>) => {
+            const answer = await r.accessRulesChangedSince(...a)
+            read.push(answer.changed)
+            return answer
+          }
+          : p === 'revisionOf' ? r.revisionOf.bind(r) : Reflect.get(r, p),
+      })
+    },
+  })
+  const { feeds } = service(counting, 50)
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  await feeds.awaitSnapshot(ws.id, '*', Date.now())
+  t.same(read, [301], 'the first build reads every rule')
+  const steps: Array<{ description: string, step: () => Promise<unknown>, shows: string, gone?: string, reads: number[] }> = [
+    { description: 'an added rule', step: () => addRules(tmp.store, [rule(ws.id, '192.0.2.50/32')]), shows: '192.0.2.50/32', reads: [1] },
+    { description: 'an updated rule', step: () => tmp.store.applyRuleBatch({ ops: [rule(ws.id, '192.0.2.50/32', { action: 'allow' }), rule(ws.id, '192.0.2.90/32')].map((input) => ({ op: 'upsertAccessRule' as const, input })) }), shows: '192.0.2.90/32', gone: '192.0.2.50/32', reads: [2] },
+    { description: 'a deleted rule: the changes, then the whole workspace', step: () => tmp.store.rules.deleteAccessByTarget(ws.id, { type: 'ip', value: '192.0.2.1/32' }), shows: '192.0.2.90/32', gone: '192.0.2.1/32', reads: [0, 302] },
+  ]
+  for (const k of steps) {
+    read.length = 0
+    await k.step()
+    await waitFor(k.description, () => {
+      const text = plainV4(feeds.getSnapshot(ws.id, '*', Date.now()))
+      return text?.includes(k.shows) === true && (k.gone === undefined || !text.includes(k.gone))
+    })
+    t.same(read, k.reads, `${k.description}: rules read`)
+  }
 })
 
 t.test('a change seen while the per-workspace revision cannot be read still shows once it can', async (t) => {

@@ -24,7 +24,7 @@ t.test('a feed whose build cannot finish within the deadline: 500 with the feed 
     // The rule store is down from the start: there are no rules in memory to build from.
     const rules = new Proxy(store.rules, {
       get: (r, p) => {
-        if ((p === 'listAccessRules' || p === 'revisionOf') && outage.down) return fail
+        if ((p === 'accessRulesChangedSince' || p === 'revisionOf') && outage.down) return fail
         const v: unknown = Reflect.get(r, p)
         return typeof v === 'function' ? v.bind(r) : v
       },

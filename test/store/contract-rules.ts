@@ -247,6 +247,58 @@ export function describeRuleContract (test: StoreTest): void {
     t.equal(await store.rules.revisionOf(other), otherRev, 'the other workspace\'s counter never moved')
   })
 
+  test('accessRulesChangedSince: the rules written after a seq, the live count, the next seq', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const other = freshWorkspaceId()
+    const refsOf = (rules: AccessRule[]): string[] => rules.map((r) => `${r.target.value}@${r.seq}`).sort()
+    const now = 100
+    const a = ip('198.51.100.1/32')
+    const b = ip('198.51.100.2/32')
+    const c = ip('198.51.100.3/32')
+    await store.rules.upsertAccessRule(accessInput(ws, { target: a, seq: 1 }))
+    await store.rules.upsertAccessRule(accessInput(ws, { target: b, seq: 2, expiresAt: 50 }))
+    await store.rules.upsertAccessRule(accessInput(ws, { target: c, seq: 3, ruleRef: 'c' }))
+    await store.rules.upsertAccessRule(accessInput(other, { target: a, seq: 4 }))
+    await store.rules.upsertExpressionRule(expressionInput(ws, { seq: 9 }))
+    const cases: Array<{ description: string, step: () => Promise<unknown>, since: number, changed: string[], live: number, seq: number }> = [
+      { description: 'from nothing: every access rule, lapsed too; a lapsed one is not live', step: async () => {}, since: -1, changed: ['198.51.100.1/32@1', '198.51.100.2/32@2', '198.51.100.3/32@3'], live: 2, seq: 3 },
+      { description: 'nothing written since', step: async () => {}, since: 3, changed: [], live: 2, seq: 3 },
+      { description: 'an update', step: () => store.rules.upsertAccessRule(accessInput(ws, { target: a, seq: 5, action: 'allow' })), since: 3, changed: ['198.51.100.1/32@5'], live: 2, seq: 5 },
+      { description: 'a lapsed rule made live again', step: () => store.rules.upsertAccessRule(accessInput(ws, { target: b, seq: 6 })), since: 5, changed: ['198.51.100.2/32@6'], live: 3, seq: 6 },
+      { description: 'a delete is not listed; the live count drops', step: () => store.rules.deleteByRef(ws, 'access_rule', 'c'), since: 6, changed: [], live: 2, seq: 6 },
+      { description: 'a batch', step: () => store.applyRuleBatch({ ops: [{ op: 'upsertAccessRule', input: accessInput(ws, { target: c, seq: 7 }) }] }), since: 6, changed: ['198.51.100.3/32@7'], live: 3, seq: 7 },
+    ]
+    for (const k of cases) {
+      await k.step()
+      const seen: AccessRule[] = []
+      const r = await store.rules.accessRulesChangedSince(ws, k.since, now, (rule) => { seen.push(rule) })
+      t.equal(r.changed, seen.length, `${k.description}: counted`)
+      t.same(refsOf(seen), k.changed, `${k.description}: changed`)
+      t.equal(r.live, k.live, `${k.description}: live`)
+      t.equal(r.seq, k.seq, `${k.description}: next seq`)
+    }
+    const changed: AccessRule[] = []
+    await store.rules.accessRulesChangedSince(ws, 6, now, (rule) => { changed.push(rule) })
+    t.same(changed[0], (await store.rules.list(ws, 'access_rule')).find((r) => r.kind === 'access_rule' && r.target.value === c.value), 'a changed rule is the rule as listed')
+    const none = await store.rules.accessRulesChangedSince(freshWorkspaceId(), -1, now, () => { t.fail('no rule') })
+    t.same(none, { changed: 0, live: 0, seq: -1 }, 'a workspace without rules')
+  })
+
+  test('accessRulesChangedSince: a large workspace is read whole, one snapshot', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const n = 20_000
+    const ops: RuleOp[] = []
+    for (let i = 0; i < n; i++) ops.push({ op: 'upsertAccessRule', input: accessInput(ws, { target: ip(`10.${i >> 8 & 255}.${i & 255}.0/24`), seq: 10 + i }) })
+    for (let i = 0; i < n; i += 5000) await store.applyRuleBatch({ ops: ops.slice(i, i + 5000) })
+    // A write while the read runs lands after its snapshot or in it, never half-way.
+    const reading = store.rules.accessRulesChangedSince(ws, 9, Date.now(), () => {})
+    await store.rules.upsertAccessRule(accessInput(ws, { target: ip('11.0.0.0/24'), seq: 10 + n }))
+    const r = await reading
+    t.ok(r.changed === n || r.changed === n + 1, 'every rule')
+    t.equal(r.live, r.changed, 'counted in the same snapshot as listed')
+    t.equal(r.seq, 9 + r.changed)
+  })
+
   test('applyRuleBatch: ops in order, checkpoint in the same transaction', async (t, store) => {
     const ws = freshWorkspaceId()
     const target = ip('198.51.100.0/24')

@@ -36,7 +36,7 @@
  */
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { open, type RootDatabase } from 'lmdb'
+import { open, type RootDatabase, type Transaction } from 'lmdb'
 import { ThreatfeedError, isThreatfeedError } from '../../errors.js'
 import { ByteWriter, type FastBuffer } from './byte-writer.js'
 import { STREAM_DIR, type Databases, type StreamDatabases } from './layout.js'
@@ -191,6 +191,36 @@ export class LmdbEnv {
   /** write() on the stream's environment. */
   writeStream<T> (fn: (dbs: StreamDatabases) => T): Promise<T> {
     return this.#writeIn(this.#streamRoot, () => fn(this.streamDbs))
+  }
+
+  /**
+   * A long read of one snapshot, in slices: `step` runs with the databases and one read
+   * transaction kept across event turns until it answers false, and the event loop runs between
+   * two calls (a workspace's millions of rules are read without holding the thread).
+   */
+  async readSliced (step: (dbs: Databases, transaction: Transaction) => boolean): Promise<void> {
+    if (this.#closed) throw closedError()
+    let transaction: Transaction
+    try {
+      transaction = this.#root.useReadTransaction()
+    } catch (e) {
+      throw toStoreError(e)
+    }
+    try {
+      for (;;) {
+        if (this.#closed) throw closedError()
+        let more: boolean
+        try {
+          more = step(this.dbs, transaction)
+        } catch (e) {
+          throw toStoreError(e)
+        }
+        if (!more) return
+        await new Promise<void>((resolve) => { setImmediate(resolve) })
+      }
+    } finally {
+      transaction.done()
+    }
   }
 
   /** read() on the stream's environment. */

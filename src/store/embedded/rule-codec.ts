@@ -148,6 +148,12 @@ function checkFormat (buf: Buffer): void {
 }
 
 /** A stored rule's expiresAt without decoding the rest (the expiry log's check of each reference). */
+/** The stream seq of the write that last changed a stored rule. */
+export function accessRuleSeq (buf: Buffer): number {
+  checkFormat(buf)
+  return buf.readDoubleLE(UPDATED_AT + 8)
+}
+
 export function accessRuleExpiresAt (buf: Buffer): number | null {
   checkFormat(buf)
   return (buf[1]! & FLAG.expiresAt) === 0 ? null : buf.readDoubleLE(UPDATED_AT + 16)

@@ -4,19 +4,22 @@
  */
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
 import {
-  TOMBSTONE_MS, sweepCut, type AccessRule, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
+  TOMBSTONE_MS, sweepCut, type AccessRule, type AccessRuleChanges, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
   type LapsedTombstone, type Rule, type RuleKind, type RuleStore, type SweepPass, type Target,
 } from '../types.js'
 import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
 import { expressionRuleRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
-import { decodeAccessRule } from './rule-codec.js'
+import { accessRuleExpiresAt, accessRuleSeq, decodeAccessRule } from './rule-codec.js'
 import { dropTombstones, lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 
 /** Expiry-log references handled per transaction: bounded, so a purge after a long outage never
  *  holds the (cross-process) write lock for long. */
 const PURGE_CHUNK = 5000
+
+/** Longest slice of a sliced read (accessRulesChangedSince): well under the 5 ms a poll may wait. */
+const SLICE_MS = 0.5
 
 export class EmbeddedRuleStore implements RuleStore {
   readonly #env: LmdbEnv
@@ -84,6 +87,36 @@ export class EmbeddedRuleStore implements RuleStore {
 
   async listAccessRules (workspaceId: string, now: number): Promise<AccessRule[]> {
     return this.#env.read((dbs) => readAccessRules(dbs, workspaceId, now))
+  }
+
+  /**
+   * One snapshot of the workspace's access rules, read in slices of about SLICE_MS: only the
+   * header of each record is read (seq, expiry), and only the changed ones are decoded.
+   */
+  async accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges> {
+    let changed = 0
+    let live = 0
+    let seq = since
+    let rows: Iterator<{ value: Buffer }> | null = null
+    await this.#env.readSliced((dbs, transaction) => {
+      rows ??= dbs.accessRules.getRange({ ...workspaceRange(workspaceId), transaction })[Symbol.iterator]()
+      const until = performance.now() + SLICE_MS
+      for (let n = 1; ; n++) {
+        if ((n & 1023) === 0 && performance.now() >= until) return true
+        const row = rows.next()
+        if (row.done === true) return false
+        const buf = row.value.value
+        const s = accessRuleSeq(buf)
+        if (s > seq) seq = s
+        if (s > since) {
+          changed++
+          each(decodeAccessRule(buf, workspaceId))
+        }
+        const e = accessRuleExpiresAt(buf)
+        if (e === null || e > now) live++
+      }
+    })
+    return { changed, live, seq }
   }
 
   async purgeLapsed (before: number): Promise<number> {

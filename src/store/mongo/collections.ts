@@ -137,6 +137,8 @@ const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
     { key: { workspaceId: 1, identity: 1 }, name: 'identity_unique', unique: true },
     { key: { workspaceId: 1, targetKey: 1 }, name: 'workspace_target' },
     { key: { expiresAt: 1 }, name: 'expiry' },
+    // A rebuild reads the rules changed since the last (RuleStore#accessRulesChangedSince).
+    { key: { workspaceId: 1, seq: 1 }, name: 'workspace_seq' },
   ]],
   ['expressionRules', [
     { key: { workspaceId: 1, kind: 1, ruleRef: 1 }, name: 'identity_unique', unique: true },

@@ -6,7 +6,7 @@
 import type { AnyBulkWriteOperation, ClientSession, Collection } from 'mongodb'
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
 import {
-  TOMBSTONE_MS, sweepCut, type AccessRule, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
+  TOMBSTONE_MS, sweepCut, type AccessRule, type AccessRuleChanges, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
   type LapsedTombstone, type Rule, type RuleKind, type RuleStore, type SweepPass, type Target,
 } from '../types.js'
 import { COUNTERS, type AccessRuleDoc, type ExpressionRuleDoc, type TombstoneDoc } from './collections.js'
@@ -145,6 +145,24 @@ export class MongoRuleStore implements RuleStore {
         : { workspaceId: text(workspaceId), targetKey: targetKey(of) }
       const docs = await this.#ctx.c.tombstones.find(filter).sort({ lapsedAt: -1 }).toArray()
       return docs.map((d) => ({ workspaceId: d.workspaceId, kind: d.kind, target: d.target, ruleRef: d.ruleRef, lapsedAt: d.lapsedAt }))
+    })
+  }
+
+  /**
+   * Through the workspace_seq index. Three reads, not one snapshot: the watermark is read first,
+   * so a write racing them is read again next time, and a count it skews makes the caller reload.
+   */
+  accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges> {
+    return this.#ctx.run(async () => {
+      const ws = text(workspaceId)
+      const top = await this.#ctx.c.accessRules.find({ workspaceId: ws }, { projection: { seq: 1 } }).sort({ seq: -1 }).limit(1).toArray()
+      let changed = 0
+      for await (const doc of this.#ctx.c.accessRules.find({ workspaceId: ws, seq: { $gt: num(since) } })) {
+        changed++
+        each(toAccessRule(doc))
+      }
+      const live = await this.#ctx.c.accessRules.countDocuments({ workspaceId: ws, ...liveAt(now) })
+      return { changed, live, seq: Math.max(since, top[0]?.seq ?? since) }
     })
   }
 

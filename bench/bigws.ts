@@ -1,0 +1,197 @@
+/**
+ * bench/bigws: does a big workspace stall everyone? A workspace of BIGWS_RULES access rules
+ * (default 2,000,000, loaded straight through the store API) under ingest of 1,000 changes a
+ * second, while an open-loop client polls a *different*, small workspace's feed at a fixed
+ * 2,000 polls/s. Latency is measured from each poll's scheduled send time, so queueing behind a
+ * held thread is counted, not hidden. A run lasts until the big feed was rebuilt ten times (its
+ * ETag changed ten times) or BIGWS_MAX_S passed. Also reported: the server's peak RSS and the
+ * time from spawn to the first answered poll.
+ *
+ * With BIGWS_BASE=<dir of another checkout, its node_modules installed> the same run is made
+ * against that build too, alternating (BIGWS_ROUNDS rounds each), on copies of one data directory.
+ *
+ *   npm run bench bigws
+ *   BIGWS_RULES=500000 BIGWS_BASE=/tmp/tf-base npm run bench bigws
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Pool } from 'undici'
+import { hashApiKey } from '../src/store/api-key.js'
+import { openStore } from '../src/store/open.js'
+import type { AccessRuleInput } from '../src/store/types.js'
+import { median, percentile, repoDir, report, type Row } from './lib/report.js'
+
+const RULES = Number(process.env.BIGWS_RULES ?? 2_000_000)
+const POLLS_PER_S = 2000
+const CHANGES_PER_S = 1000
+const REBUILDS = 10
+const MAX_S = Number(process.env.BIGWS_MAX_S ?? 300)
+const ROUNDS = Number(process.env.BIGWS_ROUNDS ?? 1)
+const REBUILD_MS = 3000
+const BASE = process.env.BIGWS_BASE
+
+interface Fixture { dir: string, big: string, small: string, bigKey: string, smallKey: string }
+
+function ipOf (n: number): string {
+  return `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`
+}
+
+/** The data directory every run copies: the big workspace, the small one, a key each. */
+async function makeFixture (): Promise<Fixture> {
+  const dir = mkdtempSync(join(tmpdir(), 'bigws-'))
+  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  const big = (await store.workspaces.create({ name: 'big', subscription: 'active' })).id
+  const small = (await store.workspaces.create({ name: 'small', subscription: 'active' })).id
+  const bigKey = `tf_${randomBytes(16).toString('hex')}`
+  const smallKey = `tf_${randomBytes(16).toString('hex')}`
+  await store.keys.create({ workspaceId: big, hash: hashApiKey(bigKey), scopes: ['signals:write', 'feeds:read'] })
+  await store.keys.create({ workspaceId: small, hash: hashApiKey(smallKey), scopes: ['feeds:read'] })
+  const input = (ws: string, n: number, seq: number): AccessRuleInput => ({
+    workspaceId: ws, kind: 'access_rule', ruleRef: null, target: { type: 'ip', value: `${ipOf(n)}/32` }, action: 'block',
+    name: null, confidence: null, severity: null, labels: {}, reason: null, expiresAt: null, seq,
+  })
+  const started = performance.now()
+  const BATCH = 10_000
+  // 10.0.0.0 upwards, every other address: no two coalesce, so the feed has RULES networks.
+  for (let i = 0; i < RULES; i += BATCH) {
+    const ops = []
+    for (let k = i; k < Math.min(RULES, i + BATCH); k++) ops.push({ op: 'upsertAccessRule' as const, input: input(big, 0x0a000000 + 2 * k, k + 1) })
+    await store.applyRuleBatch({ ops })
+  }
+  for (let k = 0; k < 100; k++) await store.rules.upsertAccessRule(input(small, 0xc0000200 + 2 * k, RULES + 1 + k))
+  await store.close()
+  console.log(`fixture: ${RULES} rules loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+  return { dir, big, small, bigKey, smallKey }
+}
+
+function rssMiB (pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return m === null ? 0 : Number(m[1]) / 1024
+}
+
+function startServer (root: string, dataDir: string, port: number): ChildProcess {
+  return spawn(process.execPath, ['--import=tsx', join(root, 'src/cli/run.ts'), 'serve'], {
+    cwd: root,
+    env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'warn', THREATFEED_FEED_REBUILD_MS: String(REBUILD_MS), THREATFEED_RATE_LIMIT_RPS: '1000000', THREATFEED_RATE_LIMIT_BURST: '1000000' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => { setTimeout(resolve, ms) })
+
+interface RunResult { p50: number, p99: number, p999: number, max: number, polls: number, errors: number, rebuilds: number, startupMs: number, peakRssMiB: number, seconds: number }
+
+async function run (name: string, root: string, fx: Fixture, port: number): Promise<RunResult> {
+  const dataDir = mkdtempSync(join(tmpdir(), `bigws-${name}-`))
+  cpSync(fx.dir, dataDir, { recursive: true })
+  const spawned = performance.now()
+  const server = startServer(root, dataDir, port)
+  let peakRss = 0
+  const rssTimer = setInterval(() => { try { peakRss = Math.max(peakRss, rssMiB(server.pid!)) } catch { /* exited */ } }, 200)
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 32, pipelining: 1, keepAliveTimeout: 60_000 })
+  const small = { path: '/v1/threat/feeds', method: 'GET' as const, headers: { authorization: `Bearer ${fx.smallKey}` } }
+  const big = { path: '/v1/threat/feeds', method: 'GET' as const, headers: { authorization: `Bearer ${fx.bigKey}` } }
+  try {
+    // Start-up: spawn to the first 200 of the small feed.
+    let startupMs = NaN
+    for (;;) {
+      try {
+        const r = await pool.request(small)
+        await r.body.dump()
+        if (r.statusCode === 200) { startupMs = performance.now() - spawned; break }
+      } catch { /* not listening yet */ }
+      if (performance.now() - spawned > 600_000) throw new Error(`${name}: no answer in 10 minutes`)
+      await sleep(20)
+    }
+    // The big feed is wanted (built, then rebuilt as its rules change).
+    let bigEtag = ''
+    let rebuilds = -1
+    const watchBig = async (): Promise<void> => {
+      try {
+        const r = await pool.request({ ...big, headersTimeout: 600_000, bodyTimeout: 600_000 })
+        await r.body.dump()
+        const etag = String(r.headers.etag ?? '')
+        if (r.statusCode === 200 && etag !== bigEtag) { bigEtag = etag; rebuilds++ }
+      } catch { /* counted by the poller's errors if it matters */ }
+    }
+    await watchBig()
+    // Ingest: 100 changes every 100 ms into the big workspace.
+    let n = 0
+    const ingest = setInterval(() => {
+      const entries = []
+      for (let k = 0; k < CHANGES_PER_S / 10; k++) entries.push({ type: 'access_rules', action: 'block', ip: ipOf(0x64400000 + 2 * (n++)) })
+      pool.request({ path: '/v1/signal', method: 'POST', headers: { authorization: `Bearer ${fx.bigKey}`, 'content-type': 'application/json' }, body: JSON.stringify(entries) })
+        .then((r) => r.body.dump(), () => {})
+    }, 100)
+    const bigTimer = setInterval(() => { void watchBig() }, 500)
+    // Open loop: poll i is due at t0 + i / POLLS_PER_S, whatever the answers before it did.
+    const latencies: number[] = []
+    let errors = 0
+    const t0 = performance.now()
+    let sent = 0
+    let inFlight = 0
+    await new Promise<void>((resolve) => {
+      const tick = (): void => {
+        const now = performance.now()
+        if (rebuilds >= REBUILDS || now - t0 > MAX_S * 1000) {
+          clearInterval(timer)
+          const wait = setInterval(() => { if (inFlight === 0) { clearInterval(wait); resolve() } }, 10)
+          return
+        }
+        const due = Math.floor((now - t0) * POLLS_PER_S / 1000)
+        for (; sent < due; sent++) {
+          const scheduled = t0 + sent * 1000 / POLLS_PER_S
+          inFlight++
+          pool.request(small).then(async (r) => {
+            await r.body.dump()
+            if (r.statusCode !== 200) errors++
+            latencies.push(performance.now() - scheduled)
+          }, () => { errors++ }).finally(() => { inFlight-- })
+        }
+      }
+      const timer = setInterval(tick, 1)
+    })
+    clearInterval(ingest)
+    clearInterval(bigTimer)
+    const seconds = (performance.now() - t0) / 1000
+    latencies.sort((a, b) => a - b)
+    return { p50: median(latencies), p99: percentile(latencies, 99), p999: percentile(latencies, 99.9), max: latencies[latencies.length - 1] ?? NaN, polls: latencies.length, errors, rebuilds, startupMs, peakRssMiB: peakRss, seconds }
+  } finally {
+    clearInterval(rssTimer)
+    await pool.close().catch(() => {})
+    server.kill('SIGTERM')
+    await new Promise((resolve) => { server.once('exit', resolve); setTimeout(resolve, 10_000) })
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+const fx = await makeFixture()
+const subjects: Array<{ name: string, root: string }> = [{ name: 'this build', root: repoDir }]
+if (BASE !== undefined) subjects.unshift({ name: 'before', root: BASE })
+const results = new Map<string, RunResult[]>(subjects.map((s) => [s.name, []]))
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const s of subjects) {
+      const r = await run(s.name, s.root, fx, 18_000 + Math.floor(Math.random() * 2000))
+      console.log(`${s.name}: ${JSON.stringify(r)}`)
+      results.get(s.name)!.push(r)
+    }
+  }
+} finally {
+  rmSync(fx.dir, { recursive: true, force: true })
+}
+const rows: Row[] = []
+for (const [subject, rs] of results) {
+  const worst = (f: (r: RunResult) => number): number => Math.max(...rs.map(f))
+  const c = `${RULES} rules, ${CHANGES_PER_S} changes/s; small feed at ${POLLS_PER_S} polls/s`
+  rows.push({ case: c, subject: `${subject}: poll p99.9`, value: worst((r) => r.p999), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: poll max`, value: worst((r) => r.max), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: poll p50`, value: median(rs.map((r) => r.p50)), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: start-up to first poll`, value: median(rs.map((r) => r.startupMs)), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: peak RSS`, value: worst((r) => r.peakRssMiB), unit: 'MiB' })
+  rows.push({ case: c, subject: `${subject}: big-feed rebuilds seen`, value: Math.min(...rs.map((r) => r.rebuilds)), unit: '' })
+}
+report('bigws', 'A big workspace under ingest vs. polls of a small one (open loop)', rows, [], { rules: RULES, pollsPerSecond: POLLS_PER_S, changesPerSecond: CHANGES_PER_S, rebuildMs: REBUILD_MS, rounds: ROUNDS, runs: Object.fromEntries(results) })
