@@ -260,9 +260,9 @@ async function main (): Promise<void> {
         housekeeping = want
         tell({ cmd: 'housekeeping', on: want })
         if (!want) offBands.push([t, t])
+        else offBands[offBands.length - 1]![1] = t
         process.stderr.write(`bench/soak: ${t.toFixed(0)} s: sweep and trim ${want ? 'resumed' : 'paused'}\n`)
       }
-      if (!housekeeping && offBands.length > 0) offBands[offBands.length - 1]![1] = t
       await sleep(Math.min(1000, Math.max(1, t0 + next * 1000 - performance.now())))
     }
     const t = (performance.now() - t0) / 1000
@@ -307,6 +307,8 @@ async function main (): Promise<void> {
     process.stderr.write(`bench/soak: ${(t / 60).toFixed(1)} min  hk ${sample.housekeeping ? 'on ' : 'off'}  dir ${mib(sample.dataDirBytes)} MiB (main ${mib(sample.mainEnvBytes)}, stream ${mib(sample.streamEnvBytes)})  live ${live}  stored ${counts.rules}  tomb ${counts.tombstones}  stream ${s.retained.records}  rebuild ${sample.rebuildMs?.toFixed(0) ?? '-'} ms  p50 ${sample.p50?.toFixed(1) ?? '-'} p99 ${sample.p99?.toFixed(1) ?? '-'} ms  failed ${sample.failed}  cpu ${sample.serverCpuPct.toFixed(0)} %  steal ${sample.stealPct?.toFixed(0) ?? '?'} %\n`)
   }
   await load
+  // A slice still paused at the end closes with the run.
+  if (!housekeeping && offBands.length > 0) offBands[offBands.length - 1]![1] = (performance.now() - t0) / 1000
   for (const deadline = Date.now() + 30_000; inflight > 0 && Date.now() < deadline;) await sleep(50)
   await tables.close()
   tell({ cmd: 'stop' })
