@@ -4,6 +4,7 @@
  */
 import { resolve } from 'node:path'
 import { ThreatfeedError } from './errors.js'
+import { TOMBSTONE_MAX } from './store/types.js'
 
 export interface Config {
   readonly host: string
@@ -27,10 +28,12 @@ export interface Config {
   readonly logLevel: string
   /** Grace period for SIGTERM (DECISIONS §6: exit within 10 s). */
   readonly shutdownMs: number
-  /** How often lapsed rules are swept from the store and the stream trimmed. */
-  readonly sweepIntervalMs: number
+  /** How often lapsed rules are swept from the store and the stream trimmed; null: never, by this process. */
+  readonly sweepIntervalMs: number | null
   /** Stream records applied by every consumer are kept this long after they were accepted. */
   readonly streamRetentionMs: number
+  /** Tombstones of swept rules kept at most (besides their day), oldest dropped first. */
+  readonly tombstoneMax: number
 }
 
 type Env = Record<string, string | undefined>
@@ -79,6 +82,14 @@ function duration (env: Env, name: string, dflt: number, min: number, max: numbe
   return ms
 }
 
+/** A duration, or null for `off` (another process sharing the store does the work). */
+function durationOrOff (env: Env, name: string, dflt: number, min: number, max: number): number | null {
+  const raw = env[name]
+  if (raw === 'off') return null
+  if (raw !== undefined && raw !== '' && parseDuration(raw) === null) fail(name, `must be a duration such as 90s, 15m, 12h or 7d, or off, got ${JSON.stringify(raw)}`)
+  return duration(env, name, dflt, min, max)
+}
+
 function showMs (ms: number): string {
   for (const unit of ['d', 'h', 'm', 's'] as const) if (ms % UNIT_MS[unit] === 0 && ms >= UNIT_MS[unit]) return `${ms / UNIT_MS[unit]}${unit}`
   return `${ms}ms`
@@ -121,7 +132,8 @@ export function loadConfig (env: Env = process.env): Config {
     workers: int(env, 'THREATFEED_WORKERS', 2, 1, 64),
     logLevel: oneOf(env, 'THREATFEED_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     shutdownMs: int(env, 'THREATFEED_SHUTDOWN_MS', 8_000, 0, 60_000),
-    sweepIntervalMs: duration(env, 'THREATFEED_SWEEP_INTERVAL', 60_000, 1000, 86_400_000),
+    sweepIntervalMs: durationOrOff(env, 'THREATFEED_SWEEP_INTERVAL', 60_000, 1000, 86_400_000),
     streamRetentionMs: duration(env, 'THREATFEED_STREAM_RETENTION', 7 * 86_400_000, 0, 3650 * 86_400_000),
+    tombstoneMax: int(env, 'THREATFEED_TOMBSTONE_MAX', TOMBSTONE_MAX, 0, 1_000_000_000),
   })
 }

@@ -54,8 +54,8 @@ async function geoPaths (config: Config, log: Logger): Promise<{ countryDb: stri
 /** Starts every component and the HTTP server; used by `threatfeed serve` and by tests. */
 export async function startServer (config: Config, log: Logger): Promise<RunningServer> {
   const store = await openStore(config.store === 'mongodb'
-    ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb }
-    : { kind: 'embedded', dataDir: config.dataDir })
+    ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb, tombstoneMax: config.tombstoneMax }
+    : { kind: 'embedded', dataDir: config.dataDir, tombstoneMax: config.tombstoneMax })
   const metrics = new Metrics()
   const paths = await geoPaths(config, log)
   let geo: GeoIndex = await loadGeoIndex(paths)
@@ -70,8 +70,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     ? new StreamConsumer(store, { pollMs: config.pollMs, log })
     : new ThreadedConsumer({ dataDir: config.dataDir, pollMs: config.pollMs, logLevel: config.logLevel, log })
   await consumer.start()
-  const housekeeper = new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
-  housekeeper.start()
+  const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
+  housekeeper?.start()
   registerConsumerMetrics(metrics, () => consumer.health())
   const ingester = new SignalIngester({
     stream: store.stream,
@@ -144,7 +144,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
       // then the background work, then the store, which flushes on close.
       stopping ??= (async () => {
         await http.close(config.shutdownMs)
-        await housekeeper.stop()
+        await housekeeper?.stop()
         geoWatcher.close()
         lists.stop()
         auth.stop()

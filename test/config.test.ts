@@ -43,7 +43,11 @@ const bad: Array<{ description: string, env: Record<string, string>, message: Re
   { description: 'retention with a space', env: { THREATFEED_STREAM_RETENTION: '7 d' }, message: /THREATFEED_STREAM_RETENTION must be a duration/ },
   { description: 'retention too long', env: { THREATFEED_STREAM_RETENTION: '3651d' }, message: /THREATFEED_STREAM_RETENTION must be between 0ms and 3650d, got 3651d/ },
   { description: 'sweep interval too short', env: { THREATFEED_SWEEP_INTERVAL: '500ms' }, message: /THREATFEED_SWEEP_INTERVAL must be between 1s and 1d, got 500ms/ },
-  { description: 'sweep interval not a duration', env: { THREATFEED_SWEEP_INTERVAL: 'often' }, message: /THREATFEED_SWEEP_INTERVAL must be a duration/ },
+  { description: 'sweep interval not a duration', env: { THREATFEED_SWEEP_INTERVAL: 'often' }, message: /THREATFEED_SWEEP_INTERVAL must be a duration such as 90s, 15m, 12h or 7d, or off, got "often"/ },
+  { description: 'sweep interval OFF in capitals', env: { THREATFEED_SWEEP_INTERVAL: 'OFF' }, message: /THREATFEED_SWEEP_INTERVAL must be a duration/ },
+  { description: 'tombstone cap negative', env: { THREATFEED_TOMBSTONE_MAX: '-1' }, message: /THREATFEED_TOMBSTONE_MAX must be a whole number/ },
+  { description: 'tombstone cap with a unit', env: { THREATFEED_TOMBSTONE_MAX: '1M' }, message: /THREATFEED_TOMBSTONE_MAX must be a whole number, got "1M"/ },
+  { description: 'tombstone cap too large', env: { THREATFEED_TOMBSTONE_MAX: '2000000000' }, message: /THREATFEED_TOMBSTONE_MAX must be between 0 and 1000000000/ },
 ]
 
 t.test('durations: the sweep interval and the stream retention', async (t) => {
@@ -52,6 +56,13 @@ t.test('durations: the sweep interval and the stream retention', async (t) => {
   const cases: Array<[string, number]> = [['90s', 90_000], ['15m', 900_000], ['12h', 43_200_000], ['7d', 604_800_000], ['0s', 0], ['250ms', 250]]
   for (const [text, ms] of cases) t.equal(loadConfig({ THREATFEED_STREAM_RETENTION: text }).streamRetentionMs, ms, text)
   t.equal(loadConfig({ THREATFEED_SWEEP_INTERVAL: '5s' }).sweepIntervalMs, 5000)
+  t.equal(loadConfig({ THREATFEED_SWEEP_INTERVAL: 'off' }).sweepIntervalMs, null, 'off: this process neither sweeps nor trims')
+})
+
+t.test('the tombstone cap', async (t) => {
+  t.equal(loadConfig({}).tombstoneMax, 1_000_000, 'a million by default')
+  t.equal(loadConfig({ THREATFEED_TOMBSTONE_MAX: '0' }).tombstoneMax, 0, 'none kept')
+  t.equal(loadConfig({ THREATFEED_TOMBSTONE_MAX: '250000' }).tombstoneMax, 250_000)
 })
 
 t.test('a bad value names the variable', async (t) => {

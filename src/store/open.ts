@@ -4,8 +4,8 @@
 import type { BatchingStore } from './batch-types.js'
 
 export type StoreOptions =
-  | { kind: 'embedded', dataDir: string }
-  | { kind: 'mongodb', uri: string, dbName?: string }
+  | { kind: 'embedded', dataDir: string, tombstoneMax?: number }
+  | { kind: 'mongodb', uri: string, dbName?: string, tombstoneMax?: number }
 
 /**
  * Opens the configured store. Rejects with TF_ERR_STORE_UNAVAILABLE when it cannot be reached
@@ -20,8 +20,11 @@ export async function openStore (opts: StoreOptions): Promise<BatchingStore> {
   // alone would add a noticeable share of its start-up time.
   if (opts.kind === 'embedded') {
     const { openEmbeddedStore } = await import('./embedded/embedded-store.js')
-    return openEmbeddedStore(opts.dataDir)
+    return openEmbeddedStore(opts.dataDir, opts.tombstoneMax === undefined ? {} : { tombstoneMax: opts.tombstoneMax })
   }
   const { openMongoStore } = await import('./mongo/mongo-store.js')
-  return openMongoStore(opts.uri, opts.dbName === undefined ? {} : { dbName: opts.dbName })
+  return openMongoStore(opts.uri, {
+    ...(opts.dbName === undefined ? {} : { dbName: opts.dbName }),
+    ...(opts.tombstoneMax === undefined ? {} : { tombstoneMax: opts.tombstoneMax }),
+  })
 }

@@ -175,7 +175,8 @@ export interface RuleStore {
   /**
    * One bounded pass of the background sweep: removes at most about `limit` rules that lapsed
    * before `now` rounded down to SWEEP_GRAIN_MS (sweepCut), each leaving a LapsedTombstone, and
-   * drops tombstones that lapsed more than TOMBSTONE_MS before `now`. Safe to run from several
+   * drops tombstones that lapsed more than TOMBSTONE_MS before `now` and, oldest lapse first, those
+   * beyond the store's tombstone cap (TOMBSTONE_MAX unless opened with another). Safe to run from several
    * processes at once: a rule is removed — and counted — by one of them, and a rule whose expiry
    * moved since it was found is left alone. Raises the revision of each workspace it changed;
    * feeds do not change, since a lapsed rule was not served. `more` says another pass has work.
@@ -222,6 +223,10 @@ export function sweepCut (now: number): number {
 /** How long a swept rule's tombstone is kept after its lapse. */
 export const TOMBSTONE_MS = 86_400_000
 
+/** How many tombstones a store keeps at most by default (THREATFEED_TOMBSTONE_MAX): a day of
+ *  lapses at a detection pipeline's rate would otherwise never let the store plateau. */
+export const TOMBSTONE_MAX = 1_000_000
+
 /** What is left of a rule the sweep removed, so that an explanation can still say "lapsed at T". */
 export interface LapsedTombstone {
   workspaceId: string
@@ -236,7 +241,7 @@ export interface LapsedTombstone {
 export interface SweepPass {
   /** Lapsed rules removed. */
   removed: number
-  /** Tombstones dropped for being older than TOMBSTONE_MS. */
+  /** Tombstones dropped for being older than TOMBSTONE_MS or beyond the tombstone cap. */
   tombstonesDropped: number
   /** Bookkeeping cleaned that named no rule (the embedded store's stale expiry-log references). */
   staleCleaned: number

@@ -41,6 +41,8 @@ export function describeSweepContract (test: StoreTest): void {
   // A sweep at NOW removes what lapsed before the start of NOW's grain.
   const NOW = 1_000_000 * SWEEP_GRAIN_MS + 4000
   const CUT = NOW - 4000
+  /** The tombstone cap of the test that sets one. */
+  const CAP = 10
 
   test('sweep: removes lapsed rules only, leaves a tombstone each, raises only their workspaces', async (t, store) => {
     const ws = freshWorkspaceId()
@@ -103,6 +105,36 @@ export function describeSweepContract (test: StoreTest): void {
     t.equal(late.tombstonesDropped, n, 'then dropped, in bounded passes')
     t.same(await store.rules.lapsedTombstones(ws, ip('10.0.0.5/32')), [])
   })
+
+  test('sweep: at most the tombstone cap is kept, oldest lapse dropped first, in bounded passes', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const n = 30
+    // Lapse times 1 … 30 grains before the cut, one rule each: rule i lapses i grains early.
+    await store.applyRuleBatch({
+      ops: Array.from({ length: n }, (_, i) => ({ op: 'upsertAccessRule' as const, input: accessInput(ws, { target: ip(`10.1.0.${i}/32`), expiresAt: CUT - 1 - i * SWEEP_GRAIN_MS }) })),
+    })
+    const swept = await sweepAll(store, NOW, 4)
+    t.equal(swept.removed, n, 'every lapsed rule swept')
+    t.equal(swept.tombstonesDropped, n - CAP, 'all but the cap dropped, well within a day of their lapse')
+    t.ok(swept.passes >= 3, `in bounded passes (${swept.passes})`)
+    const kept = async (): Promise<number[]> => {
+      const found: number[] = []
+      for (let i = 0; i < n; i++) if ((await store.rules.lapsedTombstones(ws, ip(`10.1.0.${i}/32`))).length > 0) found.push(i)
+      return found
+    }
+    t.same(await kept(), Array.from({ length: CAP }, (_, i) => i), 'the latest lapses kept, the oldest gone')
+    t.same(await sweepAll(store, NOW, 4), { removed: 0, tombstonesDropped: 0, passes: 1, largest: 0 }, 'at the cap, nothing more goes')
+
+    // Renewed, then lapsed again: its tombstone is replaced, not added, and it is now the latest.
+    await store.rules.upsertAccessRule(accessInput(ws, { target: ip(`10.1.0.${CAP - 1}/32`), expiresAt: CUT - 1 + 2 * SWEEP_GRAIN_MS }))
+    t.equal((await sweepAll(store, NOW + 3 * SWEEP_GRAIN_MS, 100)).tombstonesDropped, 0, 'a replaced tombstone does not count twice')
+    await store.rules.upsertAccessRule(accessInput(ws, { target: ip('10.2.0.1/32'), expiresAt: CUT - 1 + 2 * SWEEP_GRAIN_MS }))
+    const next = await sweepAll(store, NOW + 3 * SWEEP_GRAIN_MS, 100)
+    t.same({ removed: next.removed, tombstonesDropped: next.tombstonesDropped }, { removed: 1, tombstonesDropped: 1 }, 'one more lapse: the oldest one goes')
+    t.same(await kept(), [...Array.from({ length: CAP - 2 }, (_, i) => i), CAP - 1], `tombstone ${CAP - 2}, now the oldest, went; ${CAP - 1} lapsed again and stays`)
+    t.equal((await store.rules.lapsedTombstones(ws, ip('10.2.0.1/32'))).length, 1, 'the new lapse is kept')
+    t.equal((await sweepAll(store, CUT + TOMBSTONE_MS + 3 * SWEEP_GRAIN_MS, 100)).tombstonesDropped, CAP, 'a day on, the rest go as before')
+  }, { tombstoneMax: CAP })
 
   test('trim: nothing goes without a checkpoint; then whole appends below every checkpoint and older than the cut', async (t, store) => {
     const ws = freshWorkspaceId()

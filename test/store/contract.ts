@@ -18,25 +18,30 @@ export interface StoreHandle {
   cleanup (): Promise<void>
 }
 
-export type MakeStore = () => Promise<StoreHandle>
+/** How a test wants its store opened (StoreOptions beyond where it lives). */
+export interface StoreTestOptions {
+  tombstoneMax?: number
+}
 
-/** Declares one contract test; the body gets a fresh store. */
-export type StoreTest = (title: string, body: (t: Test, store: BatchingStore) => Promise<void>) => void
+export type MakeStore = (opts?: StoreTestOptions) => Promise<StoreHandle>
+
+/** Declares one contract test; the body gets a fresh store, opened with `opts`. */
+export type StoreTest = (title: string, body: (t: Test, store: BatchingStore) => Promise<void>, opts?: StoreTestOptions) => void
 
 /**
  * Registers the whole contract as subtests of `t`.
  *
  * @example
- *   runStoreContract(t, 'lmdb', async () => {
+ *   runStoreContract(t, 'lmdb', async (opts) => {
  *     const dir = t.testdir()
- *     const store = await openStore({ kind: 'embedded', dataDir: dir })
+ *     const store = await openStore({ kind: 'embedded', dataDir: dir, ...opts })
  *     return { store, cleanup: () => store.close() }
  *   })
  */
 export function runStoreContract (t: Test, name: string, makeStore: MakeStore): void {
-  const storeTest: StoreTest = (title, body) => {
+  const storeTest: StoreTest = (title, body, opts) => {
     void t.test(`${name}: ${title}`, async (t) => {
-      const handle = await makeStore()
+      const handle = await makeStore(opts)
       try {
         await body(t, handle.store)
       } finally {

@@ -10,9 +10,9 @@ async function makeDir (): Promise<string> {
   return mkdtemp(join(tmpdir(), 'threatfeed-store-'))
 }
 
-runStoreContract(t, 'lmdb', async () => {
+runStoreContract(t, 'lmdb', async (opts) => {
   const dir = await makeDir()
-  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  const store = await openStore({ kind: 'embedded', dataDir: dir, ...opts })
   return {
     store,
     cleanup: async () => {

@@ -8,7 +8,7 @@ import { MongoClient } from 'mongodb'
 import t from 'tap'
 import type { BatchingStore } from '../../src/store/batch-types.js'
 import { openStore } from '../../src/store/open.js'
-import { runStoreContract } from './contract.js'
+import { runStoreContract, type StoreTestOptions } from './contract.js'
 
 interface Server { uri: string, stop (): Promise<void> }
 
@@ -47,8 +47,8 @@ if (server === null) {
   const run = `threatfeed_test_${process.pid}_${randomUUID().slice(0, 8)}`
   let n = 0
   /** A database of its own per test, dropped after it. */
-  const makeStore = async (dbName = `${run}_${n++}`): Promise<{ store: BatchingStore, cleanup (): Promise<void> }> => {
-    const store = await openStore({ kind: 'mongodb', uri: server.uri, dbName })
+  const makeStore = async (dbName = `${run}_${n++}`, opts: StoreTestOptions = {}): Promise<{ store: BatchingStore, cleanup (): Promise<void> }> => {
+    const store = await openStore({ kind: 'mongodb', uri: server.uri, dbName, ...opts })
     return {
       store,
       cleanup: async () => {
@@ -58,7 +58,7 @@ if (server === null) {
     }
   }
 
-  runStoreContract(t, 'mongodb', () => makeStore())
+  runStoreContract(t, 'mongodb', (opts) => makeStore(undefined, opts))
 
   t.test('mongodb: several clients appending at once never let a reader see a gap', async (t) => {
     const dbName = `${run}_multi`

@@ -7,7 +7,7 @@
  */
 import type { BatchingStore, RuleBatch, RuleBatchResult } from '../batch-types.js'
 import { ThreatfeedError } from '../../errors.js'
-import { newHousekeepingCounters } from '../types.js'
+import { TOMBSTONE_MAX, newHousekeepingCounters } from '../types.js'
 import { EmbeddedFeedVersionStore } from './feed-version-store.js'
 import { EmbeddedKeyStore } from './key-store.js'
 import { EmbeddedListStore } from './list-store.js'
@@ -29,12 +29,13 @@ export class EmbeddedStore implements BatchingStore {
   readonly housekeeping = newHousekeepingCounters()
   readonly #env: LmdbEnv
 
-  constructor (env: LmdbEnv) {
+  /** `tombstoneMax`: tombstones kept at most (RuleStore#sweepLapsed). */
+  constructor (env: LmdbEnv, tombstoneMax = TOMBSTONE_MAX) {
     this.#env = env
     this.workspaces = new EmbeddedWorkspaceStore(env)
     this.keys = new EmbeddedKeyStore(env)
     this.lists = new EmbeddedListStore(env)
-    this.rules = new EmbeddedRuleStore(env, this.housekeeping)
+    this.rules = new EmbeddedRuleStore(env, this.housekeeping, tombstoneMax)
     this.stream = new EmbeddedSignalStream(env, this.housekeeping)
     this.feedVersions = new EmbeddedFeedVersionStore(env)
   }
@@ -70,9 +71,9 @@ export class EmbeddedStore implements BatchingStore {
  *   const ws = await store.workspaces.create({ name: 'acme', subscription: 'active' })
  *   await store.close()
  */
-export async function openEmbeddedStore (dataDir: string, options: LmdbEnvOptions = {}): Promise<EmbeddedStore> {
+export async function openEmbeddedStore (dataDir: string, options: LmdbEnvOptions & { tombstoneMax?: number } = {}): Promise<EmbeddedStore> {
   const env = new LmdbEnv(dataDir, options)
   // An older directory is upgraded before any store reads it (migrate-format.ts).
   env.upgrade(migrateFormat)
-  return new EmbeddedStore(env)
+  return new EmbeddedStore(env, options.tombstoneMax)
 }

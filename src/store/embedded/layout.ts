@@ -58,5 +58,7 @@ export const META = {
   adminRevision: 'revision:admin',
   rulesRevision: 'revision:rules',
   streamHead: 'stream:head',
+  /** How many tombstones are kept (rule-writes.ts), so the cap is checked without a scan. */
+  tombstoneCount: 'tombstones:count',
 } as const
 

@@ -24,12 +24,14 @@ const SLICE_MS = 0.5
 export class EmbeddedRuleStore implements RuleStore {
   readonly #env: LmdbEnv
   readonly #counters: HousekeepingCounters
+  readonly #tombstoneMax: number
   /** Where this process's scrub of the expiry log stopped (undefined: at the start). */
   #scrubAfter: ExpiryLogKey | undefined
 
-  constructor (env: LmdbEnv, counters: HousekeepingCounters) {
+  constructor (env: LmdbEnv, counters: HousekeepingCounters, tombstoneMax: number) {
     this.#env = env
     this.#counters = counters
+    this.#tombstoneMax = tombstoneMax
   }
 
   upsertAccessRule (input: AccessRuleInput): Promise<AccessRule> {
@@ -146,7 +148,7 @@ export class EmbeddedRuleStore implements RuleStore {
       if (swept.scanned < budget) {
         scrub = scrubLog(txn.dbs, txn.scratch, lapseTarget(txn, () => {}), this.#scrubAfter, budget - swept.scanned)
       }
-      const tombstonesDropped = dropTombstones(txn.dbs, now - TOMBSTONE_MS, budget)
+      const tombstonesDropped = dropTombstones(txn.dbs, now - TOMBSTONE_MS, this.#tombstoneMax, budget)
       return { swept, scrub, tombstonesDropped }
     })
     const { swept, scrub, tombstonesDropped } = pass

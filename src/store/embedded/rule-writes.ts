@@ -14,7 +14,7 @@ import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, 
 import type { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
 import { accessRuleKey, accessRuleKeyByRef, expressionRuleKey, targetIndexKey, targetIndexRange, tombstoneKey, workspaceOfKey, writeAccessRuleKey } from './key-layout.js'
-import type { Databases } from './layout.js'
+import { META, type Databases } from './layout.js'
 import { accessRuleExpiresAt, decodeAccessRule, encodeAccessRule, setAccessRuleTimes } from './rule-codec.js'
 
 /** What one write transaction works with. */
@@ -213,19 +213,36 @@ function putTombstone (dbs: Databases, t: LapsedTombstone): void {
   const key = tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef)
   const prev = dbs.tombstones.get(key)
   if (prev !== undefined) dbs.tombstonesByTime.remove([prev.lapsedAt, key])
+  else dbs.meta.put(META.tombstoneCount, tombstoneCount(dbs) + 1)
   dbs.tombstones.put(key, t)
   dbs.tombstonesByTime.put([t.lapsedAt, key], EMPTY)
 }
 
 const EMPTY = Buffer.alloc(0)
 
-/** Inside a write: drops tombstones that lapsed before `before`, at most `limit`; returns how many. */
-export function dropTombstones (dbs: Databases, before: number, limit: number): number {
-  const old = Array.from(dbs.tombstonesByTime.getKeys({ end: [before], limit }))
+/** Tombstones kept: the count kept beside them, or (a directory from before the count) counted once. */
+function tombstoneCount (dbs: Databases): number {
+  return dbs.meta.get(META.tombstoneCount) ?? dbs.tombstonesByTime.getKeysCount()
+}
+
+/**
+ * Inside a write: drops at most `limit` tombstones, oldest lapse first — those beyond `max` kept,
+ * then those that lapsed before `before`. Returns how many.
+ */
+export function dropTombstones (dbs: Databases, before: number, max: number, limit: number): number {
+  const count = tombstoneCount(dbs)
+  const excess = count - max
+  const old: Array<[number, string]> = []
+  // The time index holds one entry per tombstone, in lapse order.
+  for (const entry of dbs.tombstonesByTime.getKeys({ limit })) {
+    if (old.length >= excess && entry[0] >= before) break
+    old.push(entry)
+  }
   for (const [lapsedAt, key] of old) {
     dbs.tombstonesByTime.remove([lapsedAt, key])
     if (dbs.tombstones.get(key)?.lapsedAt === lapsedAt) dbs.tombstones.remove(key)
   }
+  if (old.length > 0) dbs.meta.put(META.tombstoneCount, count - old.length)
   return old.length
 }
 

@@ -7,7 +7,7 @@
  */
 import type { BatchingStore, RuleBatch, RuleBatchResult } from '../batch-types.js'
 import { ThreatfeedError } from '../../errors.js'
-import { newHousekeepingCounters } from '../types.js'
+import { TOMBSTONE_MAX, newHousekeepingCounters } from '../types.js'
 import { COUNTERS, collectionsOf, prepareCollections } from './collections.js'
 import { createClient, resolveDbName, toStoreError } from './mongo-client.js'
 import { MongoContext } from './mongo-context.js'
@@ -31,12 +31,13 @@ export class MongoStore implements BatchingStore {
   readonly housekeeping = newHousekeepingCounters()
   readonly #ctx: MongoContext
 
-  constructor (ctx: MongoContext) {
+  /** `tombstoneMax`: tombstones kept at most (RuleStore#sweepLapsed). */
+  constructor (ctx: MongoContext, tombstoneMax = TOMBSTONE_MAX) {
     this.#ctx = ctx
     this.workspaces = new MongoWorkspaceStore(ctx)
     this.keys = new MongoKeyStore(ctx)
     this.lists = new MongoListStore(ctx)
-    this.rules = new MongoRuleStore(ctx, this.housekeeping)
+    this.rules = new MongoRuleStore(ctx, this.housekeeping, tombstoneMax)
     this.stream = new MongoSignalStream(ctx, this.housekeeping)
     this.feedVersions = new MongoFeedVersionStore(ctx)
   }
@@ -72,7 +73,7 @@ export class MongoStore implements BatchingStore {
  * @example
  *   const store = await openMongoStore('mongodb://db1,db2,db3/?replicaSet=rs0', { dbName: 'threatfeed' })
  */
-export async function openMongoStore (uri: string, opts: { dbName?: string } = {}): Promise<MongoStore> {
+export async function openMongoStore (uri: string, opts: { dbName?: string, tombstoneMax?: number } = {}): Promise<MongoStore> {
   const client = createClient(uri)
   try {
     await client.connect()
@@ -83,7 +84,7 @@ export async function openMongoStore (uri: string, opts: { dbName?: string } = {
     const db = client.db(resolveDbName(uri, opts.dbName))
     const collections = collectionsOf(db)
     await prepareCollections(db, collections)
-    return new MongoStore(new MongoContext(client, collections))
+    return new MongoStore(new MongoContext(client, collections), opts.tombstoneMax)
   } catch (e) {
     await client.close().catch(() => undefined)
     throw toStoreError(e)

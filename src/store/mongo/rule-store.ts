@@ -27,10 +27,12 @@ const PURGE_CHUNK = 1000
 export class MongoRuleStore implements RuleStore {
   readonly #ctx: MongoContext
   readonly #counters: HousekeepingCounters
+  readonly #tombstoneMax: number
 
-  constructor (ctx: MongoContext, counters: HousekeepingCounters) {
+  constructor (ctx: MongoContext, counters: HousekeepingCounters, tombstoneMax: number) {
     this.#ctx = ctx
     this.#counters = counters
+    this.#tombstoneMax = tombstoneMax
   }
 
   upsertAccessRule (input: AccessRuleInput): Promise<AccessRule> {
@@ -101,14 +103,31 @@ export class MongoRuleStore implements RuleStore {
     return this.#ctx.run(async () => {
       const budget = Math.max(1, limit)
       const removed = await this.#sweepBelow(sweepCut(now), budget)
-      const old = await this.#ctx.c.tombstones.find({ lapsedAt: { $lt: num(now - TOMBSTONE_MS) } }, { projection: { _id: 1 } }).limit(budget).toArray()
-      const dropped = old.length === 0 ? 0 : (await this.#ctx.c.tombstones.deleteMany({ _id: { $in: old.map((d) => d._id) }, lapsedAt: { $lt: num(now - TOMBSTONE_MS) } })).deletedCount
+      const tombs = await this.#dropTombstones(now, budget)
       const c = this.#counters
       c.sweepPasses++
       c.rulesSwept += removed
-      c.tombstonesDropped += dropped
-      return { removed, tombstonesDropped: dropped, staleCleaned: 0, more: removed >= budget || old.length >= budget }
+      c.tombstonesDropped += tombs.dropped
+      return { removed, tombstonesDropped: tombs.dropped, staleCleaned: 0, more: removed >= budget || tombs.found >= budget }
     })
+  }
+
+  /**
+   * Up to `limit` tombstones, oldest lapse first: those beyond the cap, then those older than
+   * TOMBSTONE_MS. Each delete names the lapse times it found, so a tombstone replaced meanwhile
+   * by a later lapse stays; two processes dropping at once may keep somewhat fewer than the cap.
+   */
+  async #dropTombstones (now: number, limit: number): Promise<{ found: number, dropped: number }> {
+    const c = this.#ctx.c.tombstones
+    const excess = Math.min(limit, (await c.estimatedDocumentCount()) - this.#tombstoneMax)
+    const overCap = excess > 0 ? await c.find({}, { projection: { _id: 1, lapsedAt: 1 } }).sort({ lapsedAt: 1 }).limit(excess).toArray() : []
+    const aged = overCap.length < limit
+      ? await c.find({ lapsedAt: { $lt: num(now - TOMBSTONE_MS) }, _id: { $nin: overCap.map((d) => d._id) } }, { projection: { _id: 1, lapsedAt: 1 } }).sort({ lapsedAt: 1 }).limit(limit - overCap.length).toArray()
+      : []
+    const found = [...overCap, ...aged]
+    if (found.length === 0) return { found: 0, dropped: 0 }
+    const { deletedCount } = await c.deleteMany({ $or: found.map((d) => ({ _id: text(d._id), lapsedAt: num(d.lapsedAt) })) })
+    return { found: found.length, dropped: deletedCount }
   }
 
   /**

@@ -1,0 +1,415 @@
+/**
+ * Soak: the embedded store under a detection pipeline's load for long enough that the steady
+ * state shows — does the data directory, the feed's rebuild and ingest latency stay flat once
+ * lapsed rules are swept and the stream trimmed, or do they grow with the history of signals?
+ *
+ * Load: v1 batches of 1000 entries of random IPv4 (11.0.0.0–74.255.255.255) and IPv6
+ * (2000::/3) targets, half each, blocked with expiries drawn uniformly from 60–600 s, a tenth of
+ * the entries unblocks of targets blocked earlier, sent open loop at a fixed 3,000 entries/s
+ * (latency counted from each batch's scheduled send time, so a stalled server is not hidden by a
+ * client that waits). About a million rules are live at steady state. The workspace feed is
+ * polled every sample, so the server rebuilds it as its rules change (at most every 30 s).
+ *
+ * The server (bench/soak/server.ts) is `threatfeed serve` in a child process with the
+ * Housekeeper that main.ts starts, THREATFEED_STREAM_RETENTION short (3m) so that several
+ * retention windows pass. Once the rules reach steady state (the longest expiry plus one sweep
+ * interval and grain after the start) the sweep and trim are paused and resumed in alternating
+ * slices (2 min), so that ingest p99 with and without them is compared within one run, minutes
+ * apart on the same VM. BENCH_SOAK_MODE=off runs the same load with neither ever running: the
+ * slope they remove.
+ *
+ * Every 30 s it records the data directory's disk use (both LMDB environments), live rules (the
+ * driver's model of what it sent: blocks not yet expired nor unblocked), stored rules, tombstones
+ * and expiry-log entries (entry counts of the LMDB tables, read-only from this process), retained
+ * stream records (store.stream.retained, as `stream status` shows), the mean wall time of the feed
+ * rebuilds in the interval (the server's /metrics threatfeed_feed_build_duration_seconds: rule
+ * reload to swapped snapshot; on the HTTP thread plus the pool), the server's CPU per second, and
+ * ingest p50/p99 over the interval. Writes bench/results/soak[-off].json and .svg.
+ *
+ * Targets (issue 16): after the second retention window past steady state, data-directory size
+ * and rebuild time each within ±20 % of their value at the end of the first; stored rules ≤ 1.1×
+ * live rules plus one sweep interval's lapses (checked at samples one sweep interval or more into
+ * a slice with housekeeping on); ingest p99 with sweep and trim ≤ 1.2× without them.
+ *
+ * Environment: BENCH_SOAK_MINUTES (20), BENCH_SOAK_MODE (on|off), BENCH_SOAK_RETENTION (3m),
+ * BENCH_SOAK_SWEEP_INTERVAL (60s), BENCH_SOAK_RATE (3000 entries/s), BENCH_SOAK_EXPIRY (60-600,
+ * seconds), BENCH_SOAK_SAMPLE_SECONDS (30), BENCH_SOAK_SLICE_SECONDS (120),
+ * BENCH_SOAK_STEADY_SECONDS (longest expiry + sweep interval + 10), BENCH_SOAK_DIR (where the data
+ * directory goes; a temp dir by default, removed at the end).
+ */
+import { fork, type ChildProcess } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { open as openLmdb, type RootDatabase } from 'lmdb'
+import { parseDuration } from '../src/config.js'
+import { cpuTicks, benchDir, percentile, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
+import { drawChart } from './soak/chart.js'
+import type { FromServer, ServerSample, ToServer } from './soak/server.js'
+
+const env = process.env
+const MINUTES = Number(env.BENCH_SOAK_MINUTES ?? 20)
+const MODE = env.BENCH_SOAK_MODE === 'off' ? 'off' : 'on'
+const RETENTION = env.BENCH_SOAK_RETENTION ?? '3m'
+const INTERVAL = env.BENCH_SOAK_SWEEP_INTERVAL ?? '60s'
+const RATE = Number(env.BENCH_SOAK_RATE ?? 3000)
+const [EXPIRY_MIN, EXPIRY_MAX] = (env.BENCH_SOAK_EXPIRY ?? '60-600').split('-').map(Number) as [number, number]
+const SAMPLE_S = Number(env.BENCH_SOAK_SAMPLE_SECONDS ?? 30)
+const SLICE_S = Number(env.BENCH_SOAK_SLICE_SECONDS ?? 120)
+const RETENTION_S = parseDuration(RETENTION)! / 1000
+const INTERVAL_S = parseDuration(INTERVAL)! / 1000
+/** The sweep takes what lapsed before the current 10-second grain (SWEEP_GRAIN_MS). */
+const GRAIN_S = 10
+const STEADY_S = Number(env.BENCH_SOAK_STEADY_SECONDS ?? EXPIRY_MAX + INTERVAL_S + GRAIN_S)
+const BATCH = 1000
+const UNBLOCK_SHARE = 0.1
+/** Unblocks pick among the targets of this many latest blocks. */
+const RECENT = 300_000
+
+// ---------------------------------------------------------------- load
+
+function randomV4 (): string {
+  const n = (11 + Math.floor(Math.random() * 64)) * 2 ** 24 + Math.floor(Math.random() * 2 ** 24)
+  return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`
+}
+
+function randomV6 (): string {
+  const g = [0x2000 + Math.floor(Math.random() * 0x2000)]
+  for (let i = 1; i < 8; i++) g.push(Math.floor(Math.random() * 0x10000))
+  return g.map((x) => x.toString(16)).join(':')
+}
+
+/** What the driver sent and what of it is live: target → expiry (ms). */
+class Model {
+  readonly live = new Map<string, number>()
+  readonly #recent: string[] = []
+  #next = 0
+  lapsed = 0
+
+  batch (now: number): string {
+    const parts: string[] = []
+    for (let i = 0; i < BATCH; i++) {
+      if (this.#recent.length > 0 && Math.random() < UNBLOCK_SHARE) {
+        const ip = this.#recent[Math.floor(Math.random() * this.#recent.length)]!
+        this.live.delete(ip)
+        parts.push(`{"type":"access_rules","action":"unblock","ip":"${ip}"}`)
+        continue
+      }
+      const ip = Math.random() < 0.5 ? randomV4() : randomV6()
+      const seconds = EXPIRY_MIN + Math.floor(Math.random() * (EXPIRY_MAX - EXPIRY_MIN + 1))
+      this.live.set(ip, now + seconds * 1000)
+      if (this.#recent.length < RECENT) this.#recent.push(ip)
+      else this.#recent[this.#next++ % RECENT] = ip
+      parts.push(`{"type":"access_rules","action":"block","ip":"${ip}","expiration":${seconds},"description":"scanner seen by sensor 7"}`)
+    }
+    return `[${parts.join(',')}]`
+  }
+
+  /** Forgets what lapsed (counting it); returns how many are live. */
+  settle (now: number): number {
+    for (const [ip, exp] of this.live) {
+      if (exp <= now) { this.live.delete(ip); this.lapsed++ }
+    }
+    return this.live.size
+  }
+}
+
+interface Sent { at: number, ms: number, status: number, housekeeping: boolean }
+
+// ---------------------------------------------------------------- measurements
+
+/** Disk use (allocated blocks) of the files under `dir`, in bytes. */
+function diskUse (dir: string): number {
+  let sum = 0
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name)
+    if (e.isDirectory()) sum += diskUse(p)
+    else sum += statSync(p).blocks * 512
+  }
+  return sum
+}
+
+/** Entry counts of the store's tables (names from src/store/embedded/lmdb-env.ts), read-only. */
+class Tables {
+  readonly #root: RootDatabase
+  readonly #dbs: Record<'rules' | 'tombstones' | 'expiryLog', { getStats (): { entryCount: number } }>
+  constructor (dataDir: string) {
+    this.#root = openLmdb({ path: dataDir, readOnly: true, noSubdir: false, maxDbs: 64 })
+    const binary = { encoding: 'binary' } as const
+    this.#dbs = {
+      rules: this.#root.openDB('access-rules', binary) as never,
+      tombstones: this.#root.openDB('tombstones-by-time', binary) as never,
+      expiryLog: this.#root.openDB('expiry-log', binary) as never,
+    }
+  }
+
+  counts (): { rules: number, tombstones: number, expiryLog: number } {
+    return { rules: this.#dbs.rules.getStats().entryCount, tombstones: this.#dbs.tombstones.getStats().entryCount, expiryLog: this.#dbs.expiryLog.getStats().entryCount }
+  }
+
+  close (): Promise<void> { return this.#root.close() }
+}
+
+function metricValue (text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue
+    const m = /^(\w+)(\{[^}]*\})?\s+(\S+)$/.exec(line)
+    if (m === null || m[1] !== name) continue
+    if (Object.entries(labels).every(([k, v]) => (m[2] ?? '').includes(`${k}="${v}"`))) sum += Number(m[3])
+  }
+  return sum
+}
+
+interface Sample {
+  t: number
+  housekeeping: boolean
+  dataDirBytes: number
+  mainEnvBytes: number
+  streamEnvBytes: number
+  liveRules: number
+  storedRules: number
+  tombstones: number
+  expiryLog: number
+  streamRecords: number
+  streamBytes: number
+  /** Lapses per second in the interval (the driver's model). */
+  lapsesPerSecond: number
+  rebuilds: number
+  /** Mean wall time of the feed rebuilds in the interval, ms (null: none). */
+  rebuildMs: number | null
+  feedNetworks: number
+  serverCpuPct: number
+  rssMiB: number
+  requests: number
+  failed: number
+  p50: number | null
+  p99: number | null
+  sweepRunsMs: number[]
+  trimRunsMs: number[]
+  stealPct: number | null
+}
+
+// ---------------------------------------------------------------- run
+
+async function main (): Promise<void> {
+  const base = env.BENCH_SOAK_DIR ?? mkdtempSync(join(tmpdir(), 'tf-bench-soak-'))
+  const dataDir = join(base, 'data')
+  rmSync(dataDir, { recursive: true, force: true })
+  mkdirSync(dataDir, { recursive: true })
+  const child: ChildProcess = fork(join(repoDir, 'bench', 'soak', 'server.ts'), [dataDir, RETENTION, INTERVAL, MODE], { execArgv: ['--import=tsx'], cwd: repoDir, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const waiters = new Map<number, (s: ServerSample) => void>()
+  const ready = new Promise<Extract<FromServer, { cmd: 'ready' }>>((resolve, reject) => {
+    child.once('exit', (code) => { reject(new Error(`bench/soak: the server exited with ${code}`)) })
+    child.on('message', (m: FromServer) => {
+      if (m.cmd === 'ready') resolve(m)
+      else waiters.get(m.id)?.(m.sample)
+    })
+  })
+  const srv = await ready
+  const tell = (m: ToServer): void => { child.send(m) }
+  let sampleId = 0
+  const askSample = (): Promise<ServerSample> => new Promise((resolve) => { const id = ++sampleId; waiters.set(id, resolve); tell({ cmd: 'sample', id }) })
+  const url = `http://127.0.0.1:${srv.port}`
+  const auth = { authorization: `Bearer ${srv.key}` }
+  const tables = new Tables(dataDir)
+
+  const model = new Model()
+  const sent: Sent[] = []
+  const periodMs = (BATCH / RATE) * 1000
+  const t0 = performance.now()
+  const wallStart = Date.now()
+  const endMs = MINUTES * 60_000
+  let housekeeping = MODE === 'on'
+  const offBands: Array<[number, number]> = []
+  let inflight = 0
+
+  process.stderr.write(`bench/soak: mode ${MODE}, ${RATE} entries/s for ${MINUTES} min, retention ${RETENTION}, sweep every ${INTERVAL}, expiries ${EXPIRY_MIN}–${EXPIRY_MAX} s; steady state from ${STEADY_S} s, slices of ${SLICE_S} s; data in ${dataDir}\n`)
+
+  // Open loop: batch k is due at t0 + k·period, sent then whatever the previous ones are doing.
+  const load = (async () => {
+    for (let k = 0; ; k++) {
+      const due = k * periodMs
+      if (due >= endMs) break
+      const wait = t0 + due - performance.now()
+      if (wait > 0) await sleep(wait)
+      const body = model.batch(wallStart + due)
+      const hk = housekeeping
+      inflight++
+      void fetch(`${url}/v1/signal`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body })
+        .then(async (r) => { await r.arrayBuffer(); return r.status }, () => 0)
+        .then((status) => { sent.push({ at: due / 1000, ms: performance.now() - t0 - due, status, housekeeping: hk }); inflight-- })
+    }
+  })()
+
+  const samples: Sample[] = []
+  let prev = { builds: 0, buildSum: 0, cpu: 0, t: 0, lapsed: 0, sent: 0, ticks: cpuTicks() }
+  const pollFeed = async (): Promise<void> => {
+    const r = await fetch(`${url}/v1/threat/feeds?format=plain`, { headers: { ...auth, 'accept-encoding': 'gzip' } }).catch(() => null)
+    await r?.arrayBuffer()
+  }
+  await sleep(2000)
+  await pollFeed()
+  for (let next = SAMPLE_S; next * 1000 <= endMs; next += SAMPLE_S) {
+    // Slices: on/off alternate from steady state, off first.
+    while (performance.now() - t0 < next * 1000) {
+      const t = (performance.now() - t0) / 1000
+      const want = MODE === 'on' && (t < STEADY_S || Math.floor((t - STEADY_S) / SLICE_S) % 2 === 1)
+      if (want !== housekeeping) {
+        housekeeping = want
+        tell({ cmd: 'housekeeping', on: want })
+        if (!want) offBands.push([t, t])
+        else offBands[offBands.length - 1]![1] = t
+        process.stderr.write(`bench/soak: ${t.toFixed(0)} s: sweep and trim ${want ? 'resumed' : 'paused'}\n`)
+      }
+      await sleep(Math.min(1000, Math.max(1, t0 + next * 1000 - performance.now())))
+    }
+    const t = (performance.now() - t0) / 1000
+    await pollFeed()
+    const [s, metrics] = await Promise.all([askSample(), fetch(`${url}/metrics`).then((r) => r.text())])
+    const live = model.settle(Date.now())
+    const counts = tables.counts()
+    const builds = metricValue(metrics, 'threatfeed_feed_build_duration_seconds_count', { outcome: 'built' })
+    const buildSum = metricValue(metrics, 'threatfeed_feed_build_duration_seconds_sum', { outcome: 'built' })
+    const window = sent.slice(prev.sent)
+    const ok = window.filter((x) => x.status === 200).map((x) => x.ms)
+    const ticks = cpuTicks()
+    const sample: Sample = {
+      t,
+      housekeeping: s.housekeepingOn,
+      dataDirBytes: diskUse(dataDir),
+      mainEnvBytes: diskUse(dataDir) - diskUse(join(dataDir, 'stream')),
+      streamEnvBytes: diskUse(join(dataDir, 'stream')),
+      liveRules: live,
+      storedRules: counts.rules,
+      tombstones: counts.tombstones,
+      expiryLog: counts.expiryLog,
+      streamRecords: s.retained.records,
+      streamBytes: s.retained.bytes,
+      lapsesPerSecond: (model.lapsed - prev.lapsed) / (t - prev.t),
+      rebuilds: builds - prev.builds,
+      rebuildMs: builds > prev.builds ? 1000 * (buildSum - prev.buildSum) / (builds - prev.builds) : null,
+      feedNetworks: metricValue(metrics, 'threatfeed_feed_entries', { action: 'block' }),
+      serverCpuPct: 100 * (s.cpuMicros - prev.cpu) / 1e6 / (t - prev.t),
+      rssMiB: s.rssBytes / 2 ** 20,
+      requests: window.length,
+      failed: window.length - ok.length,
+      p50: ok.length > 0 ? percentile(ok, 50) : null,
+      p99: ok.length > 0 ? percentile(ok, 99) : null,
+      sweepRunsMs: s.sweepRunsMs,
+      trimRunsMs: s.trimRunsMs,
+      stealPct: stealPercent(prev.ticks, ticks),
+    }
+    samples.push(sample)
+    prev = { builds, buildSum, cpu: s.cpuMicros, t, lapsed: model.lapsed, sent: sent.length, ticks }
+    const mib = (b: number): string => (b / 2 ** 20).toFixed(1)
+    process.stderr.write(`bench/soak: ${(t / 60).toFixed(1)} min  hk ${sample.housekeeping ? 'on ' : 'off'}  dir ${mib(sample.dataDirBytes)} MiB (main ${mib(sample.mainEnvBytes)}, stream ${mib(sample.streamEnvBytes)})  live ${live}  stored ${counts.rules}  tomb ${counts.tombstones}  stream ${s.retained.records}  rebuild ${sample.rebuildMs?.toFixed(0) ?? '-'} ms  p50 ${sample.p50?.toFixed(1) ?? '-'} p99 ${sample.p99?.toFixed(1) ?? '-'} ms  failed ${sample.failed}  cpu ${sample.serverCpuPct.toFixed(0)} %  steal ${sample.stealPct?.toFixed(0) ?? '?'} %\n`)
+  }
+  await load
+  // A slice still paused at the end closes with the run.
+  if (!housekeeping && offBands.length > 0) offBands[offBands.length - 1]![1] = (performance.now() - t0) / 1000
+  for (const deadline = Date.now() + 30_000; inflight > 0 && Date.now() < deadline;) await sleep(50)
+  await tables.close()
+  tell({ cmd: 'stop' })
+  await new Promise((resolve) => child.once('exit', resolve))
+  if (env.BENCH_SOAK_DIR === undefined) rmSync(base, { recursive: true, force: true })
+  finish(samples, sent, offBands)
+}
+
+// ---------------------------------------------------------------- targets, results, chart
+
+function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, number]>): void {
+  const name = MODE === 'on' ? 'soak' : 'soak-off'
+  const ratios: Ratio[] = []
+  const w1 = STEADY_S + RETENTION_S
+  const w2 = STEADY_S + 2 * RETENTION_S
+  const ref = samples.find((s) => s.t >= w1)
+  const after = samples.filter((s) => s.t >= w2)
+  const plateau = (label: string, pick: (s: Sample) => number | null): void => {
+    const r = ref === undefined ? null : pick(ref)
+    const xs = after.map(pick).filter((v): v is number => v !== null)
+    if (r === null || xs.length === 0) {
+      ratios.push({ case: 'plateau', label: `${label}: not measured (the run ended before the second retention window past steady state, at ${(w2 / 60).toFixed(1)} min)`, value: NaN, target: '0.8–1.2', pass: false })
+      return
+    }
+    const worst = xs.reduce((a, b) => Math.abs(b / r - 1) > Math.abs(a / r - 1) ? b : a)
+    ratios.push({ case: 'plateau', label: `${label} after ${(w2 / 60).toFixed(1)} min ÷ at ${(ref!.t / 60).toFixed(1)} min (furthest of ${xs.length} samples)`, value: worst / r, target: '0.8–1.2', pass: Math.abs(worst / r - 1) <= 0.2 })
+  }
+  plateau('data directory size', (s) => s.dataDirBytes)
+  plateau('feed rebuild time', (s) => s.rebuildMs)
+
+  // Stored rules, where the sweep has been running for at least one interval (and grain).
+  // An off band ends when the sweep resumed (to within the driver's 1 s tick).
+  const resumedAt = (t: number): number => Math.max(0, ...offBands.filter(([, b]) => b <= t).map(([, b]) => b))
+  const checked = samples.filter((s) => MODE === 'on' && s.housekeeping && s.t - resumedAt(s.t) >= INTERVAL_S + GRAIN_S && s.t >= EXPIRY_MIN)
+  if (checked.length === 0) {
+    ratios.push({ case: 'stored rules', label: 'stored ÷ (1.1 × live + one interval of lapses): not measured (no sample with the sweep on long enough)', value: NaN, target: '≤ 1', pass: false })
+  } else {
+    const worst = checked.map((s) => ({ s, r: s.storedRules / (1.1 * s.liveRules + s.lapsesPerSecond * INTERVAL_S) })).reduce((a, b) => b.r > a.r ? b : a)
+    ratios.push({ case: 'stored rules', label: `stored ÷ (1.1 × live + ${INTERVAL_S} s of lapses), worst of ${checked.length} samples (at ${(worst.s.t / 60).toFixed(1)} min: ${worst.s.storedRules} stored, ${worst.s.liveRules} live, ${worst.s.lapsesPerSecond.toFixed(0)} lapses/s)`, value: worst.r, target: '≤ 1', pass: worst.r <= 1 })
+  }
+
+  const steady = sent.filter((x) => x.at >= STEADY_S && x.status === 200)
+  const on = steady.filter((x) => x.housekeeping).map((x) => x.ms)
+  const off = steady.filter((x) => !x.housekeeping).map((x) => x.ms)
+  const rows: Row[] = []
+  if (MODE === 'on' && on.length > 0 && off.length > 0) {
+    const pOn = percentile(on, 99)
+    const pOff = percentile(off, 99)
+    rows.push({ case: 'ingest at steady state, slices with sweep and trim', subject: 'threatfeed', value: pOn, unit: 'ms p99', extra: { p50ms: percentile(on, 50), batches: on.length } })
+    rows.push({ case: 'ingest at steady state, slices without', subject: 'threatfeed', value: pOff, unit: 'ms p99', extra: { p50ms: percentile(off, 50), batches: off.length } })
+    ratios.push({ case: 'ingest p99', label: `with sweep and trim ÷ without (alternating ${SLICE_S} s slices)`, value: pOn / pOff, target: '≤ 1.2', pass: pOn <= 1.2 * pOff })
+  } else if (MODE === 'on') {
+    ratios.push({ case: 'ingest p99', label: 'with ÷ without: not measured (no slices at steady state)', value: NaN, target: '≤ 1.2', pass: false })
+  }
+  const all = sent.filter((x) => x.status === 200).map((x) => x.ms)
+  const last = samples[samples.length - 1]
+  rows.push({ case: 'whole run', subject: 'threatfeed', value: all.length === 0 ? NaN : percentile(all, 99), unit: 'ms p99', extra: { p50ms: all.length === 0 ? NaN : percentile(all, 50), batches: sent.length, failed: sent.length - all.length, finalDirMiB: (last?.dataDirBytes ?? 0) / 2 ** 20, finalStoredRules: last?.storedRules ?? 0, finalLiveRules: last?.liveRules ?? 0 } })
+  if (MODE === 'off') {
+    for (const r of ratios) { r.pass = undefined; r.label = `(sweep and trim off, for comparison) ${r.label}` }
+  }
+
+  const reproduce = [
+    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_MODE=on npm run bench soak`,
+    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_MODE=off npm run bench soak`,
+  ]
+  report(name, `Soak: ${RATE} entries/s for ${MINUTES} min, sweep and trim ${MODE}`, rows, ratios, {
+    mode: MODE, minutes: MINUTES, retention: RETENTION, sweepInterval: INTERVAL, rate: RATE, expirySeconds: [EXPIRY_MIN, EXPIRY_MAX], sampleSeconds: SAMPLE_S, sliceSeconds: SLICE_S, steadyStateSeconds: STEADY_S,
+    retentionWindowsEndSeconds: [w1, w2], offBands, reproduce, samples,
+  })
+  const svg = drawChart({
+    title: `threatfeed soak: ${RATE} entries/s, expiries ${EXPIRY_MIN}–${EXPIRY_MAX} s, retention ${RETENTION}, sweep and trim ${MODE === 'on' ? `every ${INTERVAL}` : 'off'}`,
+    xs: samples.map((s) => s.t),
+    offBands,
+    markers: [{ at: STEADY_S, label: 'steady' }, { at: w1, label: 'window 1' }, { at: w2, label: 'window 2' }].filter((m) => m.at <= MINUTES * 60),
+    panels: [
+      { title: 'Data directory', unit: 'MiB on disk', series: [
+        { label: 'total', color: '#000', values: samples.map((s) => s.dataDirBytes / 2 ** 20) },
+        { label: 'rules env', color: '#1f77b4', values: samples.map((s) => s.mainEnvBytes / 2 ** 20) },
+        { label: 'stream env', color: '#ff7f0e', values: samples.map((s) => s.streamEnvBytes / 2 ** 20) },
+      ] },
+      { title: 'Rules and records', unit: 'count', series: [
+        { label: 'stored rules', color: '#d62728', values: samples.map((s) => s.storedRules) },
+        { label: 'live rules', color: '#2ca02c', values: samples.map((s) => s.liveRules) },
+        { label: 'tombstones', color: '#9467bd', values: samples.map((s) => s.tombstones) },
+        { label: 'stream records', color: '#ff7f0e', values: samples.map((s) => s.streamRecords) },
+      ] },
+      { title: 'Feed rebuild (rule reload to snapshot, /metrics)', unit: 'ms, mean per interval', series: [
+        { label: 'rebuild', color: '#8c564b', values: samples.map((s) => s.rebuildMs) },
+      ] },
+      { title: 'Ingest latency (1000-entry batch, from its scheduled send)', unit: 'ms per 30 s', series: [
+        { label: 'p99', color: '#d62728', values: samples.map((s) => s.p99) },
+        { label: 'p50', color: '#1f77b4', values: samples.map((s) => s.p50) },
+      ] },
+      { title: 'Server CPU', unit: '% of one core', series: [
+        { label: 'all threads', color: '#555', values: samples.map((s) => s.serverCpuPct) },
+      ] },
+    ],
+  })
+  const svgFile = join(benchDir, 'results', `${name}.svg`)
+  writeFileSync(svgFile, svg)
+  process.stdout.write(`chart: ${svgFile}\nreproduce (on, then off for comparison):\n  ${reproduce.join('\n  ')}\n`)
+}
+
+await main()

@@ -1,0 +1,124 @@
+/**
+ * The server under test of bench/soak, a child process of the driver (so that generating load
+ * and measuring it never shares the server's event loop). It is `threatfeed serve` — startServer
+ * from src/main.ts, embedded store — started with THREATFEED_SWEEP_INTERVAL=off, plus a
+ * Housekeeper of the same options main.ts gives its own, which the driver turns on and off over
+ * IPC (the alternating slices of the p99 comparison). Nothing here is reachable over HTTP.
+ *
+ * argv: <dataDir> <retention> <sweepInterval> <mode on|off>
+ */
+import { join } from 'node:path'
+import { loadConfig, parseDuration } from '../../src/config.js'
+import { createLogger } from '../../src/log.js'
+import { startServer } from '../../src/main.js'
+import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
+import { Housekeeper, type HousekeeperLog } from '../../src/stream/housekeeping.js'
+import { repoDir } from '../lib/report.js'
+
+/** What the driver asks. */
+export type ToServer = { cmd: 'housekeeping', on: boolean } | { cmd: 'sample', id: number } | { cmd: 'stop' }
+
+/** What the server answers. */
+export type FromServer =
+  | { cmd: 'ready', port: number, key: string, workspaceId: string, pid: number }
+  | { cmd: 'sample', id: number, sample: ServerSample }
+
+export interface ServerSample {
+  /** The store's own counters since start (store.housekeeping). */
+  housekeeping: Record<string, number>
+  retained: { first: number, last: number, records: number, bytes: number }
+  /** Housekeeping runs since the last sample: wall ms of each run's sweep and trim. */
+  sweepRunsMs: number[]
+  trimRunsMs: number[]
+  /** The server process's CPU time so far, all threads, µs. */
+  cpuMicros: number
+  rssBytes: number
+  housekeepingOn: boolean
+}
+
+const GEO = join(repoDir, 'test', 'fixtures', 'geo', 'maxmind')
+
+async function main (): Promise<void> {
+  const [dataDir, retention, interval, mode] = process.argv.slice(2) as [string, string, string, string]
+  const intervalMs = parseDuration(interval)
+  if (intervalMs === null) throw new Error(`bad sweep interval ${interval}`)
+  const config = loadConfig({
+    HOST: '127.0.0.1',
+    PORT: '0',
+    THREATFEED_DATA_DIR: dataDir,
+    THREATFEED_LOG_LEVEL: 'warn',
+    THREATFEED_RATE_LIMIT_RPS: '100000',
+    THREATFEED_RATE_LIMIT_BURST: '100000',
+    // The test databases: the default ASN database would be built into the data directory.
+    THREATFEED_GEO_COUNTRY_DB: join(GEO, 'GeoLite2-Country-Test.mmdb'),
+    THREATFEED_GEO_ASN_DB: join(GEO, 'GeoLite2-ASN-Test.mmdb'),
+    THREATFEED_STREAM_RETENTION: retention,
+    THREATFEED_SWEEP_INTERVAL: 'off',
+  })
+  const log = createLogger(config.logLevel, process.stderr)
+  const server = await startServer(config, log)
+  const store = server.store
+  const ws = await store.workspaces.create({ name: 'soak', subscription: 'active' })
+  const key = generateApiKey()
+  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
+
+  let sweepRunsMs: number[] = []
+  let trimRunsMs: number[] = []
+  // The Housekeeper reports each run's work and wall time in its log lines.
+  const hkLog: HousekeeperLog = {
+    info (fields, msg) {
+      const ms = (fields as { ms?: number }).ms ?? 0
+      if (msg.startsWith('sweep')) sweepRunsMs.push(ms)
+      else if (msg.startsWith('stream trimmed')) trimRunsMs.push(ms)
+    },
+    warn (fields, msg) { log.warn(fields, msg) },
+  }
+  let housekeeper: Housekeeper | null = null
+  const setHousekeeping = async (on: boolean): Promise<void> => {
+    if (on && housekeeper === null) {
+      // What main.ts starts when THREATFEED_SWEEP_INTERVAL is set: a fresh one per slice, since
+      // a stopped Housekeeper stays stopped (it runs once at start, then every interval).
+      housekeeper = new Housekeeper({ store, intervalMs, retentionMs: config.streamRetentionMs, log: hkLog })
+      housekeeper.start()
+    } else if (!on && housekeeper !== null) {
+      const h = housekeeper
+      housekeeper = null
+      await h.stop()
+    }
+  }
+  await setHousekeeping(mode === 'on')
+
+  const send = (m: FromServer): void => { process.send!(m) }
+  process.on('message', (m: ToServer) => {
+    void (async () => {
+      if (m.cmd === 'housekeeping') {
+        if (mode === 'on') await setHousekeeping(m.on)
+      } else if (m.cmd === 'sample') {
+        const retained = await store.stream.retained()
+        const cpu = process.cpuUsage()
+        send({
+          cmd: 'sample',
+          id: m.id,
+          sample: {
+            housekeeping: { ...store.housekeeping },
+            retained: { first: retained.first, last: retained.last, records: retained.records, bytes: retained.bytes },
+            sweepRunsMs,
+            trimRunsMs,
+            cpuMicros: cpu.user + cpu.system,
+            rssBytes: process.memoryUsage().rss,
+            housekeepingOn: housekeeper !== null,
+          },
+        })
+        sweepRunsMs = []
+        trimRunsMs = []
+      } else if (m.cmd === 'stop') {
+        await setHousekeeping(false)
+        await server.stop()
+        process.exit(0)
+      }
+    })().catch((e: unknown) => { log.error({ err: e }, 'bench/soak server: command failed'); process.exit(1) })
+  })
+  send({ cmd: 'ready', port: server.port, key, workspaceId: ws.id, pid: process.pid })
+}
+
+await main()
