@@ -87,40 +87,49 @@ export class Housekeeper {
     this.#timer.unref()
   }
 
+  /** Sweep and trim passes taken in turn, so that a sweep with a long way to go (a backlog of
+   *  lapses after downtime, or lapses faster than one pass a turn) never holds the trim back. */
   async #run (): Promise<RunResult> {
     const result: RunResult = { rulesSwept: 0, tombstonesDropped: 0, staleCleaned: 0, recordsTrimmed: 0 }
     const { store, log } = this.#opts
-    let started = performance.now()
-    let passes = 0
-    try {
-      for (let more = true; more && !this.#stopped; passes++) {
-        const pass = await store.rules.sweepLapsed(Date.now(), this.#limit)
-        result.rulesSwept += pass.removed
-        result.tombstonesDropped += pass.tombstonesDropped
-        result.staleCleaned += pass.staleCleaned
-        more = pass.more
-        await yieldTurn()
+    const started = performance.now()
+    let sweepPasses = 0
+    let trimPasses = 0
+    let sweepMore = true
+    let trimMore = true
+    while ((sweepMore || trimMore) && !this.#stopped) {
+      if (sweepMore) {
+        try {
+          const pass = await store.rules.sweepLapsed(Date.now(), this.#limit)
+          result.rulesSwept += pass.removed
+          result.tombstonesDropped += pass.tombstonesDropped
+          result.staleCleaned += pass.staleCleaned
+          sweepMore = pass.more
+          sweepPasses++
+        } catch (e) {
+          sweepMore = false
+          log.warn({ err: e }, 'sweep failed; retrying at the next interval')
+        }
       }
-      if (result.rulesSwept + result.tombstonesDropped + result.staleCleaned > 0) {
-        log.info({ rules: result.rulesSwept, tombstones: result.tombstonesDropped, stale: result.staleCleaned, passes, ms: Math.round(performance.now() - started) }, 'sweep: lapsed rules removed')
+      if (trimMore && !this.#stopped) {
+        try {
+          const pass = await store.stream.trim(Date.now() - this.#opts.retentionMs, this.#limit)
+          result.recordsTrimmed += pass.records
+          trimMore = pass.more
+          trimPasses++
+        } catch (e) {
+          trimMore = false
+          log.warn({ err: e }, 'stream trim failed; retrying at the next interval')
+        }
       }
-    } catch (e) {
-      log.warn({ err: e }, 'sweep failed; retrying at the next interval')
+      await yieldTurn()
     }
-    started = performance.now()
-    passes = 0
-    try {
-      for (let more = true; more && !this.#stopped; passes++) {
-        const pass = await store.stream.trim(Date.now() - this.#opts.retentionMs, this.#limit)
-        result.recordsTrimmed += pass.records
-        more = pass.more
-        await yieldTurn()
-      }
-      if (result.recordsTrimmed > 0) {
-        log.info({ records: result.recordsTrimmed, passes, ms: Math.round(performance.now() - started) }, 'stream trimmed')
-      }
-    } catch (e) {
-      log.warn({ err: e }, 'stream trim failed; retrying at the next interval')
+    const ms = Math.round(performance.now() - started)
+    if (result.rulesSwept + result.tombstonesDropped + result.staleCleaned > 0) {
+      log.info({ rules: result.rulesSwept, tombstones: result.tombstonesDropped, stale: result.staleCleaned, passes: sweepPasses, ms }, 'sweep: lapsed rules removed')
+    }
+    if (result.recordsTrimmed > 0) {
+      log.info({ records: result.recordsTrimmed, passes: trimPasses, ms }, 'stream trimmed')
     }
     return result
   }

@@ -101,3 +101,16 @@ t.test('stop() waits for the pass under way and starts no other', async (t) => {
   await new Promise((resolve) => setTimeout(resolve, 100))
   t.equal(store.housekeeping.sweepPasses, passes, 'a stopped housekeeper does not start again')
 })
+
+t.test('a sweep with a long way to go does not hold the trim back: their passes take turns', async (t) => {
+  const order: string[] = []
+  let sweeps = 0
+  const store = {
+    rules: { sweepLapsed: async () => { order.push('sweep'); sweeps++; return { removed: 1, tombstonesDropped: 0, staleCleaned: 0, more: sweeps < 5 } } },
+    stream: { trim: async () => { order.push('trim'); return { records: 1, more: order.filter((o) => o === 'trim').length < 2 } } },
+  } as unknown as BatchingStore
+  const keeper = new Housekeeper({ store, intervalMs: 60_000, retentionMs: 1000, log: { info: () => {}, warn: () => {} } })
+  const result = await keeper.runOnce()
+  t.same(order, ['sweep', 'trim', 'sweep', 'trim', 'sweep', 'sweep', 'sweep'])
+  t.same(result, { rulesSwept: 5, tombstonesDropped: 0, staleCleaned: 0, recordsTrimmed: 2 })
+})
