@@ -296,6 +296,10 @@ export class StreamConsumer<Own = never> implements Consumer {
         while (!this.#stopped) {
           await this.#gather()
           if (!await this.#pass()) break // at the head
+          // A turn of the event loop between passes: on microtasks alone lmdb-js's timer that
+          // ends a read snapshot never fires, and a catch-up would pin the stream's snapshot (so
+          // LMDB could not reuse trimmed pages) until it ended.
+          await new Promise<void>((resolve) => { setImmediate(resolve) })
         }
       } catch (e) {
         // The store is failing: the poll timer tries again; nothing is lost, the checkpoint did not move.
