@@ -16,6 +16,15 @@ const thirdParty = {
   piscina: 'src/pool',
 }
 
+/**
+ * The store's implementations are its own: everything outside src/store sees the interfaces at
+ * its root (types.ts, batch-types.ts, consumer-thread.ts …), and main composes through open.ts.
+ */
+const storeImplementations = {
+  group: ['**/store/embedded/*', '**/store/embedded/**', '**/store/mongo/*', '**/store/mongo/**'],
+  message: 'only src/store/ imports a store implementation (store/embedded, store/mongo): use the interfaces at src/store/ (main: store/open.ts)',
+}
+
 /** Patterns a folder may not import: every layer above it, and every choke-pointed package it does not own. */
 function restrict (folder, forbiddenFolders) {
   const paths = Object.entries(thirdParty)
@@ -25,6 +34,7 @@ function restrict (folder, forbiddenFolders) {
     group: [`**/${f}/*`, `**/${f}/**`],
     message: `${folder}/ must not depend on ${f}/ (see STYLE.md: dependencies point one way)`,
   }))
+  if (!folder.startsWith('src/store')) patterns.push(storeImplementations)
   return {
     files: [`${folder}/**/*.ts`],
     rules: { 'no-restricted-imports': ['error', { paths, patterns }] },
@@ -79,6 +89,9 @@ export default tseslint.config(
     },
     rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
   },
+  // The modules at src/'s root (main, config, log) have no layer rule but this one; a folder's rule
+  // below replaces it for that folder's files (and carries it, outside src/store).
+  { files: ['src/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [storeImplementations] }] } },
   restrict('src/errors.ts', ['json', 'net', 'expr', 'geo', 'store', 'pool', ...upper]),
   restrict('src/json', ['net', 'expr', 'geo', 'store', 'pool', ...upper]),
   restrict('src/net', ['expr', 'geo', 'store', 'pool', ...upper]),

@@ -95,7 +95,7 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
   const batchOption = batchSize === undefined ? {} : { batchSize: Number(batchSize) }
   const consumer = process.env.BENCH_INGEST_CONSUMER === 'inline'
     ? new consumerMod.StreamConsumer(store, { pollMs: config.pollMs, log, ...batchOption })
-    : new ThreadedConsumer({ dataDir, pollMs: config.pollMs, logLevel: 'warn', log, ...batchOption })
+    : new ThreadedConsumer({ handoff: store.consumerThread!, pollMs: config.pollMs, logLevel: 'warn', log, ...batchOption })
   await consumer.start()
   const ingester = new batch.SignalIngester({ stream: store.stream, checks: { asnExists: () => true, checkExpressions: true }, onAppended: (b) => { consumer.offer(b) } })
   const authenticator = new auth.Authenticator(store, { pollMs: config.pollMs })

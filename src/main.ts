@@ -64,11 +64,11 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const auth = new Authenticator(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'key reload failed; serving the previous keys') } })
   await auth.start()
 
-  // The embedded store applies on a thread of its own (consumer-thread.ts); MongoDB does its
-  // work in the server, so its consumer only waits on it, in this thread.
-  const consumer: Consumer = config.store === 'mongodb'
+  // A store that offers it (the embedded one) applies on a thread of its own (consumer-thread.ts);
+  // MongoDB does its work in the server, so its consumer only waits on it, in this thread.
+  const consumer: Consumer = store.consumerThread === undefined
     ? new StreamConsumer(store, { pollMs: config.pollMs, log })
-    : new ThreadedConsumer({ dataDir: config.dataDir, pollMs: config.pollMs, logLevel: config.logLevel, log })
+    : new ThreadedConsumer({ handoff: store.consumerThread, pollMs: config.pollMs, logLevel: config.logLevel, log })
   await consumer.start()
   const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
   housekeeper?.start()

@@ -13,27 +13,12 @@
  * position it continues from, and when the stored checkpoint is no longer that position the batch
  * applies nothing and says where the stream now stands, so that its consumer re-reads from there.
  */
+import type { ConsumerThreadHandoff } from './consumer-thread.js'
 import type { AccessRuleInput, ExpressionRuleInput, RuleKind, Store, Target } from './types.js'
-
-/**
- * An upsert of an access rule without rule_ref, already in the embedded store's stored form: the
- * key and value upsertAccessRule would write (key-layout.ts, rule-codec.ts; its creation and
- * update times are set when it is applied). Made by the embedded store's consumer thread hand-off
- * (src/stream/packed-batch.ts), so that the thread that applies does not also encode; MongoDB
- * refuses it.
- */
-export interface EncodedAccessUpsert {
-  readonly op: 'putEncodedAccessRule'
-  readonly workspaceId: string
-  readonly key: Buffer
-  readonly value: Buffer
-  readonly expiresAt: number | null
-}
 
 /** One rule write; the same semantics as the RuleStore method of the same name. */
 export type RuleOp =
   | { readonly op: 'upsertAccessRule', readonly input: AccessRuleInput }
-  | EncodedAccessUpsert
   | { readonly op: 'upsertExpressionRule', readonly input: ExpressionRuleInput }
   | { readonly op: 'deleteByRef', readonly workspaceId: string, readonly kind: RuleKind, readonly ruleRef: string }
   | { readonly op: 'deleteAccessByTarget', readonly workspaceId: string, readonly target: Target }
@@ -50,9 +35,13 @@ export interface BatchCheckpoint {
   readonly expected?: number
 }
 
-export interface RuleBatch {
+/**
+ * `Op` is RuleOp for every caller but the embedded store's consumer thread, whose batches also
+ * carry that store's own pre-encoded ops (consumer-thread.ts); nobody else can name them.
+ */
+export interface RuleBatch<Op = RuleOp> {
   /** Applied in order (a later op sees the effect of an earlier one on the same identity). */
-  readonly ops: readonly RuleOp[]
+  readonly ops: readonly Op[]
   /** Set in the same transaction as the ops. */
   readonly checkpoint?: BatchCheckpoint
 }
@@ -73,7 +62,7 @@ export interface RuleBatchResult {
 }
 
 /** A Store that also applies rule batches; both backends implement it and `openStore` returns it. */
-export interface BatchingStore extends Store {
+export interface BatchingStore<Op = RuleOp> extends Store {
   /**
    * Applies every op and the checkpoint atomically and durably, or nothing (rejecting with
    * TF_ERR_STORE_UNAVAILABLE, or resolving with `applied: false` when the checkpoint moved
@@ -86,5 +75,10 @@ export interface BatchingStore extends Store {
    *   })
    *   if (!r.applied) position = r.checkpoint! // another consumer got there first
    */
-  applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult>
+  applyRuleBatch (batch: RuleBatch<Op>): Promise<RuleBatchResult>
+  /**
+   * Present when the store's consumer applies on a thread of its own (the embedded store); absent
+   * (MongoDB), the consumer runs in the server's thread (consumer-thread.ts).
+   */
+  readonly consumerThread?: ConsumerThreadHandoff
 }

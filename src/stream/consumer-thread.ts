@@ -1,7 +1,9 @@
 /**
- * The stream consumer on a thread of its own, for the embedded store.
+ * The stream consumer on a thread of its own, for a store that offers one (BatchingStore#
+ * consumerThread: the embedded store; ../store/consumer-thread.ts says what it hands over).
  *
- *   main thread (HTTP, ingest)                 consumer thread (consumer-thread-entry.ts)
+ *   main thread (HTTP, ingest)                 consumer thread (the store's entry, then
+ *                                              consumer-thread-body.ts)
  *   append a batch → durable → answer 200
  *   offer(batch) ── packed batch (encoded) ──▶ StreamConsumer: gather up to a pass of records,
  *                                              apply them with the checkpoint in one synchronous
@@ -24,19 +26,18 @@
  * and started again; until then accepted records wait on the stream (the backlog grows and the
  * ingest path waits, then sheds load, as it does for a slow consumer).
  */
-import { existsSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import type { AppendedBatch } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
+import type { ConsumerThreadData, ConsumerThreadHandoff } from '../store/consumer-thread.js'
 import { packBatch } from './packed-batch.js'
 import type { Consumer, FailedRecord } from './consumer.js'
 import { HealthTracker, type ConsumerHealth } from './consumer-health.js'
 import { PositionWaiters } from './position-waiters.js'
 
 export interface ThreadedConsumerOptions {
-  /** The embedded store's data directory (the thread opens it too). */
-  readonly dataDir: string
+  /** The store's hand-off (BatchingStore#consumerThread): the thread opens the store too. */
+  readonly handoff: ConsumerThreadHandoff
   readonly pollMs: number
   /** Checkpoint name; see StreamConsumer. */
   readonly name?: string
@@ -49,9 +50,8 @@ export interface ThreadedConsumerOptions {
   readonly restartMs?: number
 }
 
-/** What the thread is started with (workerData). */
-export interface ConsumerThreadData {
-  readonly dataDir: string
+/** What the thread's body is started with (ConsumerThreadData#consumer). */
+export interface ConsumerThreadSettings {
   readonly pollMs: number
   readonly name: string | undefined
   readonly batchSize: number | undefined
@@ -74,16 +74,8 @@ export type FromConsumerThread =
 /** How long stop() waits for the thread to finish its pass and close before terminating it. */
 const STOP_TIMEOUT_MS = 10_000
 
-/**
- * The entry beside the running code: the compiled .js; from the TypeScript sources a .mjs that
- * registers tsx first (worker threads do not inherit `--import=tsx` on Node 20).
- */
-const devEntry = fileURLToPath(new URL('./consumer-thread-entry-tsx.mjs', import.meta.url))
-const isDev = import.meta.url.endsWith('.ts') && existsSync(devEntry)
-
-function entryFile (): string {
-  return isDev ? devEntry : fileURLToPath(new URL('./consumer-thread-entry.js', import.meta.url))
-}
+/** The body the store's entry runs, beside this module (compiled, or the TypeScript source). */
+const BODY = new URL(import.meta.url.endsWith('.ts') ? './consumer-thread-body.ts' : './consumer-thread-body.js', import.meta.url).href
 
 /** Flags that load modules first: `--import x`, `--import=x`, likewise --loader, --require. */
 const LOADER_FLAG = /^(--import|--loader|--experimental-loader|--require|-r)(=|$)/
@@ -169,7 +161,7 @@ export class ThreadedConsumer implements Consumer {
     // No thread (one is being started again): it will read the batch from the stream.
     const worker = this.#worker
     if (worker === null) return
-    const packed = packBatch(batch)
+    const packed = packBatch(this.#options.handoff.packer, batch)
     if (packed === null) worker.postMessage({ type: 'nudge' } satisfies ToConsumerThread)
     else worker.postMessage({ type: 'offer', batch: packed } satisfies ToConsumerThread, [packed])
   }
@@ -206,13 +198,14 @@ export class ThreadedConsumer implements Consumer {
   }
 
   #spawn (): Promise<void> {
-    const { dataDir, pollMs, name, batchSize, logLevel, log } = this.#options
-    const data: ConsumerThreadData = { dataDir, pollMs, name, batchSize, logLevel }
+    const { handoff, pollMs, name, batchSize, logLevel, log } = this.#options
+    const settings: ConsumerThreadSettings = { pollMs, name, batchSize, logLevel }
+    const data: ConsumerThreadData = { store: handoff.store, body: BODY, consumer: settings }
     // Built from the sources, the thread takes the parent's flags but its loaders (withoutLoaders);
     // built, it inherits them as they are (Node drops what a thread cannot take).
-    const worker = isDev
-      ? threadWithFlags(entryFile(), data, withoutLoaders(process.execArgv))
-      : new Worker(entryFile(), { workerData: data })
+    const worker = handoff.dev
+      ? threadWithFlags(handoff.entry, data, withoutLoaders(process.execArgv))
+      : new Worker(handoff.entry, { workerData: data })
     this.#worker = worker
     return new Promise((resolve, reject) => {
       let ready = false

@@ -100,14 +100,14 @@ export const DEFAULT_CONSUMER = 'rules'
  * is done only then — an object per record that lived until its pass was a tenth of the ingest
  * path's garbage-collection time (measured).
  */
-export interface OfferedBatch {
+export interface OfferedBatch<Own = never> {
   readonly first: number
   readonly count: number
   /** Appends the batch's operations, in seq order, to `out`. */
-  pushOps (out: RuleOp[]): void
+  pushOps (out: Array<RuleOp | Own>): void
 }
 
-function commandsBatch (batch: AppendedBatch, first: number): OfferedBatch {
+function commandsBatch<Own> (batch: AppendedBatch, first: number): OfferedBatch<Own> {
   const { workspaceId, acceptedAt, commands } = batch
   return {
     first,
@@ -123,8 +123,13 @@ const DEFAULT_BATCH_SIZE = 4000
 /** Most decoded records kept for the consumer; past that (a consumer far behind) it reads the store. */
 const MAX_OFFERED = 100_000
 
-export class StreamConsumer implements Consumer {
-  readonly #store: BatchingStore
+/**
+ * `Own` is the store's own op type when the consumer runs on the store's consumer thread
+ * (consumer-thread-body.ts: offered batches arrive packed in the store's stored form); the
+ * consumer only carries such ops from offerPrepared to the store.
+ */
+export class StreamConsumer<Own = never> implements Consumer {
+  readonly #store: BatchingStore<RuleOp | Own>
   readonly #name: string
   readonly #pollMs: number
   readonly #batchSize: number
@@ -150,11 +155,11 @@ export class StreamConsumer implements Consumer {
   /** Ends the current wait for more records (set while #gather waits). */
   #gathered: (() => void) | null = null
   /** First seq → batch, for batches this process appended and the consumer has not applied yet. */
-  #offered = new Map<number, OfferedBatch>()
+  #offered = new Map<number, OfferedBatch<Own>>()
   /** Records in #offered. */
   #offeredRecords = 0
 
-  constructor (store: BatchingStore, options: ConsumerOptions) {
+  constructor (store: BatchingStore<RuleOp | Own>, options: ConsumerOptions) {
     this.#store = store
     this.#name = options.name ?? DEFAULT_CONSUMER
     this.#pollMs = options.pollMs
@@ -239,7 +244,7 @@ export class StreamConsumer implements Consumer {
   }
 
   /** Takes a batch this process appended in the form the consumer applies, and nudges. */
-  offerPrepared (batch: OfferedBatch): void {
+  offerPrepared (batch: OfferedBatch<Own>): void {
     const { first, count } = batch
     if (count === 0) return
     if (this.#offeredRecords + count > MAX_OFFERED) {
@@ -291,6 +296,10 @@ export class StreamConsumer implements Consumer {
         while (!this.#stopped) {
           await this.#gather()
           if (!await this.#pass()) break // at the head
+          // A turn of the event loop between passes: on microtasks alone lmdb-js's timer that
+          // ends a read snapshot never fires, and a catch-up would pin the stream's snapshot (so
+          // LMDB could not reuse trimmed pages) until it ended.
+          await new Promise<void>((resolve) => { setImmediate(resolve) })
         }
       } catch (e) {
         // The store is failing: the poll timer tries again; nothing is lost, the checkpoint did not move.
@@ -322,7 +331,7 @@ export class StreamConsumer implements Consumer {
   /** Applies the next slice; false when there was nothing to apply. */
   async #pass (): Promise<boolean> {
     const from = this.#position + 1
-    const ops: RuleOp[] = []
+    const ops: Array<RuleOp | Own> = []
     let last = from - 1
     this.#passFirst = null
     // The run of batches handed over in memory, if the next record begins one.

@@ -128,7 +128,7 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
   const asnExists = options.asnExists ?? await fixtureAsnExists()
 
   const consumer: Consumer = options.consumerThread === true
-    ? new ThreadedConsumer({ dataDir, pollMs: config.pollMs, logLevel: config.logLevel, log })
+    ? new ThreadedConsumer({ handoff: store.consumerThread!, pollMs: config.pollMs, logLevel: config.logLevel, log })
     : new StreamConsumer(store, { pollMs: config.pollMs, log })
   const ingester = new SignalIngester({
     stream: store.stream,

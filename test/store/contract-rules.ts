@@ -443,7 +443,7 @@ export function describeRuleContract (test: StoreTest): void {
           else if (op.op === 'upsertExpressionRule') await store.rules.upsertExpressionRule(op.input)
           else if (op.op === 'deleteByRef') await store.rules.deleteByRef(op.workspaceId, op.kind, op.ruleRef)
           else if (op.op === 'deleteAccessByTarget') await store.rules.deleteAccessByTarget(op.workspaceId, op.target)
-          else throw new TypeError(`no RuleStore method for ${op.op}`)
+          else throw new TypeError(`no RuleStore method for ${(op as { op: string }).op}`)
         }
       }
       const stored = [...await store.rules.list(ws, 'access_rule'), ...await store.rules.list(ws, 'waf_rule')]

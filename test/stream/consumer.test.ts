@@ -258,7 +258,8 @@ t.test('gatherMs: a few records wait for more, up to a full pass or the deadline
 })
 
 t.test('a packed batch whose apply failed is applied whole when retried (read again from its start)', async (t) => {
-  const { packBatch, unpackBatch } = await import('../../src/stream/packed-batch.js')
+  const { packBatch, commandFromText } = await import('../../src/stream/packed-batch.js')
+  const { EmbeddedBatchPacker, unpackBatch } = await import('../../src/store/embedded/packed-batch.js')
   const store = await withStore(t)
   const errors: unknown[] = []
   let failures = 2
@@ -279,9 +280,9 @@ t.test('a packed batch whose apply failed is applied whole when retried (read ag
   const ips = ['198.51.100.1', '198.51.100.2', '198.51.100.3']
   const seqs = await store.stream.append(ips.map((ip) => v1('w', `{"type":"access_rules","action":"block","ip":"${ip}"}`)))
   const access1 = (ip: string) => ({ kind: 'access_rule', op: 'upsert', ruleRef: null, target: { type: 'ip', value: `${ip}/32` }, action: 'block', name: null, reason: null, labels: {}, confidence: null, severity: null, expiresIn: null }) as const
-  const packed = packBatch({ workspaceId: 'w', acceptedAt: T0, seqs, commands: ips.map(access1) })
+  const packed = packBatch(new EmbeddedBatchPacker(), { workspaceId: 'w', acceptedAt: T0, seqs, commands: ips.map(access1) })
   t.not(packed, null)
-  consumer.offerPrepared(unpackBatch(packed!))
+  consumer.offerPrepared(unpackBatch(packed!, commandFromText))
   t.equal(await consumer.waitFor(seqs.at(-1)!, 3000), true, 'applied after two failed passes')
   t.equal(errors.length, 2, 'each failure logged once')
   t.notMatch(JSON.stringify(errors.map((e) => String((e as { err?: Error }).err))), /ends early/, 'no retry read the batch from its end')

@@ -1,5 +1,6 @@
 /**
- * packBatch/unpackBatch, the form batches take to the consumer thread: applying the unpacked
+ * packBatch/unpackBatch, the form batches take to the embedded store's consumer thread (the
+ * stream's packBatch with the store's packer, the store's unpackBatch): applying the unpacked
  * operations stores exactly the rules that applying the commands does (ids and times aside), for
  * every kind of command, for new rules and for rules that exist already; and a buffer that is
  * not a packed batch is refused, never half-applied.
@@ -11,15 +12,20 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { AppendedBatch } from '../../src/ingest/batch.js'
 import type { Command } from '../../src/ingest/commands.js'
-import type { BatchingStore, RuleOp } from '../../src/store/batch-types.js'
-import { openStore } from '../../src/store/open.js'
+import type { BatchingStore } from '../../src/store/batch-types.js'
+import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded/embedded-store.js'
+import { EmbeddedBatchPacker, unpackBatch as unpackWith, type EmbeddedRuleOp } from '../../src/store/embedded/packed-batch.js'
 import type { AccessRule, Rule, RuleKind } from '../../src/store/types.js'
 import { toRuleOp } from '../../src/stream/apply.js'
-import { packBatch, unpackBatch } from '../../src/stream/packed-batch.js'
+import { commandFromText, packBatch as packWith } from '../../src/stream/packed-batch.js'
 
-async function withStore (t: Test): Promise<BatchingStore> {
+const packer = new EmbeddedBatchPacker()
+const packBatch = (batch: AppendedBatch): ArrayBuffer | null => packWith(packer, batch)
+const unpackBatch = (packed: ArrayBuffer) => unpackWith(packed, commandFromText)
+
+async function withStore (t: Test): Promise<EmbeddedStore> {
   const dir = mkdtempSync(join(tmpdir(), 'tf-packed-'))
-  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  const store = await openEmbeddedStore(dir)
   t.teardown(async () => { await store.close(); rmSync(dir, { recursive: true, force: true }) })
   return store
 }
@@ -34,8 +40,8 @@ const access = (over: Partial<Extract<Command, { kind: 'access_rule', op: 'upser
 const batchOf = (commands: Command[], first = 1, acceptedAt = T0): AppendedBatch =>
   ({ workspaceId: WS, acceptedAt, seqs: commands.map((_, i) => first + i), commands })
 
-const opsOf = (packed: ArrayBuffer): RuleOp[] => {
-  const ops: RuleOp[] = []
+const opsOf = (packed: ArrayBuffer): EmbeddedRuleOp[] => {
+  const ops: EmbeddedRuleOp[] = []
   unpackBatch(packed).pushOps(ops)
   return ops
 }

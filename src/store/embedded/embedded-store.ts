@@ -6,6 +6,7 @@
  * server polling it notices a key revoked from the command line at its next poll.
  */
 import type { BatchingStore, RuleBatch, RuleBatchResult } from '../batch-types.js'
+import type { ConsumerThreadHandoff } from '../consumer-thread.js'
 import { ThreatfeedError } from '../../errors.js'
 import { TOMBSTONE_MAX, newHousekeepingCounters } from '../types.js'
 import { EmbeddedFeedVersionStore } from './feed-version-store.js'
@@ -14,11 +15,13 @@ import { EmbeddedListStore } from './list-store.js'
 import { META } from './layout.js'
 import { LmdbEnv, type LmdbEnvOptions } from './lmdb-env.js'
 import { migrateFormat } from './migrate-format.js'
+import type { EmbeddedRuleOp } from './packed-batch.js'
+import { embeddedConsumerThread } from './consumer-handoff.js'
 import { EmbeddedRuleStore } from './rule-store.js'
 import { EmbeddedSignalStream } from './signal-stream.js'
 import { EmbeddedWorkspaceStore } from './workspace-store.js'
 
-export class EmbeddedStore implements BatchingStore {
+export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
   readonly kind = 'embedded'
   readonly workspaces: EmbeddedWorkspaceStore
   readonly keys: EmbeddedKeyStore
@@ -27,11 +30,13 @@ export class EmbeddedStore implements BatchingStore {
   readonly stream: EmbeddedSignalStream
   readonly feedVersions: EmbeddedFeedVersionStore
   readonly housekeeping = newHousekeepingCounters()
+  readonly consumerThread: ConsumerThreadHandoff
   readonly #env: LmdbEnv
 
   /** `tombstoneMax`: tombstones kept at most (RuleStore#sweepLapsed). */
-  constructor (env: LmdbEnv, tombstoneMax = TOMBSTONE_MAX) {
+  constructor (env: LmdbEnv, dataDir: string, tombstoneMax = TOMBSTONE_MAX) {
     this.#env = env
+    this.consumerThread = embeddedConsumerThread(dataDir)
     this.workspaces = new EmbeddedWorkspaceStore(env)
     this.keys = new EmbeddedKeyStore(env)
     this.lists = new EmbeddedListStore(env)
@@ -54,7 +59,7 @@ export class EmbeddedStore implements BatchingStore {
     this.#env.readStream((dbs) => dbs.meta.get(META.streamHead))
   }
 
-  applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
+  applyRuleBatch (batch: RuleBatch<EmbeddedRuleOp>): Promise<RuleBatchResult> {
     return this.rules.applyRuleBatch(batch)
   }
 
@@ -75,5 +80,5 @@ export async function openEmbeddedStore (dataDir: string, options: LmdbEnvOption
   const env = new LmdbEnv(dataDir, options)
   // An older directory is upgraded before any store reads it (migrate-format.ts).
   env.upgrade(migrateFormat)
-  return new EmbeddedStore(env, options.tombstoneMax)
+  return new EmbeddedStore(env, dataDir, options.tombstoneMax)
 }

@@ -3,6 +3,7 @@
  * one transaction; every write that changes something raises the rules revision with it.
  */
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
+import type { EmbeddedRuleOp } from './packed-batch.js'
 import {
   TOMBSTONE_MS, sweepCut, type AccessRule, type AccessRuleChanges, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
   type LapsedTombstone, type Rule, type RuleKind, type RuleStore, type SweepPass, type Target,
@@ -185,7 +186,7 @@ export class EmbeddedRuleStore implements RuleStore {
     })
   }
 
-  applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
+  applyRuleBatch (batch: RuleBatch<EmbeddedRuleOp>): Promise<RuleBatchResult> {
     return this.#write((txn) => {
       const { dbs } = txn
       const cp = batch.checkpoint

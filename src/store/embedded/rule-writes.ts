@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { Database } from 'lmdb'
-import type { EncodedAccessUpsert } from '../batch-types.js'
+import type { EncodedAccessUpsert } from './packed-batch.js'
 import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, LapsedTombstone, Rule, RuleKind, Target } from '../types.js'
 import type { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'

@@ -25,7 +25,7 @@ async function open (t: Test): Promise<{ env: LmdbEnv, store: EmbeddedStore }> {
     await env.close()
     await rm(dir, { recursive: true, force: true })
   })
-  return { env, store: new EmbeddedStore(env) }
+  return { env, store: new EmbeddedStore(env, dir) }
 }
 
 /** Rules with an expiry that are not logged under their bucket. */

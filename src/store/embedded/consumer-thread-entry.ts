@@ -1,0 +1,15 @@
+/**
+ * The embedded store's consumer thread (../consumer-thread.ts): opens the store with synchronous
+ * writes, then runs the consumer's body module on it, handing it the unpacker of packed batches.
+ */
+import { workerData } from 'node:worker_threads'
+import type { ConsumerThreadBody, ConsumerThreadData } from '../consumer-thread.js'
+import type { EmbeddedThreadStore } from './consumer-handoff.js'
+import { openEmbeddedStore } from './embedded-store.js'
+import { unpackBatch } from './packed-batch.js'
+
+const data = workerData as ConsumerThreadData
+const { dataDir } = data.store as EmbeddedThreadStore
+const store = await openEmbeddedStore(dataDir, { syncWrites: true })
+const body = await import(data.body) as ConsumerThreadBody
+await body.runConsumerThread({ store, unpack: unpackBatch }, data.consumer)
