@@ -207,26 +207,36 @@ export class Cursor {
         i += e === 120 /* x */ || (e >= 48 && e <= 55) ? 4 : 2 // \xHH and \OOO are 4 chars
         chunk = i
       } else if (c === NON_ASCII) {
-        // Typed non-ASCII text is stored as its UTF-8 bytes (see ast.ts, "Byte strings").
-        out += s.slice(chunk, i)
-        const cp = s.codePointAt(i)!
-        if (cp >= 0xd800 && cp <= 0xdfff) fail('string contains an unpaired UTF-16 surrogate', i)
-        out += utf8Bytes(cp)
-        i += cp > 0xffff ? 2 : 1
+        out += s.slice(chunk, i) + this.#typedBytes(i)
+        i += s.codePointAt(i)! > 0xffff ? 2 : 1
         chunk = i
       } else {
         i++ // a NUL inside the text
       }
     }
-    this.pos = i + 1
-    // No escape or non-ASCII moved the chunk: the value is that run of the text as is (returned
-    // as the slice itself: appending it to '' is a call into V8's string code all the same).
+    return this.#endString(open, chunk, i, out)
+  }
+
+  /** Typed non-ASCII text is stored as its UTF-8 bytes (see ast.ts, "Byte strings"): those of the character at `i`. */
+  #typedBytes (i: number): string {
+    const cp = this.src.codePointAt(i)!
+    if (cp >= 0xd800 && cp <= 0xdfff) fail('string contains an unpaired UTF-16 surrogate', i)
+    return utf8Bytes(cp)
+  }
+
+  /**
+   * Ends a quoted string whose closing quote is at `end`: `out` holds the value up to `chunk`.
+   * When no escape or non-ASCII moved the chunk the value is that run of the text as is, returned
+   * as the slice itself (appending it to '' is a call into V8's string code all the same).
+   */
+  #endString (open: number, chunk: number, end: number, out: string): string {
+    this.pos = end + 1
     if (chunk === open + 1) {
       this.valueAt = chunk
-      return s.slice(chunk, i)
+      return this.src.slice(chunk, end)
     }
     this.valueAt = -1
-    return out + s.slice(chunk, i)
+    return out + this.src.slice(chunk, end)
   }
 
   /** Decodes the escape whose backslash is at `at`; returns the byte it stands for. */
@@ -296,23 +306,14 @@ export class Cursor {
         inClass = false
         i++
       } else if (c === NON_ASCII) {
-        out += s.slice(chunk, i)
-        const cp = s.codePointAt(i)!
-        if (cp >= 0xd800 && cp <= 0xdfff) fail('string contains an unpaired UTF-16 surrogate', i)
-        out += utf8Bytes(cp)
-        i += cp > 0xffff ? 2 : 1
+        out += s.slice(chunk, i) + this.#typedBytes(i)
+        i += s.codePointAt(i)! > 0xffff ? 2 : 1
         chunk = i
       } else {
         i++ // a NUL inside the text
       }
     }
-    this.pos = i + 1
-    if (chunk === open + 1) {
-      this.valueAt = chunk
-      return s.slice(chunk, i)
-    }
-    this.valueAt = -1
-    return out + s.slice(chunk, i)
+    return this.#endString(open, chunk, i, out)
   }
 
   /** `r"…"`, `r#"…"#`, …: no escapes; ends at a quote followed by as many `#` as it opened with. */

@@ -10,34 +10,22 @@
  * about half the runs (test/regressions/lmdb-meta-page-panic.test.ts has the cause).
  */
 import t from 'tap'
-import { spawn, type ChildProcess } from 'node:child_process'
 import { createReadStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { loadEntries } from '../../src/ingest/bulk/load.js'
 import { readEntries } from '../../src/ingest/bulk/read-entries.js'
 import { openStore } from '../../src/store/open.js'
 import type { AccessRule } from '../../src/store/types.js'
+import { freePort, startServeChild, type ServeChild } from '../fixtures/ingest/serve-child-process.js'
 
 const N = 20_000
 const dir = mkdtempSync(join(tmpdir(), 'tf-crash-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 const dataDir = join(dir, 'data')
 
-const port = await new Promise<number>((resolve) => {
-  const s = createServer().listen(0, '127.0.0.1', () => { const p = (s.address() as AddressInfo).port; s.close(() => resolve(p)) })
-})
-
-interface Started { child: ChildProcess, info: { keys: Record<string, string>, workspace: string } }
-function startChild (provision: boolean): Promise<Started> {
-  const child = spawn(process.execPath, ['--import=tsx', 'test/fixtures/ingest/serve-child.ts', dataDir, String(port), provision ? '1' : '0'], { stdio: ['ignore', 'pipe', 'inherit'] })
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
-    createInterface({ input: child.stdout! }).once('line', (line) => resolve({ child, info: JSON.parse(line) as Started['info'] }))
-  })
-}
+const port = await freePort()
+const startChild = (provision: boolean): Promise<ServeChild> => startServeChild(dataDir, port, provision)
 
 const first = await startChild(true)
 let current = first.child
