@@ -3,28 +3,13 @@ import fc from 'fast-check'
 import { findZeroRun, formatIpv4, formatIpv6, isIpv4Mapped, parseIpv4, parseIpv6, scanIpv4 } from '../../src/net/ip.js'
 import { bigOfWords, formatV4, formatV6, wordsOf } from './oracle.js'
 
+/** What only a whole-string parse refuses; the dotted-quad language itself, through every reader, is ipv4-readers.test.ts's table. */
 const ipv4Cases: { description: string, input: string, expected: number }[] = [
-  { description: 'plain', input: '192.0.2.1', expected: 0xc0000201 },
-  { description: 'zero', input: '0.0.0.0', expected: 0 },
-  { description: 'broadcast', input: '255.255.255.255', expected: 0xffffffff },
   { description: 'single zero octets', input: '10.0.0.0', expected: 0x0a000000 },
-  { description: 'leading zero (octal ambiguity)', input: '010.1.1.1', expected: -1 },
-  { description: 'leading zero in last octet', input: '1.1.1.01', expected: -1 },
-  { description: 'double zero', input: '1.00.1.1', expected: -1 },
-  { description: 'octet over 255', input: '1.1.1.256', expected: -1 },
-  { description: 'four-digit octet', input: '1.1.1.1000', expected: -1 },
-  { description: 'hex form', input: '0x0a000001', expected: -1 },
-  { description: 'hex octet', input: '0xa.0.0.1', expected: -1 },
-  { description: 'integer form', input: '167772161', expected: -1 },
-  { description: 'three octets', input: '10.0.1', expected: -1 },
-  { description: 'five octets', input: '1.2.3.4.5', expected: -1 },
-  { description: 'trailing dot', input: '1.2.3.4.', expected: -1 },
-  { description: 'empty octet', input: '1..3.4', expected: -1 },
   { description: 'empty string', input: '', expected: -1 },
   { description: 'leading space', input: ' 1.2.3.4', expected: -1 },
   { description: 'trailing newline', input: '1.2.3.4\n', expected: -1 },
   { description: 'sign', input: '+1.2.3.4', expected: -1 },
-  { description: 'fullwidth digit', input: '１.2.3.4', expected: -1 },
   { description: 'CIDR is not an address', input: '1.2.3.4/32', expected: -1 },
 ]
 
