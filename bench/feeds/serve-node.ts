@@ -12,6 +12,7 @@ import { isNotModified } from '../../src/http/conditional.js'
 import { parseFeedQuery, resolveVariant } from '../../src/http/feed-params.js'
 import { errorBody } from '../../src/http/respond.js'
 import { toThreatfeedError } from '../../src/errors.js'
+import { AUTH_CHALLENGES } from '../../src/ingest/openapi.js'
 import type { Representation } from '../../src/feed/snapshot-types.js'
 import { openFeedBackend } from './feed-backend.js'
 
@@ -34,7 +35,7 @@ function fail (res: ServerResponse, e: unknown): void {
   const err = toThreatfeedError(e)
   const body = JSON.stringify(errorBody(err, 'feed'))
   const headers: string[] = ['Content-Type', 'application/json', 'Content-Length', String(Buffer.byteLength(body))]
-  if (err.status === 401) headers.push('WWW-Authenticate', 'Bearer, Basic realm="threatfeed"')
+  if (err.status === 401) headers.push('WWW-Authenticate', AUTH_CHALLENGES.feed)
   res.writeHead(err.status, headers)
   res.end(body)
 }

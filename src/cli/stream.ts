@@ -1,5 +1,5 @@
 /**
- * `threatfeed stream tail|status`: the durable message stream of accepted signals (SPEC §6,
+ * `threatfeed stream tail|status|forget`: the durable message stream of accepted signals (SPEC §6,
  * DECISIONS §3). A v1 record's payload is the entry's JSON text exactly as it was sent, and it has
  * no schema_version header; a v2 record carries schema_version 2 and the canonical envelope.
  */
@@ -8,7 +8,7 @@ import { withStore } from './open-store.js'
 import { DEFAULT_CONSUMER } from '../stream/consumer.js'
 import type { StreamRecord } from '../store/types.js'
 
-const help = `Usage: threatfeed stream <tail|status> [options]
+const help = `Usage: threatfeed stream <tail|status|forget> [options]
 
   tail [--from SEQ] [--limit N] [--json]
         records with seq >= SEQ (default: the last N), at most N (default 100, at most 100000);
@@ -16,13 +16,21 @@ const help = `Usage: threatfeed stream <tail|status> [options]
         --json: one JSON array of {seq, workspace, schemaVersion?, acceptedAt, payload};
         schemaVersion is absent for v1 records, as on the stream
   status [--json]
-        the stream head, the rule consumer's checkpoint and the positions still kept (the
-        stream is trimmed to THREATFEED_STREAM_RETENTION) → {"head","checkpoint","lag",
-        "retained":{"first","last","records","bytes"}}`
+        the stream head, the rule consumer's checkpoint, every consumer's checkpoint and the
+        positions still kept (the stream is trimmed to THREATFEED_STREAM_RETENTION, never past
+        the lowest checkpoint) → {"head","checkpoint","lag","checkpoints":{NAME:SEQ},
+        "retained":{"first","last","records","bytes"}}
+  forget --consumer NAME [--force]
+        removes a consumer's checkpoint, so that a consumer no longer run (an old node, a renamed
+        consumer) stops holding back the trim; a consumer still running under NAME finds no
+        checkpoint at its next apply and starts over from the first position kept. The server's
+        own consumer, ${DEFAULT_CONSUMER}, is refused without --force: it would re-apply every record kept`
 
 const options = {
   from: { type: 'string' },
   limit: { type: 'string' },
+  consumer: { type: 'string' },
+  force: { type: 'boolean' },
 } as const
 
 const MAX_LIMIT = 100_000
@@ -78,15 +86,31 @@ export const streamCommand: Command = {
       }
       case 'status': {
         const status = await withStore(io, async (s) => {
-          const [head, checkpoint, retained] = await Promise.all([s.stream.head(), s.stream.getCheckpoint(DEFAULT_CONSUMER), s.stream.retained()])
-          return { head, checkpoint, lag: head - checkpoint, retained }
+          const [head, checkpoint, checkpoints, retained] = await Promise.all([s.stream.head(), s.stream.getCheckpoint(DEFAULT_CONSUMER), s.stream.checkpoints(), s.stream.retained()])
+          return { head, checkpoint, lag: head - checkpoint, checkpoints: Object.fromEntries(checkpoints.map((c) => [c.consumer, c.seq])), retained }
         })
         if (json) writeJson(io, status)
         else {
           const { retained: r } = status
           const kept = r.records > 0 ? `positions ${r.first}–${r.last} kept` : `nothing kept before ${r.first}`
           io.stdout.write(`head ${status.head}, applied up to ${status.checkpoint} (lag ${status.lag}); ${kept}: ${r.records} records, ${r.bytes} bytes\n`)
+          const names = Object.entries(status.checkpoints).map(([name, seq]) => `${name} at ${seq}`)
+          io.stdout.write(`checkpoints: ${names.length > 0 ? names.join(', ') : 'none'}\n`)
         }
+        return 0
+      }
+      case 'forget': {
+        const consumer = values.consumer
+        if (consumer === undefined || consumer === '') throw new CliError('stream forget needs --consumer NAME; stream status lists the checkpoints')
+        if (consumer === DEFAULT_CONSUMER && values.force !== true) {
+          throw new CliError(`${JSON.stringify(consumer)} is the server's own consumer: without its checkpoint it re-applies every record kept; add --force to forget it anyway`)
+        }
+        await withStore(io, async (s) => {
+          if (await s.stream.forgetCheckpoint(consumer)) return
+          const names = (await s.stream.checkpoints()).map((c) => c.consumer)
+          throw new CliError(`no checkpoint named ${JSON.stringify(consumer)}; stored: ${names.length > 0 ? names.map((n) => JSON.stringify(n)).join(', ') : 'none'}`, 1)
+        })
+        io.stdout.write(`forgot the checkpoint of ${JSON.stringify(consumer)}\n`)
         return 0
       }
       default:

@@ -324,6 +324,19 @@ export interface StoredSignalStream extends SignalStream {
    */
   trim (acceptedBefore: number, limit: number): Promise<TrimPass>
   retained (): Promise<StreamRetained>
+  /** Every stored checkpoint, by consumer name. */
+  checkpoints (): Promise<StreamCheckpoint[]>
+  /**
+   * Removes a consumer's checkpoint (true if there was one), so that a consumer no longer run
+   * stops holding back the trim. A consumer still running under that name finds no checkpoint
+   * at its next apply and starts over from the first record kept.
+   */
+  forgetCheckpoint (consumer: string): Promise<boolean>
+}
+
+export interface StreamCheckpoint {
+  readonly consumer: string
+  readonly seq: number
 }
 
 export interface HousekeepingCounters {

@@ -48,8 +48,8 @@ t.test('text output keeps one record per line', async (t) => {
 t.test('status', async (t) => {
   const status = JSON.parse((await runCommand(streamCommand, ['status', '--json'], { env })).stdout) as { retained: { bytes: number } }
   t.ok(status.retained.bytes > 0, 'the stream takes some bytes')
-  t.same(status, { head: 7, checkpoint: 4, lag: 3, retained: { first: 1, last: 7, records: 7, bytes: status.retained.bytes } }, 'nothing trimmed yet')
-  t.equal((await runCommand(streamCommand, ['status'], { env })).stdout, `head 7, applied up to 4 (lag 3); positions 1–7 kept: 7 records, ${status.retained.bytes} bytes\n`)
+  t.same(status, { head: 7, checkpoint: 4, lag: 3, checkpoints: { rules: 4 }, retained: { first: 1, last: 7, records: 7, bytes: status.retained.bytes } }, 'nothing trimmed yet')
+  t.equal((await runCommand(streamCommand, ['status'], { env })).stdout, `head 7, applied up to 4 (lag 3); positions 1–7 kept: 7 records, ${status.retained.bytes} bytes\ncheckpoints: rules at 4\n`)
 })
 
 t.test('a trimmed stream: tail before the first position kept is an error naming it; status shows the range kept', async (t) => {
@@ -80,8 +80,53 @@ t.test('a trimmed stream: tail before the first position kept is an error naming
     }
   }
   const status = JSON.parse((await runCommand(streamCommand, ['status', '--json'], { env: trimEnv })).stdout) as { retained: { bytes: number } }
-  t.same(status, { head: 20, checkpoint: 12, lag: 8, retained: { first: 11, last: 20, records: 10, bytes: status.retained.bytes } })
-  t.match((await runCommand(streamCommand, ['status'], { env: trimEnv })).stdout, /^head 20, applied up to 12 \(lag 8\); positions 11–20 kept: 10 records, \d+ bytes\n$/)
+  t.same(status, { head: 20, checkpoint: 12, lag: 8, checkpoints: { rules: 12 }, retained: { first: 11, last: 20, records: 10, bytes: status.retained.bytes } })
+  t.match((await runCommand(streamCommand, ['status'], { env: trimEnv })).stdout, /^head 20, applied up to 12 \(lag 8\); positions 11–20 kept: 10 records, \d+ bytes\ncheckpoints: rules at 12\n$/)
+})
+
+t.test('forget: a stale checkpoint stops holding back the trim; the server\'s own only with --force', async (t) => {
+  const fDir = mkdtempSync(join(tmpdir(), 'tf-stream-cli-forget-'))
+  t.teardown(() => rmSync(fDir, { recursive: true, force: true }))
+  const fEnv = { THREATFEED_DATA_DIR: fDir }
+  const s = await openStore({ kind: 'embedded', dataDir: fDir })
+  for (let a = 0; a < 4; a++) await s.stream.append(Array.from({ length: 5 }, (_, i) => ({ workspaceId: 'w5', payload: `{"a":${a},"i":${i}}`, acceptedAt: T })))
+  await s.stream.setCheckpoint('rules', 17)
+  await s.stream.setCheckpoint('old-node', 2)
+  t.same(await s.stream.trim(T + 1, 100), { records: 0, more: false }, 'the stale checkpoint holds the trim back')
+  await s.close()
+
+  const status = async (): Promise<{ checkpoints: Record<string, number>, retained: { first: number } }> => JSON.parse((await runCommand(streamCommand, ['status', '--json'], { env: fEnv })).stdout)
+  t.same((await status()).checkpoints, { 'old-node': 2, rules: 17 }, 'status lists every checkpoint')
+  t.match((await runCommand(streamCommand, ['status'], { env: fEnv })).stdout, /\ncheckpoints: old-node at 2, rules at 17\n$/)
+
+  const cases: Array<{ description: string, args: string[], code: number, stdout?: string, stderr?: RegExp, left: Record<string, number> }> = [
+    { description: 'no --consumer', args: [], code: 2, stderr: /^threatfeed: stream forget needs --consumer NAME; stream status lists the checkpoints\n$/, left: { 'old-node': 2, rules: 17 } },
+    { description: 'an empty name', args: ['--consumer', ''], code: 2, stderr: /needs --consumer NAME/, left: { 'old-node': 2, rules: 17 } },
+    { description: 'an unknown name', args: ['--consumer', 'old-nod'], code: 1, stderr: /^threatfeed: no checkpoint named "old-nod"; stored: "old-node", "rules"\n$/, left: { 'old-node': 2, rules: 17 } },
+    { description: 'the server\'s own without --force', args: ['--consumer', 'rules'], code: 2, stderr: /^threatfeed: "rules" is the server's own consumer: without its checkpoint it re-applies every record kept; add --force to forget it anyway\n$/, left: { 'old-node': 2, rules: 17 } },
+    { description: 'a stale consumer', args: ['--consumer', 'old-node'], code: 0, stdout: 'forgot the checkpoint of "old-node"\n', left: { rules: 17 } },
+    { description: 'the same again', args: ['--consumer', 'old-node'], code: 1, stderr: /no checkpoint named "old-node"; stored: "rules"\n$/, left: { rules: 17 } },
+  ]
+  for (const c of cases) {
+    const r = await runCommand(streamCommand, ['forget', ...c.args], { env: fEnv })
+    t.equal(r.code, c.code, `${c.description}: exit code`)
+    if (c.stdout !== undefined) t.equal(r.stdout, c.stdout, `${c.description}: stdout`)
+    if (c.stderr !== undefined) {
+      t.match(r.stderr, c.stderr, `${c.description}: stderr`)
+      t.equal(r.stdout, '', `${c.description}: nothing on stdout`)
+    }
+    t.same((await status()).checkpoints, c.left, `${c.description}: checkpoints left`)
+  }
+
+  const s2 = await openStore({ kind: 'embedded', dataDir: fDir })
+  t.same(await s2.stream.trim(T + 1, 100), { records: 15, more: false }, 'now the trim goes up to the append holding rules\' checkpoint')
+  await s2.close()
+  t.equal((await status()).retained.first, 16)
+
+  const forced = await runCommand(streamCommand, ['forget', '--consumer', 'rules', '--force'], { env: fEnv })
+  t.equal(forced.code, 0, forced.stderr)
+  t.same((await status()).checkpoints, {}, '--force forgets the server\'s own')
+  t.equal((await runCommand(streamCommand, ['status'], { env: fEnv })).stdout.split('\n')[1], 'checkpoints: none')
 })
 
 t.test('usage errors', async (t) => {
@@ -96,7 +141,7 @@ t.test('usage errors', async (t) => {
     t.equal(r.code, 2, c.args.join(' '))
     t.match(r.stderr, c.stderr)
   }
-  t.match((await runCommand(streamCommand, [], { env })).stdout, /Usage: threatfeed stream <tail\|status>/)
+  t.match((await runCommand(streamCommand, [], { env })).stdout, /Usage: threatfeed stream <tail\|status\|forget>/)
 })
 
 t.test('tail: a v1 batch stored whole shows as one record per entry, each its text, from any seq inside it', async (t) => {

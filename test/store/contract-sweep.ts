@@ -165,4 +165,28 @@ export function describeSweepContract (test: StoreTest): void {
     t.equal(await store.stream.getCheckpoint('b'), 45, 'the checkpoints are untouched')
     t.same((await store.stream.append(appendOf(ws, 1, 2000))), [51], 'appends continue after the head')
   })
+
+  test('forgetCheckpoint: a stale consumer stops holding back the trim; the others are untouched', async (t, store) => {
+    const ws = freshWorkspaceId()
+    for (let a = 0; a < 5; a++) await store.stream.append(appendOf(ws, 10, 1000 + a)) // seqs 10a+1 … 10a+10
+    await store.stream.setCheckpoint('rules', 45)
+    await store.stream.setCheckpoint('old-node', 5)
+    t.same(await store.stream.checkpoints(), [{ consumer: 'old-node', seq: 5 }, { consumer: 'rules', seq: 45 }], 'listed by name')
+    await trimAll(store, Infinity, 1000)
+    t.equal((await store.stream.retained()).first, 1, 'the stale checkpoint holds everything back')
+
+    t.equal(await store.stream.forgetCheckpoint('old-node'), true, 'there was one')
+    t.same(await store.stream.checkpoints(), [{ consumer: 'rules', seq: 45 }])
+    t.equal(await store.stream.getCheckpoint('old-node'), 0, 'a forgotten consumer starts from the beginning')
+    await trimAll(store, Infinity, 1000)
+    const kept = await store.stream.retained()
+    t.ok(kept.first > 40 && kept.first <= 45, `now the remaining checkpoint bounds the trim (first ${kept.first})`)
+    t.equal(await store.stream.forgetCheckpoint('old-node'), false, 'forgetting again finds nothing')
+    t.equal(await store.stream.forgetCheckpoint('never-was'), false, 'nor does an unknown name')
+    t.equal(await store.stream.getCheckpoint('rules'), 45, 'the other checkpoint is untouched')
+
+    t.equal(await store.stream.forgetCheckpoint('rules'), true)
+    t.same(await store.stream.checkpoints(), [])
+    t.same(await store.stream.trim(Infinity, 1000), { records: 0, more: false }, 'with no checkpoint left nothing goes')
+  })
 }

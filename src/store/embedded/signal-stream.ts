@@ -7,7 +7,7 @@
  * their seqs and a reader can never see seq n+1 without seq n.
  */
 import type { CommitGate } from '../commit-gate.js'
-import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamRecord, StreamRetained, TrimPass } from '../types.js'
+import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamCheckpoint, StreamRecord, StreamRetained, TrimPass } from '../types.js'
 import { appendCount, isWholeV1Batch } from '../whole-v1-batch.js'
 import { META } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
@@ -79,6 +79,19 @@ export class EmbeddedSignalStream implements StoredSignalStream {
 
   async setCheckpoint (consumer: string, seq: number): Promise<void> {
     await this.#env.write((dbs) => { dbs.checkpoints.put(consumer, seq) })
+  }
+
+  async checkpoints (): Promise<StreamCheckpoint[]> {
+    this.#env.renew()
+    return this.#env.read((dbs) => [...dbs.checkpoints.getRange({})].map(({ key, value }) => ({ consumer: key, seq: value })))
+  }
+
+  forgetCheckpoint (consumer: string): Promise<boolean> {
+    return this.#env.write((dbs) => {
+      if (dbs.checkpoints.get(consumer) === undefined) return false
+      dbs.checkpoints.remove(consumer)
+      return true
+    })
   }
 
   /**

@@ -6,7 +6,7 @@
  * server-selection timeout bounds how long an operation waits for a reachable primary, and an
  * outage error is never retried here — the HTTP client retries instead.
  */
-import { MongoClient, MongoError, MongoServerError, WriteConcern, type ClientSession, type MongoClientOptions } from 'mongodb'
+import { MongoClient, MongoError, MongoErrorLabel, MongoServerError, WriteConcern, type ClientSession, type MongoClientOptions } from 'mongodb'
 import { ThreatfeedError, toThreatfeedError } from '../../errors.js'
 
 /** Below 2 s with room for the request around it. */
@@ -30,6 +30,9 @@ export const CLIENT_OPTIONS: MongoClientOptions = {
 
 /** How long write conflicts between concurrent transactions are retried before giving up. */
 const CONFLICT_RETRY_MS = 10_000
+/** How long a commit whose outcome the driver could not learn is retried before we say so. */
+const UNKNOWN_COMMIT_RETRY_MS = 10_000
+const MAX_TIME_MS_EXPIRED = 50
 const DUPLICATE_KEY = 11000
 
 export function isDuplicateKey (e: unknown): boolean {
@@ -55,15 +58,28 @@ export function toStoreError (e: unknown): ThreatfeedError {
 }
 
 /**
+ * A commit whose outcome stayed unknown (the driver's UnknownTransactionCommitResult) after every
+ * retry within the bound: the transaction may or may not have been applied. The cause of the
+ * TF_ERR_STORE_UNAVAILABLE that is thrown, so the log says which 500 this was.
+ */
+export class CommitOutcomeUnknownError extends Error {
+  constructor (attempts: number, cause: unknown) {
+    super(`the commit outcome is still unknown after ${attempts} attempt(s): the transaction may have been applied`, { cause })
+    this.name = 'CommitOutcomeUnknownError'
+  }
+}
+
+/**
  * Runs `fn` in a transaction and commits it, retrying the whole transaction on conflicts.
  *
  * Not `session.withTransaction`: it retries transient errors — and the driver labels network and
  * server-selection errors inside a transaction transient — for up to 120 s, far past the 2 s a
  * signal may wait during an outage. Here only conflicts the server reported are retried, and an
  * E11000 (two upserts inserting one identity at once) at most once more than that: the retry
- * finds the winner's document and updates it.
+ * finds the winner's document and updates it. A commit whose outcome is unknown is committed
+ * again (see commit) rather than retried whole.
  */
-export async function runTransaction<T> (client: MongoClient, fn: (session: ClientSession) => Promise<T>, retryForMs = CONFLICT_RETRY_MS): Promise<T> {
+export async function runTransaction<T> (client: MongoClient, fn: (session: ClientSession) => Promise<T>, retryForMs = CONFLICT_RETRY_MS, unknownCommitRetryForMs = UNKNOWN_COMMIT_RETRY_MS): Promise<T> {
   const session = client.startSession()
   const deadline = Date.now() + retryForMs
   let duplicates = 0
@@ -72,7 +88,7 @@ export async function runTransaction<T> (client: MongoClient, fn: (session: Clie
       session.startTransaction({ readConcern: { level: 'snapshot' }, writeConcern: DURABLE, readPreference: 'primary' })
       try {
         const result = await fn(session)
-        await session.commitTransaction()
+        await commit(session, unknownCommitRetryForMs)
         return result
       } catch (e) {
         if (session.inTransaction()) await session.abortTransaction().catch(() => undefined)
@@ -84,6 +100,33 @@ export async function runTransaction<T> (client: MongoClient, fn: (session: Clie
   } finally {
     await session.endSession().catch(() => undefined)
   }
+}
+
+/**
+ * Commits, and when the driver cannot tell whether the commit applied (a network error or a
+ * write-concern timeout during it), commits again until the answer is known or the bound passes:
+ * re-committing is safe by the transactions spec, and the commit has started, so throwing at once
+ * would answer 500 for a batch that may be applied (commit-gate.ts). MaxTimeMSExpired is not
+ * retried, as in the driver's withTransaction: a retry would run out of time again.
+ */
+async function commit (session: ClientSession, retryForMs: number): Promise<void> {
+  const bound = Date.now() + retryForMs
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await session.commitTransaction()
+      return
+    } catch (e) {
+      if (!(e instanceof MongoError) || !e.hasErrorLabel(MongoErrorLabel.UnknownTransactionCommitResult)) throw e
+      if (isMaxTimeExpired(e) || Date.now() >= bound) {
+        throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new CommitOutcomeUnknownError(attempt, e) })
+      }
+      await backOff(attempt)
+    }
+  }
+}
+
+function isMaxTimeExpired (e: MongoError): boolean {
+  return e instanceof MongoServerError && (e.code === MAX_TIME_MS_EXPIRED || e.writeConcernError?.code === MAX_TIME_MS_EXPIRED)
 }
 
 /** Jittered exponential back-off, 2..~100 ms, so that conflicting writers stop colliding. */

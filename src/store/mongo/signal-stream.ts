@@ -9,7 +9,7 @@
  * would skip the records of the earlier one for good.
  */
 import type { CommitGate } from '../commit-gate.js'
-import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamRecord, StreamRecordInput, StreamRetained, TrimPass } from '../types.js'
+import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamCheckpoint, StreamRecord, StreamRecordInput, StreamRetained, TrimPass } from '../types.js'
 import { appendRecords } from '../whole-v1-batch.js'
 import { COUNTERS, type StreamDoc } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
@@ -67,6 +67,14 @@ export class MongoSignalStream implements StoredSignalStream {
     return this.#ctx.write(async (session) => {
       await this.#ctx.c.checkpoints.updateOne({ _id: text(consumer) }, { $set: { seq: num(seq) } }, { session, upsert: true })
     })
+  }
+
+  checkpoints (): Promise<StreamCheckpoint[]> {
+    return this.#ctx.run(async () => (await this.#ctx.c.checkpoints.find({}).sort({ _id: 1 }).toArray()).map((d) => ({ consumer: d._id, seq: d.seq })))
+  }
+
+  forgetCheckpoint (consumer: string): Promise<boolean> {
+    return this.#ctx.run(async () => (await this.#ctx.c.checkpoints.deleteOne({ _id: text(consumer) })).deletedCount === 1)
   }
 
   /**

@@ -1,7 +1,7 @@
 import { MongoNetworkError, MongoServerError, MongoServerSelectionError, type MongoClient } from 'mongodb'
 import t from 'tap'
 import { ThreatfeedError } from '../../../src/errors.js'
-import { createClient, isDuplicateKey, resolveDbName, runTransaction, toStoreError } from '../../../src/store/mongo/mongo-client.js'
+import { CommitOutcomeUnknownError, createClient, isDuplicateKey, resolveDbName, runTransaction, toStoreError } from '../../../src/store/mongo/mongo-client.js'
 
 t.test('resolveDbName: option, else the URI path, else threatfeed', async (t) => {
   const cases = [
@@ -47,13 +47,16 @@ class FakeSession {
   committed = 0
   aborted = 0
   ended = false
+  commitCalls = 0
   commitErrors: unknown[] = []
   #inTransaction = false
   startTransaction (): void { this.started++; this.#inTransaction = true }
   async commitTransaction (): Promise<void> {
+    this.commitCalls++
     const e = this.commitErrors.shift()
-    if (e !== undefined) throw e
+    // As the driver: a commit that was attempted leaves the transaction, failed or not.
     this.#inTransaction = false
+    if (e !== undefined) throw e
     this.committed++
   }
 
@@ -103,4 +106,49 @@ t.test('runTransaction gives up on endless conflicts once its retry time is spen
   t.ok(Date.now() - started < 1000)
   t.ok(session.started > 1, 'it did retry')
   t.equal(session.aborted, session.started, 'every attempt was aborted')
+})
+
+const unknownCommit = (): MongoNetworkError => {
+  const e = new MongoNetworkError('connection reset during commit')
+  e.addErrorLabel('UnknownTransactionCommitResult')
+  return e
+}
+const maxTimeExpired = (): MongoServerError => new MongoServerError({ message: 'operation exceeded time limit', code: 50, errorLabels: ['UnknownTransactionCommitResult'] })
+
+t.test('runTransaction commits again while the commit outcome is unknown, within a bound', async (t) => {
+  const boundMs = 80
+  const cases: Array<{ description: string, commitErrors: unknown[], expected: { result: string, started: number, commitCalls: number | 'several', committed: number } }> = [
+    { description: 'unknown once, then committed', commitErrors: [unknownCommit()], expected: { result: 'done', started: 1, commitCalls: 2, committed: 1 } },
+    { description: 'unknown past the bound: a distinct error', commitErrors: Array.from({ length: 1000 }, unknownCommit), expected: { result: 'TF_ERR_STORE_UNAVAILABLE: CommitOutcomeUnknownError', started: 1, commitCalls: 'several', committed: 0 } },
+    { description: 'unknown after MaxTimeMSExpired: not retried, a distinct error', commitErrors: [maxTimeExpired()], expected: { result: 'TF_ERR_STORE_UNAVAILABLE: CommitOutcomeUnknownError', started: 1, commitCalls: 1, committed: 0 } },
+    { description: 'a transient error at commit: the whole transaction is retried, as before', commitErrors: [conflict()], expected: { result: 'done', started: 2, commitCalls: 2, committed: 1 } },
+    { description: 'another error at commit: thrown at once, as before', commitErrors: [network()], expected: { result: 'MongoNetworkError', started: 1, commitCalls: 1, committed: 0 } },
+  ]
+  for (const c of cases) {
+    const session = new FakeSession()
+    session.commitErrors = [...c.commitErrors]
+    const client = { startSession: () => session } as unknown as MongoClient
+    const result = await runTransaction(client, async () => 'done', 10_000, boundMs).then(
+      (r) => r,
+      (e: Error) => e instanceof ThreatfeedError ? `${e.code}: ${(e.cause as Error).name}` : e.name,
+    )
+    t.equal(result, c.expected.result, `${c.description}: result`)
+    t.equal(session.started, c.expected.started, `${c.description}: transactions started`)
+    if (c.expected.commitCalls === 'several') t.ok(session.commitCalls > 1 && session.commitCalls < 1000, `${c.description}: commits tried (${session.commitCalls})`)
+    else t.equal(session.commitCalls, c.expected.commitCalls, `${c.description}: commits tried`)
+    t.equal(session.committed, c.expected.committed, `${c.description}: commits`)
+    t.ok(session.ended, `${c.description}: session ended`)
+  }
+})
+
+t.test('an unknown commit outcome past the bound says so, with the driver error as its cause', async (t) => {
+  const session = new FakeSession()
+  const driverError = unknownCommit()
+  session.commitErrors = [driverError]
+  const client = { startSession: () => session } as unknown as MongoClient
+  const e = await runTransaction(client, async () => 'done', 10_000, 0).catch((e: unknown) => e)
+  t.ok(e instanceof ThreatfeedError && e.cause instanceof CommitOutcomeUnknownError)
+  const cause = (e as ThreatfeedError).cause as CommitOutcomeUnknownError
+  t.match(cause.message, /outcome is still unknown after 1 attempt\(s\): the transaction may have been applied/)
+  t.equal(cause.cause, driverError)
 })
