@@ -14,7 +14,7 @@ import { createInterface } from 'node:readline'
 import { openEmbeddedStore } from '../../src/store/embedded/embedded-store.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import { GEO_FIXTURES, rule } from '../feed/fixtures.js'
-import { THREATFEED_BIN } from '../helpers/cli.js'
+import { NO_COVERAGE, THREATFEED_BIN } from '../helpers/cli.js'
 
 const has = (tool: string): boolean => spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status === 0
 const dir = mkdtempSync(join(tmpdir(), 'tf-consumers-'))
@@ -42,7 +42,7 @@ for (let i = 0; i < inputs.length; i += 500) await Promise.all(inputs.slice(i, i
 await store.close()
 
 const server = spawn(process.execPath, [THREATFEED_BIN, 'serve'], {
-  env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dataDir, THREATFEED_GEO_COUNTRY_DB: `${GEO_FIXTURES}/GeoLite2-Country-Test.mmdb`, THREATFEED_GEO_ASN_DB: `${GEO_FIXTURES}/GeoLite2-ASN-Test.mmdb` },
+  env: { PATH: process.env.PATH, ...NO_COVERAGE, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dataDir, THREATFEED_GEO_COUNTRY_DB: `${GEO_FIXTURES}/GeoLite2-Country-Test.mmdb`, THREATFEED_GEO_ASN_DB: `${GEO_FIXTURES}/GeoLite2-ASN-Test.mmdb` },
   stdio: ['ignore', 'pipe', 'inherit'],
 })
 t.teardown(() => { server.kill('SIGTERM') })

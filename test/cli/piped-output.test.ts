@@ -15,7 +15,7 @@ import { runCli } from '../../src/cli/main.js'
 import type { Command } from '../../src/cli/command.js'
 import { openEmbeddedStore } from '../../src/store/embedded/embedded-store.js'
 import { GEO_FIXTURES, rule } from '../feed/fixtures.js'
-import { THREATFEED_BIN, runCommand, runCommandBytes, runPiped } from '../helpers/cli.js'
+import { NO_COVERAGE, THREATFEED_BIN, runCommand, runCommandBytes, runPiped } from '../helpers/cli.js'
 
 const PIPE_BYTES = 64 * 1024
 const dir = mkdtempSync(join(tmpdir(), 'tf-cli-piped-'))
@@ -114,7 +114,7 @@ for (const c of cases) {
 }
 
 t.test('a write error other than a closed pipe fails the command and says why', async (t) => {
-  const r = spawnSync('bash', ['--norc', '--noprofile', '-c', '"$@" >/dev/full', 'bash', process.execPath, THREATFEED_BIN, 'workspace', 'ls', '--json'], { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8' })
+  const r = spawnSync('bash', ['--norc', '--noprofile', '-c', '"$@" >/dev/full', 'bash', process.execPath, THREATFEED_BIN, 'workspace', 'ls', '--json'], { env: { PATH: process.env.PATH, ...NO_COVERAGE, ...env }, encoding: 'utf8' })
   t.equal(r.status, 1)
   t.equal(r.stderr, 'threatfeed: cannot write to stdout: ENOSPC: no space left on device, write\n')
 })
