@@ -10,22 +10,15 @@
  * about half the runs (test/regressions/lmdb-meta-page-panic.test.ts has the cause).
  */
 import t from 'tap'
-import { createReadStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { createReadStream } from 'node:fs'
 import { loadEntries } from '../../src/ingest/bulk/load.js'
 import { readEntries } from '../../src/ingest/bulk/read-entries.js'
 import { openStore } from '../../src/store/open.js'
 import type { AccessRule } from '../../src/store/types.js'
-import { freePort, startServeChild, type ServeChild } from '../fixtures/ingest/serve-child-process.js'
+import { prepareCrashRun } from '../fixtures/ingest/serve-child-process.js'
 
 const N = 20_000
-const dir = mkdtempSync(join(tmpdir(), 'tf-crash-'))
-t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-const dataDir = join(dir, 'data')
-
-const port = await freePort()
-const startChild = (provision: boolean): Promise<ServeChild> => startServeChild(dataDir, port, provision)
+const { dataDir, port, file, ipOf, startChild } = await prepareCrashRun(t, 'tf-crash-', N)
 
 const first = await startChild(true)
 let current = first.child
@@ -35,9 +28,6 @@ t.teardown(() => store.close())
 t.teardown(() => { current.kill('SIGKILL') })
 const { keys, workspace } = first.info
 
-const file = join(dir, 'signals.ndjson')
-const ipOf = (i: number) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`
-writeFileSync(file, Array.from({ length: N }, (_, i) => `{"type":"access_rules","action":"block","ip":"${ipOf(i)}"}`).join('\n') + '\n')
 
 t.test('SIGKILL during a bulk import loses and duplicates nothing', async (t) => {
   let killed: Promise<void> | null = null

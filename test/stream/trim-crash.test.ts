@@ -7,22 +7,15 @@
  * the first position kept is never past the checkpoint.
  */
 import t from 'tap'
-import { createReadStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { createReadStream } from 'node:fs'
 import { loadEntries } from '../../src/ingest/bulk/load.js'
 import { readEntries } from '../../src/ingest/bulk/read-entries.js'
 import { openStore } from '../../src/store/open.js'
 import type { AccessRule } from '../../src/store/types.js'
-import { freePort, startServeChild, type ServeChild } from '../fixtures/ingest/serve-child-process.js'
+import { prepareCrashRun } from '../fixtures/ingest/serve-child-process.js'
 
 const N = 12_000
-const dir = mkdtempSync(join(tmpdir(), 'tf-trim-crash-'))
-t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-const dataDir = join(dir, 'data')
-
-const port = await freePort()
-const startChild = (provision: boolean): Promise<ServeChild> => startServeChild(dataDir, port, provision)
+const { dataDir, port, file, ipOf, startChild } = await prepareCrashRun(t, 'tf-trim-crash-', N)
 
 const first = await startChild(true)
 let current = first.child
@@ -31,9 +24,6 @@ t.teardown(() => store.close())
 t.teardown(() => { current.kill('SIGKILL') })
 const { keys, workspace } = first.info
 
-const file = join(dir, 'signals.ndjson')
-const ipOf = (i: number) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`
-writeFileSync(file, Array.from({ length: N }, (_, i) => `{"type":"access_rules","action":"block","ip":"${ipOf(i)}"}`).join('\n') + '\n')
 
 t.test('trimming to the checkpoint during a crash and restart loses nothing acknowledged', async (t) => {
   let trimming = true
