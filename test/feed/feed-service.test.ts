@@ -100,6 +100,24 @@ function countingFetches (store: Store): { store: Store, recorded: Map<string, n
   return { store: new Proxy(store, { get: (target, prop) => prop === 'feedVersions' ? feedVersions : Reflect.get(target, prop) }), recorded }
 }
 
+
+type ChangedSince = Store['rules']['accessRulesChangedSince']
+
+/** The store, with `rules.accessRulesChangedSince` going through `spy` (which calls `read` for the real answer). */
+function spyOnChangedSince<S extends Store> (store: S, spy: (args: Parameters<ChangedSince>, read: () => ReturnType<ChangedSince>) => ReturnType<ChangedSince>): S {
+  return new Proxy(store, {
+    get (target, prop) {
+      const value: unknown = Reflect.get(target, prop)
+      if (prop !== 'rules') return typeof value === 'function' ? value.bind(target) : value
+      return new Proxy(target.rules, {
+        get: (r, p) => p === 'accessRulesChangedSince'
+          ? (...a: Parameters<ChangedSince>) => spy(a, () => r.accessRulesChangedSince(...a))
+          : p === 'revisionOf' ? r.revisionOf.bind(r) : Reflect.get(r, p),
+      })
+    },
+  })
+}
+
 t.test('a feed is built on its first request, not ahead of it; then getSnapshot answers synchronously', async (t) => {
   const ws = await tmp.store.workspaces.create({ name: 'start', subscription: 'active' })
   const idle = await tmp.store.workspaces.create({ name: 'idle', subscription: 'inactive' })
@@ -161,16 +179,9 @@ t.test('a rule change refetches the rules of its own workspace only', async (t) 
   const b = await tmp.store.workspaces.create({ name: 'b', subscription: 'active' })
   await addRules(tmp.store, [rule(a.id, '192.0.2.1/32'), rule(b.id, '198.51.100.1/32')])
   const fetches = new Map<string, number>()
-  const counting = new Proxy(tmp.store, {
-    get (target, prop) {
-      const value: unknown = Reflect.get(target, prop)
-      if (prop !== 'rules') return typeof value === 'function' ? value.bind(target) : value
-      return new Proxy(target.rules, {
-        get: (r, p) => p === 'accessRulesChangedSince'
-          ? (...a: Parameters<Store['rules']['accessRulesChangedSince']>) => { fetches.set(a[0], (fetches.get(a[0]) ?? 0) + 1); return r.accessRulesChangedSince(...a) }
-          : p === 'revisionOf' ? r.revisionOf.bind(r) : Reflect.get(r, p),
-      })
-    },
+  const counting = spyOnChangedSince(tmp.store, async (args, read) => {
+    fetches.set(args[0], (fetches.get(args[0]) ?? 0) + 1)
+    return read()
   })
   const { feeds } = service(counting, 50)
   t.teardown(() => feeds.stop())
@@ -193,20 +204,10 @@ t.test('a rebuild reads the rules that changed, not the workspace; a delete relo
   const many = Array.from({ length: 300 }, (_, i) => rule(ws.id, `10.${i >> 8}.${i & 255}.0/24`, { action: 'allow' }))
   await addRules(tmp.store, [rule(ws.id, '192.0.2.1/32'), ...many])
   const read: number[] = []
-  const counting = new Proxy(tmp.store, {
-    get (target, prop) {
-      const value: unknown = Reflect.get(target, prop)
-      if (prop !== 'rules') return typeof value === 'function' ? value.bind(target) : value
-      return new Proxy(target.rules, {
-        get: (r, p) => p === 'accessRulesChangedSince'
-          ? async (...a: Parameters<Store['rules']['accessRulesChangedSince']>) => {
-            const answer = await r.accessRulesChangedSince(...a)
-            read.push(answer.changed)
-            return answer
-          }
-          : p === 'revisionOf' ? r.revisionOf.bind(r) : Reflect.get(r, p),
-      })
-    },
+  const counting = spyOnChangedSince(tmp.store, async (_args, readRules) => {
+    const answer = await readRules()
+    read.push(answer.changed)
+    return answer
   })
   const { feeds } = service(counting, 50)
   t.teardown(() => feeds.stop())
