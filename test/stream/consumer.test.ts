@@ -19,6 +19,23 @@ const v1 = (workspaceId: string, payload: string, acceptedAt = T0): StreamRecord
 const v2 = (workspaceId: string, payload: unknown, acceptedAt = T0): StreamRecordInput => ({ workspaceId, schemaVersion: 2, payload: JSON.stringify(payload), acceptedAt })
 const access = async (store: BatchingStore, ws: string) => (await store.rules.list(ws, 'access_rule')) as AccessRule[]
 
+
+/** The store, its first `n` applyRuleBatch calls failing with `message`. */
+function failingApplies (store: BatchingStore, n: number, message: string): BatchingStore {
+  let failures = n
+  return new Proxy(store, {
+    get (target, prop, receiver) {
+      if (prop === 'applyRuleBatch') {
+        return async (batch: Parameters<BatchingStore['applyRuleBatch']>[0]) => {
+          if (failures-- > 0) throw new Error(message)
+          return target.applyRuleBatch(batch)
+        }
+      }
+      return Reflect.get(target, prop, receiver) as unknown
+    },
+  })
+}
+
 t.test('dispatches on the schema_version header and applies in order', async (t) => {
   const store = await withStore(t)
   const consumer = new StreamConsumer(store, { pollMs: 1000 })
@@ -92,18 +109,7 @@ t.test('polls for records appended elsewhere; waitFor resolves or times out', as
 t.test('a failing store is retried on the next poll; nothing is skipped', async (t) => {
   const store = await withStore(t)
   const errors: unknown[] = []
-  let failures = 1
-  const flaky = new Proxy(store, {
-    get (target, prop, receiver) {
-      if (prop === 'applyRuleBatch') {
-        return async (batch: Parameters<BatchingStore['applyRuleBatch']>[0]) => {
-          if (failures-- > 0) throw new Error('disk on fire')
-          return target.applyRuleBatch(batch)
-        }
-      }
-      return Reflect.get(target, prop, receiver) as unknown
-    },
-  })
+  const flaky = failingApplies(store, 1, 'disk on fire')
   const consumer = new StreamConsumer(flaky, { pollMs: 30, log: { warn: () => {}, error: (o: unknown) => { errors.push(o) } } as never })
   await store.stream.append([v1('w', '{"type":"access_rules","action":"block","ip":"198.51.100.7"}')])
   await consumer.start()
@@ -262,18 +268,7 @@ t.test('a packed batch whose apply failed is applied whole when retried (read ag
   const { EmbeddedBatchPacker, unpackBatch } = await import('../../src/store/embedded/packed-batch.js')
   const store = await withStore(t)
   const errors: unknown[] = []
-  let failures = 2
-  const flaky = new Proxy(store, {
-    get (target, prop, receiver) {
-      if (prop === 'applyRuleBatch') {
-        return async (batch: Parameters<BatchingStore['applyRuleBatch']>[0]) => {
-          if (failures-- > 0) throw new Error('MDB_MAP_FULL')
-          return target.applyRuleBatch(batch)
-        }
-      }
-      return Reflect.get(target, prop, receiver) as unknown
-    },
-  })
+  const flaky = failingApplies(store, 2, 'MDB_MAP_FULL')
   const consumer = new StreamConsumer(flaky, { pollMs: 30, log: { warn: () => {}, error: (o: unknown) => { errors.push(o) } } as never })
   await consumer.start()
   t.teardown(() => consumer.stop())
