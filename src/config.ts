@@ -6,9 +6,25 @@ import { resolve } from 'node:path'
 import { ThreatfeedError } from './errors.js'
 import { TOMBSTONE_MAX } from './store/types.js'
 
+/** The HTTPS listener (README "HTTPS"); null in Config when THREATFEED_TLS_CERT is unset. */
+export interface TlsConfig {
+  readonly port: number
+  /** PEM: the server certificate first, then its chain. */
+  readonly certFile: string
+  /** PEM private key (RSA or EC), encrypted when `passphrase` is set. */
+  readonly keyFile: string
+  readonly passphrase: string | null
+  /** PEM CA certificates; when set, every request on the TLS listener needs a client certificate they signed. */
+  readonly clientCaFile: string | null
+  /** How often the files are read for a change; null: only on SIGHUP. */
+  readonly reloadMs: number | null
+}
+
 export interface Config {
   readonly host: string
-  readonly port: number
+  /** The plain HTTP listener's port; null: `PORT=off` (HTTPS only). */
+  readonly port: number | null
+  readonly tls: TlsConfig | null
   readonly dataDir: string
   readonly store: 'embedded' | 'mongodb'
   readonly mongodbUri: string | null
@@ -104,6 +120,32 @@ function str (env: Env, name: string, dflt: string | null): string | null {
 }
 
 /**
+ * The TLS settings: the certificate and key come together, and the listener that needs neither
+ * (PORT=off) cannot be the only one. The files' content is checked when the listener opens
+ * (http/tls-material.ts), where the error can name the file.
+ */
+function tls (env: Env): TlsConfig | null {
+  const certFile = str(env, 'THREATFEED_TLS_CERT', null)
+  const keyFile = str(env, 'THREATFEED_TLS_KEY', null)
+  const others = ['THREATFEED_TLS_PORT', 'THREATFEED_TLS_KEY_PASSPHRASE', 'THREATFEED_TLS_CLIENT_CA', 'THREATFEED_TLS_RELOAD'].filter((n) => env[n] !== undefined && env[n] !== '')
+  if (certFile === null) {
+    if (keyFile !== null) fail('THREATFEED_TLS_CERT', 'is required when THREATFEED_TLS_KEY is set')
+    if (others.length > 0) fail('THREATFEED_TLS_CERT', `is required when ${others[0]} is set`)
+    return null
+  }
+  if (keyFile === null) fail('THREATFEED_TLS_KEY', 'is required when THREATFEED_TLS_CERT is set')
+  const clientCa = str(env, 'THREATFEED_TLS_CLIENT_CA', null)
+  return Object.freeze({
+    port: int(env, 'THREATFEED_TLS_PORT', 8443, 0, 65535),
+    certFile: resolve(certFile),
+    keyFile: resolve(keyFile),
+    passphrase: str(env, 'THREATFEED_TLS_KEY_PASSPHRASE', null),
+    clientCaFile: clientCa === null ? null : resolve(clientCa),
+    reloadMs: durationOrOff(env, 'THREATFEED_TLS_RELOAD', 1000, 100, 86_400_000),
+  })
+}
+
+/**
  * Reads the configuration from an environment (process.env by default).
  *
  * @example
@@ -115,9 +157,13 @@ export function loadConfig (env: Env = process.env): Config {
   if (store === 'mongodb' && mongodbUri === null) fail('THREATFEED_MONGODB_URI', 'is required when THREATFEED_STORE=mongodb')
   if (mongodbUri !== null && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) fail('THREATFEED_MONGODB_URI', 'must start with mongodb:// or mongodb+srv://')
   const host = str(env, 'HOST', '0.0.0.0')!
+  const port = env.PORT === 'off' ? null : int(env, 'PORT', 8080, 0, 65535)
+  const tlsConfig = tls(env)
+  if (port === null && tlsConfig === null) fail('PORT', 'may be off only when THREATFEED_TLS_CERT and THREATFEED_TLS_KEY are set (no listener otherwise)')
   return Object.freeze({
     host,
-    port: int(env, 'PORT', 8080, 0, 65535),
+    port,
+    tls: tlsConfig,
     dataDir: resolve(str(env, 'THREATFEED_DATA_DIR', './data')!),
     store,
     mongodbUri,

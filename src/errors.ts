@@ -34,6 +34,7 @@ export const registry = Object.freeze({
   // v2 may only answer 200/206/400/401, so its scope and subscription failures are 401s that say which.
   TF_ERR_UNAUTHORIZED_SCOPE: def(401, 'caller', 'UnauthorizedError', 'API key lacks the %s scope'),
   TF_ERR_UNAUTHORIZED_SUBSCRIPTION: def(401, 'caller', 'UnauthorizedError', 'subscription required: the workspace subscription is inactive'),
+  TF_ERR_CLIENT_CERT_REQUIRED: def(401, 'caller', 'UnauthorizedError', 'a client certificate is required'),
   TF_ERR_PAYMENT_REQUIRED: def(402, 'caller', 'PaymentRequiredError', 'subscription required'),
   TF_ERR_FORBIDDEN: def(403, 'caller', 'ForbiddenError', 'API key lacks the %s scope'),
 

@@ -27,9 +27,14 @@ import { watchGeo } from './geo/watch.js'
 import { ensureDefaultAsnDb, defaultCountryDb } from './geo/default-db.js'
 import type { GeoIndex } from './geo/geo-index.js'
 import { isThreatfeedError } from './errors.js'
+import { loadTlsMaterial } from './http/tls-material.js'
 
 export interface RunningServer {
   readonly port: number
+  /** The HTTPS listener's port; null without THREATFEED_TLS_CERT. */
+  readonly tlsPort: number | null
+  /** Reads the TLS files again (what SIGHUP does); true when the certificate changed. */
+  reloadTls (reason: string): Promise<boolean>
   readonly config: Config
   readonly store: BatchingStore
   /** Stops accepting, finishes in-flight requests, flushes and closes the store. */
@@ -53,6 +58,8 @@ async function geoPaths (config: Config, log: Logger): Promise<{ countryDb: stri
 
 /** Starts every component and the HTTP server; used by `threatfeed serve` and by tests. */
 export async function startServer (config: Config, log: Logger): Promise<RunningServer> {
+  // A bad certificate or key stops the start before anything is opened (the listener reads them again).
+  if (config.tls !== null) await loadTlsMaterial(config.tls)
   const store = await openStore(config.store === 'mongodb'
     ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb, tombstoneMax: config.tombstoneMax }
     : { kind: 'embedded', dataDir: config.dataDir, tombstoneMax: config.tombstoneMax })
@@ -137,6 +144,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   let stopping: Promise<void> | null = null
   return {
     port: http.port,
+    tlsPort: http.tlsPort,
+    reloadTls: (reason) => http.reloadTls(reason),
     config,
     store,
     stop () {
@@ -179,8 +188,12 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     process.stderr.write(`threatfeed: cannot start: ${(e as Error).message}\n`)
     return 1
   }
+  // SIGHUP re-reads the TLS files (README "HTTPS"); without TLS it keeps Node's default (exit).
+  const onHangUp = (): void => { void server.reloadTls('SIGHUP') }
+  if (config.tls !== null) process.on('SIGHUP', onHangUp)
   return new Promise<number>((resolve) => {
     const onSignal = (signal: string): void => {
+      process.off('SIGHUP', onHangUp)
       log.info({ signal }, 'shutting down')
       const hard = setTimeout(() => { log.error('shutdown took too long; exiting'); resolve(1) }, config.shutdownMs + 1500)
       hard.unref()

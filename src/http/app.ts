@@ -6,8 +6,7 @@
  * Route modules (signal-routes.ts, feed-routes.ts, openapi-routes.ts) receive a `Router` and the
  * shared `HttpContext`; they never create the App themselves.
  */
-import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
-import uWS from './uws.js'
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js'
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Store } from '../store/types.js'
@@ -16,6 +15,7 @@ import type { Metrics } from './metrics.js'
 import { RateLimiter } from './rate-limit.js'
 import { beginExchange, sendError, sendBody, sendJson, type ErrorShape, type Exchange } from './respond.js'
 import { ThreatfeedError } from '../errors.js'
+import { Listeners } from './tls-listeners.js'
 
 export interface Readiness {
   ready: boolean
@@ -39,7 +39,6 @@ export type Method = 'get' | 'post' | 'head' | 'put' | 'del' | 'patch' | 'option
 export type Handler = (ex: Exchange, req: HttpRequest) => void | Promise<void>
 
 export interface Router {
-  readonly app: TemplatedApp
   /**
    * Registers a handler. `route` is the metrics label; `shape` picks the error body for anything
    * the handler throws (or rejects with).
@@ -58,14 +57,18 @@ export interface RouteModule {
 }
 
 export interface HttpServer {
+  /** The plain listener's port, or the TLS listener's when the plain one is off (`PORT=off`). */
   readonly port: number
+  readonly tlsPort: number | null
+  /** Reads the TLS certificate and key again (SIGHUP); true when the certificate changed. */
+  reloadTls (reason: string): Promise<boolean>
   /** Stops accepting, waits for in-flight requests up to `graceMs`, then closes every connection. */
   close (graceMs: number): Promise<void>
   inflight (): number
 }
 
 export async function startHttpServer (ctx: HttpContext, modules: RouteModule[]): Promise<HttpServer> {
-  const app = uWS.App()
+  const listeners = await Listeners.open(ctx.config, ctx.log, ctx.metrics)
   let inflight = 0
   let drained: (() => void) | null = null
   const report = (e: ThreatfeedError): void => { ctx.log.error({ err: e, cause: e.cause, code: e.code }, e.message) }
@@ -79,16 +82,16 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
   const getRoutes = new Map<string, { route: string, shape: ErrorShape, handler: Handler }>()
   const headPatterns = new Set<string>()
   const router: Router = {
-    app,
     on (method, pattern, route, shape, handler) {
       if (method === 'get') getRoutes.set(pattern, { route, shape, handler })
       if (method === 'head') headPatterns.add(pattern)
-      app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
+      listeners.route(method, pattern, (res: HttpResponse, req: HttpRequest, gate) => {
         const start = performance.now()
         const ex = beginExchange(res, method === 'head' || (method === 'any' && req.getMethod() === 'head'))
         inflight++
         let result: void | Promise<void>
         try {
+          gate?.(res)
           result = handler(ex, req)
         } catch (e) {
           sendError(ex, e, shape, report)
@@ -136,27 +139,22 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
   router.on('any', '/*', 'unknown', 'signal', (ex) => { sendError(ex, new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal', report) })
   router.on('head', '/*', 'unknown', 'signal', (ex) => { sendError(ex, new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal', report) })
 
-  const socket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(ctx.config.host, ctx.config.port, (s) => {
-      if (s === false) reject(new ThreatfeedError('TF_ERR_CONFIG', [`cannot listen on ${ctx.config.host}:${ctx.config.port}`]))
-      else resolve(s)
-    })
-  })
-  const port = uWS.us_socket_local_port(socket)
-  ctx.log.info({ host: ctx.config.host, port }, 'listening')
+  const { port, tlsPort } = await listeners.listen()
 
   return {
-    port,
+    port: port ?? tlsPort!,
+    tlsPort,
+    reloadTls: (reason) => listeners.reloadTls(reason),
     inflight: () => inflight,
     async close (graceMs) {
-      uWS.us_listen_socket_close(socket)
+      listeners.stopListening()
       if (inflight > 0) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, graceMs)
           drained = () => { clearTimeout(timer); resolve() }
         })
       }
-      app.close()
+      listeners.close()
     },
   }
 }

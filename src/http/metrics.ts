@@ -9,6 +9,7 @@
  */
 import { Counter, Histogram, Registry, collectDefaultMetrics, Gauge } from 'prom-client'
 import type { ConsumerHealth } from '../stream/consumer-health.js'
+import type { CertificateInfo } from './tls-material.js'
 
 /** Upper bounds of the latency buckets, in seconds. */
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5] as const
@@ -126,4 +127,29 @@ export function registerConsumerMetrics (metrics: Metrics, health: () => Consume
   new Gauge({ name: 'threatfeed_stream_apply_consecutive_failures', help: 'Stream apply passes that failed since the last one that succeeded', registers, collect () { this.set(read().consecutiveFailures) } })
   new Gauge({ name: 'threatfeed_stream_last_apply_error_timestamp_seconds', help: 'When a stream apply pass last failed (0: never)', registers, collect () { this.set((read().lastError?.at ?? 0) / 1000) } })
   new Counter({ name: 'threatfeed_stream_apply_errors_total', help: 'Stream apply passes that failed (each is retried)', registers, collect () { this.reset(); this.inc(read().applyErrors) } })
+}
+
+/**
+ * Seconds until each TLS certificate in use expires (negative once it has), read at each scrape:
+ * the server certificate, its chain and the client CAs, labelled by role, subject and serial so
+ * an alert names the one to renew. A rotation drops the old labels at the next scrape.
+ *
+ * @example
+ *   registerCertificateMetrics(metrics, () => listener.certificates())
+ */
+export function registerCertificateMetrics (metrics: Metrics, certificates: () => readonly CertificateInfo[]): void {
+  const name = 'threatfeed_tls_certificate_expiry_seconds'
+  // One front end per registry; a second one (a test restarting on the same Metrics) takes over.
+  metrics.registry.removeSingleMetric(name)
+  new Gauge({
+    name,
+    help: 'Seconds until the TLS certificate expires (negative: expired), by role (server, chain, client_ca), subject and serial',
+    labelNames: ['role', 'subject', 'serial'],
+    registers: [metrics.registry],
+    collect () {
+      this.reset()
+      const now = Date.now()
+      for (const c of certificates()) this.set({ role: c.role, subject: c.subject, serial: c.serial }, Math.round((c.notAfter - now) / 1000))
+    },
+  })
 }
