@@ -57,16 +57,19 @@ function certificates (variable: string, file: string, pem: Buffer): X509Certifi
   })
 }
 
+// PKCS #8 (RFC 5958 §3) and the traditional OpenSSL form (RFC 1421 Proc-Type) of an encrypted key.
+const ENCRYPTED_PEM = /-----BEGIN ENCRYPTED PRIVATE KEY-----|Proc-Type: *4, *ENCRYPTED/
+
 function privateKey (settings: TlsConfig, pem: Buffer): KeyObject {
   const file = settings.keyFile
+  if (settings.passphrase === null && ENCRYPTED_PEM.test(pem.toString('latin1'))) {
+    fail('THREATFEED_TLS_KEY', file, 'is encrypted and THREATFEED_TLS_KEY_PASSPHRASE is not set')
+  }
   try {
     return createPrivateKey({ key: pem, format: 'pem', passphrase: settings.passphrase ?? undefined })
   } catch (e) {
     const code = (e as { code?: string }).code
-    if (settings.passphrase === null && /encrypted|passphrase|bad decrypt/i.test(`${code} ${(e as Error).message}`)) {
-      fail('THREATFEED_TLS_KEY', file, 'is encrypted and THREATFEED_TLS_KEY_PASSPHRASE is not set')
-    }
-    if (settings.passphrase !== null && /decrypt/i.test(`${code} ${(e as Error).message}`)) {
+    if (settings.passphrase !== null && ENCRYPTED_PEM.test(pem.toString('latin1')) && /decrypt/i.test(`${code} ${(e as Error).message}`)) {
       fail('THREATFEED_TLS_KEY', file, 'cannot be decrypted with THREATFEED_TLS_KEY_PASSPHRASE')
     }
     fail('THREATFEED_TLS_KEY', file, `holds no PEM private key it can read: ${(e as Error).message}`)

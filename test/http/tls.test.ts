@@ -80,6 +80,22 @@ t.test('what clients check: the host name and the validity dates', async (t) => 
   t.ok(line !== undefined && Number(line.split(' ').at(-1)) < -86_000, `negative seconds left: ${line}`)
 })
 
+t.test('a certificate 14 days or less from expiry: a warning at start; seconds left in /metrics', async (t) => {
+  const pki = makePki(dir, 'pki-expiry')
+  const now = Date.now()
+  const soon = pki.issue({ end: opensslDate(now + 10 * 86_400_000 - 60_000) })
+  const later = pki.issue({ end: opensslDate(now + 15 * 86_400_000) })
+  const s = await serve(t, 'expiry-soon', { THREATFEED_TLS_CERT: soon.certFile, THREATFEED_TLS_KEY: soon.keyFile })
+  const warnings = s.logs.filter((l) => l.level === 40 && String(l.msg).startsWith('TLS certificate'))
+  t.same(warnings.map((l) => [l.msg, l.serial, l.role, l.daysLeft]), [[`TLS certificate CN=localhost in ${soon.certFile} expires in 10 days`, soon.serial, 'server', 9]])
+  const metrics = await (await fetch(`http://127.0.0.1:${s.server.port}/metrics`)).text()
+  const left = Number(new RegExp(`threatfeed_tls_certificate_expiry_seconds\\{role="server",subject="CN=localhost",serial="${soon.serial}"\\} (-?\\d+)`).exec(metrics)?.[1])
+  t.ok(Math.abs(left - (10 * 86_400 - 60)) < 120, `seconds left: ${left}`)
+  t.match(metrics, /threatfeed_tls_certificate_expiry_seconds\{role="chain",subject="CN=pki-expiry intermediate",serial="[0-9A-F]+"\} \d+/)
+  const l = await serve(t, 'expiry-later', { THREATFEED_TLS_CERT: later.certFile, THREATFEED_TLS_KEY: later.keyFile })
+  t.same(l.logs.filter((r) => Number(r.level) >= 40 && String(r.msg).startsWith('TLS certificate')), [], '15 days left: no warning yet')
+})
+
 t.test('TLS 1.2 and 1.3 only, with ECDHE and AEAD suites on 1.2', async (t) => {
   const pki = makePki(dir, 'pki-versions')
   const leaf = pki.issue()
