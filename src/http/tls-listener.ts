@@ -116,8 +116,8 @@ export class TlsListener {
   #socket: us_listen_socket | null = null
   #poller: NodeJS.Timeout | null = null
   #expiryTimer: NodeJS.Timeout | null = null
-  /** Digest of files that failed to load, so a broken file is reported once, not every poll. */
-  #failedDigest = ''
+  /** Digest of files that failed to load ('' when unreadable), so they are reported once, not every poll. */
+  #failedDigest: string | null = null
   #reloading: Promise<boolean> | null = null
   #closed = false
   readonly #warned = new Map<string, number>()
@@ -190,7 +190,7 @@ export class TlsListener {
     this.#closeDrained()
     if (this.#settings.reloadMs === null) return
     const digest = await digestTlsFiles(this.#settings)
-    if (digest === '' || digest === this.#current.material.digest || digest === this.#failedDigest) return
+    if (digest === this.#current.material.digest || digest === this.#failedDigest) return
     await this.reload('files changed')
   }
 
@@ -236,7 +236,7 @@ export class TlsListener {
     this.#current = next
     old.retiredAt = this.#now()
     this.#retired.push(old)
-    this.#failedDigest = ''
+    this.#failedDigest = null
     this.#log.info({ reason, serial: material.serial, previous: old.material.serial, notAfter: new Date(material.certificates[0]!.notAfter).toISOString() }, 'TLS certificate reloaded')
     this.#checkExpiry()
     return true
