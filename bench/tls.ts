@@ -9,8 +9,11 @@
  *   304 with a new TLS connection per request, full handshake and resumed (tls/handshake-client.ts);
  *   200 gzip on 16 keep-alive TLS connections (wrk).
  * Each row gives the server's CPU per request (user + system, /proc): for the handshake cases it
- * is the server's CPU per handshake, the target; throughput is beside it. Then a check of
- * session resumption across a certificate rotation.
+ * is the server's CPU per handshake, the target; throughput is beside it. A server's idle CPU
+ * (measured for 3 s after it starts) is taken off, as at a few dozen handshakes a second on a
+ * shared machine it would otherwise count. Then a check of session resumption across a
+ * certificate rotation. threatfeed is started with THREATFEED_HTTP_THREADS=1, the comparison the
+ * issue asks for once the front end has threads; until then it has one.
  *
  * Environment: BENCH_TLS_SECONDS (3), BENCH_TLS_RUNS (2), BENCH_TLS_ONLY (cases whose name
  * contains it), BENCH_TLS_KEYS (`ecdsa,rsa`).
