@@ -27,8 +27,9 @@
  * exact body size: ratios are taken per round (same conditions) and quoted as a median with its
  * spread. Each row also gives the server's CPU per request (user + system, from /proc): where
  * the server core is the bottleneck the throughput ratio converges to the inverse CPU ratio, and
- * on a loaded machine, where wrk often is the bottleneck, it is the steadier figure. Each run also
- * records the machine's CPU steal (a shared host takes cycles from both sides unevenly).
+ * on a loaded machine, where wrk often is the bottleneck, it is the steadier figure; it is also
+ * given net of what each server burns with no requests (measured once, before the cases). Each
+ * run also records the machine's CPU steal (a shared host takes cycles from both sides unevenly).
  *
  * Environment: BENCH_FEEDS_SECONDS (5), BENCH_FEEDS_RUNS (3), BENCH_FEEDS_IDLE (10000),
  * BENCH_FEEDS_ONLY (run only the cases whose name contains it; `idle` for the idle case),
@@ -57,6 +58,7 @@ const ONLY = process.env.BENCH_FEEDS_ONLY ?? ''
 const PROFILE = process.env.BENCH_FEEDS_PROFILE ?? ''
 const PERF = process.env.BENCH_FEEDS_PERF ?? ''
 const OLD_TREE = process.env.BENCH_FEEDS_OLD_TREE ?? ''
+const IDLE_SECONDS = 5
 const SUBJECTS = (process.env.BENCH_FEEDS_SUBJECTS ?? '').split(',').map((x) => x.trim()).filter((x) => x !== '')
 const ENTRIES = 131_072
 const SERVER_CORE = '0'
@@ -74,6 +76,8 @@ interface Server {
   readonly auth: string
   etag: string
   gzipEtag: string
+  /** CPU seconds per second the server uses with no requests (measured once, before the cases). */
+  idleCpu: number
 }
 
 interface WrkResult {
@@ -87,6 +91,12 @@ interface WrkResult {
   /** Server CPU (user + system) per request, µs, and its share of the one core it runs on. */
   cpuUsPerRequest: number
   cpuShare: number
+  /**
+   * The same net of what the server burns with no requests at all (timers, store polls, metrics
+   * sampling; `idleCpu`): on a loaded machine, where a server gets a tenth of its core, that
+   * fixed cost spread over few requests is a large share of the raw figure.
+   */
+  cpuUsPerRequestNet: number
   /** The machine's CPU steal during the run, percent (null where /proc/stat does not say). */
   steal: number | null
 }
@@ -228,7 +238,7 @@ async function startNodeServer (name: 'threatfeed' | 'threatfeed (old)' | 'node:
     PORT: String(port),
   })
   const ready = Number(await waitForLine(child, 'READY'))
-  return { name, child, port: ready, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', gzipEtag: '' }
+  return { name, child, port: ready, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', gzipEtag: '', idleCpu: 0 }
 }
 
 /**
@@ -247,7 +257,7 @@ async function startUwsFloor (name: 'uWS floor' | 'uWS per call', raw: Record<Ki
   const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags(name), '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(headers), FLOOR_BODIES: bodies, FLOOR_CALLS: name === 'uWS per call' ? '1' : '0', PORT: '0' })
   const ready = Number(await waitForLine(child, 'READY'))
   // The ETags are threatfeed's (its headers are): a request with one is answered 304.
-  return { name, child, port: ready, path: '/v1/threat/feeds', auth, etag: tags.identity, gzipEtag: tags.gzip }
+  return { name, child, port: ready, path: '/v1/threat/feeds', auth, etag: tags.identity, gzipEtag: tags.gzip, idleCpu: 0 }
 }
 
 /** nginx's extra headers: threatfeed's values for the same representation (a 200 it sent). */
@@ -271,7 +281,7 @@ async function startNginx (identity: Buffer, gzip: Buffer, headers: Record<strin
   for (const [k, v] of Object.entries(headers)) conf = conf.replaceAll(`{{${k}}}`, v.replaceAll('"', '\\"'))
   writeFileSync(join(prefix, 'nginx.conf'), conf)
   const child = spawnPinned(SERVER_CORE, ['nginx', '-p', prefix, '-c', join(prefix, 'nginx.conf')])
-  const server: Server = { name: 'nginx', child, port, path: '/feed.txt', auth, etag: '', gzipEtag: '' }
+  const server: Server = { name: 'nginx', child, port, path: '/feed.txt', auth, etag: '', gzipEtag: '', idleCpu: 0 }
   for (let i = 0; ; i++) {
     try {
       await fetchRaw(server, {})
@@ -338,6 +348,7 @@ async function runWrk (server: Server, kind: Kind, connections: number, close = 
     errors: j.connect! + j.read! + j.write! + j.status! + j.timeout!,
     rssMb: peak,
     cpuUsPerRequest: requests === 0 ? 0 : (cpu * 1e6) / requests,
+    cpuUsPerRequestNet: requests === 0 ? 0 : ((cpu - server.idleCpu * j.duration_us! / 1e6) * 1e6) / requests,
     cpuShare: cpu / (j.duration_us! / 1e6),
     steal,
   }
@@ -380,6 +391,7 @@ function rowOf (c: string, subject: string, results: WrkResult[]): Row {
       errors: results.reduce((a, r) => a + r.errors, 0),
       rss_mb: Math.round(median(results.map((r) => r.rssMb))),
       cpu_us_per_req: median(results.map((r) => r.cpuUsPerRequest)),
+      cpu_us_per_req_net: median(results.map((r) => r.cpuUsPerRequestNet)),
       cpu_share: median(results.map((r) => r.cpuShare)),
       steal_pct: median(results.map((r) => r.steal ?? NaN)),
     },
@@ -391,12 +403,13 @@ function rowOf (c: string, subject: string, results: WrkResult[]): Row {
  * the server core is the bottleneck the throughput ratio converges to its inverse; on a loaded
  * machine, where the client side (wrk) often is, it is the steadier of the two figures.
  */
-function cpuRatioOf (c: string, label: string, a: WrkResult[], b: WrkResult[], max: number | null = null): Ratio {
-  const per = a.map((r, i) => r.cpuUsPerRequest / b[i]!.cpuUsPerRequest)
+function cpuRatioOf (c: string, label: string, a: WrkResult[], b: WrkResult[], max: number | null = null, net = false): Ratio {
+  const of = (r: WrkResult): number => net ? r.cpuUsPerRequestNet : r.cpuUsPerRequest
+  const per = a.map((r, i) => of(r) / of(b[i]!))
   const value = median(per)
   return {
     case: c,
-    label: `server CPU per request, ${label} (per round ${spread(per)})`,
+    label: `server CPU per request${net ? ' net of idle' : ''}, ${label} (per round ${spread(per)})`,
     value,
     ...(max === null ? {} : { target: `<= ${max}`, pass: value <= max }),
   }
@@ -463,6 +476,16 @@ for (const f of [floor, perCall]) {
 }
 const servers: Partial<Record<Subject, Server>> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor, 'uWS per call': perCall, ...(old === null ? {} : { 'threatfeed (old)': old }) }
 process.stderr.write(`bench/feeds: identity ${identity.body.length} B, gzip ${gzipped.body.length} B; ${SECONDS} s per run, ${RUNS} rounds\n`)
+// Each server's CPU with no requests, all measured in the same seconds (after their builds).
+{
+  const all = Object.values(servers)
+  const before = all.map((s) => cpuSeconds(s.child.pid!))
+  const started = performance.now()
+  await new Promise((resolve) => setTimeout(resolve, IDLE_SECONDS * 1000))
+  const elapsed = (performance.now() - started) / 1000
+  all.forEach((s, i) => { s.idleCpu = (cpuSeconds(s.child.pid!) - before[i]!) / elapsed })
+  process.stderr.write(`bench/feeds: idle CPU ${all.map((s) => `${s.name} ${(100 * s.idleCpu).toFixed(2)} %`).join(', ')}\n`)
+}
 
 const rows: Row[] = []
 const ratios: Ratio[] = []
@@ -478,7 +501,7 @@ for (const c of selected) {
     for (const s of order) {
       const r = await runWrk(servers[s]!, c.kind, c.connections, c.close, round === 0 ? c.name : '')
       results.get(s)!.push(r)
-      process.stderr.write(`  ${c.name} ${s}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req (${(100 * r.cpuShare).toFixed(0)} % of a core), steal ${r.steal === null ? '?' : r.steal.toFixed(1)} %${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
+      process.stderr.write(`  ${c.name} ${s}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req (net of idle ${r.cpuUsPerRequestNet.toFixed(2)}; ${(100 * r.cpuShare).toFixed(0)} % of a core), steal ${r.steal === null ? '?' : r.steal.toFixed(1)} %${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
     }
   }
   byCase.set(c.name, results)
@@ -493,6 +516,7 @@ function race (c: string, a: Subject, b: Subject, min: number | null, cpuMax: nu
   if (!both(c, a, b)) return
   ratios.push(ratioOf(c, `${a} / ${b}`, get(c, a), get(c, b), min))
   ratios.push(cpuRatioOf(c, `${a} / ${b}`, get(c, a), get(c, b), cpuMax))
+  ratios.push(cpuRatioOf(c, `${a} / ${b}`, get(c, a), get(c, b), null, true))
 }
 // Issue 17's bar, at 256 connections: ≥ 0.95× nginx's throughput for ≤ 1.10× its CPU per 304,
 // and threatfeed's own work within 10 % of the floor's CPU.
