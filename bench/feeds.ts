@@ -1,11 +1,22 @@
 /**
  * Serving feeds over HTTP: threatfeed (uWS, src/http/feed-routes.ts) raced against two anchors in
- * one run — nginx serving the same bytes as static files (the practical ceiling) and a node:http
+ * one run — a tuned nginx serving the same bytes as static files with the same extra headers
+ * (feeds/nginx.conf.template: open_file_cache, tcp_nodelay; the practical ceiling) and a node:http
  * front end over the same snapshot with the same auth and ETag logic (what a Node user would
  * write). Every server runs pinned to core 0 and wrk to core 1; subjects alternate run by run.
  * A fourth server gives the floor of any uWS front end: bare uWS answering with the same 304 or
  * 200 bytes and no application code at all (feeds/serve-uws-floor.ts). `uWS floor / node:http`
- * and `uWS floor / nginx` are the best ratios any uWS application can reach on this machine.
+ * and `uWS floor / nginx` are the best ratios any uWS application can reach on this machine. The
+ * floor writes the cheapest way uWS allows (one writeStatus with the whole header block, no cork);
+ * `uWS per call` is the same server writing the status and each header in its own call, inside
+ * cork, as the floor did before (what that trick is worth to any uWS front end).
+ * BENCH_FEEDS_OLD_TREE=<dir> adds `threatfeed (old)`: the serve-threatfeed.ts of another checkout
+ * (with node_modules), e.g. `git worktree add /tmp/tf-old <commit> && ln -s "$PWD/node_modules"
+ * /tmp/tf-old/`, raced in the same rounds over the same store.
+ *
+ * Every subject gets the same request bytes: the Bearer key (nginx and the floor ignore it) and,
+ * for a 304, `Accept-Encoding: gzip` with the server's own ETag of the gzip representation — what
+ * a fleet's poller sends.
  *
  * Cases (a 131,072-entry feed, built by the real FeedService from rules in an LMDB store):
  *   304 polls at 16 and 256 connections, and with a new connection per request;
@@ -16,9 +27,17 @@
  * exact body size: ratios are taken per round (same conditions) and quoted as a median with its
  * spread. Each row also gives the server's CPU per request (user + system, from /proc): where
  * the server core is the bottleneck the throughput ratio converges to the inverse CPU ratio, and
- * on a loaded machine, where wrk often is the bottleneck, it is the steadier figure. Environment: BENCH_FEEDS_SECONDS (5), BENCH_FEEDS_RUNS (3), BENCH_FEEDS_IDLE (10000),
+ * on a loaded machine, where wrk often is the bottleneck, it is the steadier figure; it is also
+ * given net of what each server burns with no requests (measured once, before the cases). Each
+ * run also records the machine's CPU steal (a shared host takes cycles from both sides unevenly).
+ *
+ * Environment: BENCH_FEEDS_SECONDS (5), BENCH_FEEDS_RUNS (3), BENCH_FEEDS_IDLE (10000),
  * BENCH_FEEDS_ONLY (run only the cases whose name contains it; `idle` for the idle case),
- * BENCH_FEEDS_PROFILE=<dir> (threatfeed's server writes a --cpu-prof profile there on exit).
+ * BENCH_FEEDS_SUBJECTS (comma list: race only these, e.g. `threatfeed,nginx,uWS floor`),
+ * BENCH_FEEDS_PROFILE=<dir> (threatfeed's and the floor's servers write a --cpu-prof profile there
+ * on exit), BENCH_FEEDS_PERF=<dir> (`perf record -e cpu-clock -g` of every subject's first-round
+ * run of each case, the node servers started with --perf-basic-prof so JS frames have names;
+ * needs perf and root or perf_event_paranoid <= 1).
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -27,7 +46,7 @@ import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { ensureCommand, hasCommand, median, repoDir, report, type Ratio, type Row } from './lib/report.js'
+import { cpuTicks, ensureCommand, hasCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import { openStore } from '../src/store/open.js'
 import { generateApiKey, hashApiKey } from '../src/store/api-key.js'
 import type { RuleOp } from '../src/store/batch-types.js'
@@ -37,22 +56,28 @@ const RUNS = Number(process.env.BENCH_FEEDS_RUNS ?? 3)
 const IDLE = Number(process.env.BENCH_FEEDS_IDLE ?? 10_000)
 const ONLY = process.env.BENCH_FEEDS_ONLY ?? ''
 const PROFILE = process.env.BENCH_FEEDS_PROFILE ?? ''
+const PERF = process.env.BENCH_FEEDS_PERF ?? ''
+const OLD_TREE = process.env.BENCH_FEEDS_OLD_TREE ?? ''
+const IDLE_SECONDS = 5
+const SUBJECTS = (process.env.BENCH_FEEDS_SUBJECTS ?? '').split(',').map((x) => x.trim()).filter((x) => x !== '')
 const ENTRIES = 131_072
 const SERVER_CORE = '0'
 const CLIENT_CORE = '1'
 const benchDir = join(repoDir, 'bench', 'feeds')
 
-type Subject = 'threatfeed' | 'nginx' | 'node:http' | 'uWS floor'
+type Subject = 'threatfeed' | 'threatfeed (old)' | 'nginx' | 'node:http' | 'uWS floor' | 'uWS per call'
 
 interface Server {
   readonly name: Subject
   readonly child: ChildProcess
   readonly port: number
   readonly path: string
-  /** Headers every request to it carries (authorization for the two that check it). */
+  /** The Authorization header every request carries (nginx and the floor ignore it). */
   readonly auth: string
   etag: string
   gzipEtag: string
+  /** CPU seconds per second the server uses with no requests (measured once, before the cases). */
+  idleCpu: number
 }
 
 interface WrkResult {
@@ -66,6 +91,14 @@ interface WrkResult {
   /** Server CPU (user + system) per request, µs, and its share of the one core it runs on. */
   cpuUsPerRequest: number
   cpuShare: number
+  /**
+   * The same net of what the server burns with no requests at all (timers, store polls, metrics
+   * sampling; `idleCpu`): on a loaded machine, where a server gets a tenth of its core, that
+   * fixed cost spread over few requests is a large share of the raw figure.
+   */
+  cpuUsPerRequestNet: number
+  /** The machine's CPU steal during the run, percent (null where /proc/stat does not say). */
+  steal: number | null
 }
 
 const children = new Set<ChildProcess>()
@@ -189,23 +222,30 @@ async function seedStore (dataDir: string): Promise<{ workspaceId: string, key: 
   return { workspaceId: ws.id, key }
 }
 
-async function startNodeServer (name: 'threatfeed' | 'node:http', script: string, dataDir: string, workspaceId: string, key: string): Promise<Server> {
+/** --cpu-prof for threatfeed and the floor (BENCH_FEEDS_PROFILE), --perf-basic-prof for perf. */
+function profileFlags (name: Subject): string[] {
+  const flags = PROFILE !== '' && name !== 'nginx' && name !== 'node:http' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : []
+  if (PERF !== '') flags.push('--perf-basic-prof')
+  return flags
+}
+
+async function startNodeServer (name: 'threatfeed' | 'threatfeed (old)' | 'node:http', script: string, dataDir: string, workspaceId: string, key: string): Promise<Server> {
   const port = await freePort()
-  const profile = PROFILE !== '' && name === 'threatfeed' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : []
-  const child = spawnPinned(SERVER_CORE, [process.execPath, ...profile, '--import=tsx', join(benchDir, script), workspaceId], {
+  const dir = name === 'threatfeed (old)' ? join(OLD_TREE, 'bench', 'feeds') : benchDir
+  const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags(name), '--import=tsx', join(dir, script), workspaceId], {
     ...process.env,
     THREATFEED_DATA_DIR: dataDir,
     PORT: String(port),
   })
   const ready = Number(await waitForLine(child, 'READY'))
-  return { name, child, port: ready, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', gzipEtag: '' }
+  return { name, child, port: ready, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', gzipEtag: '', idleCpu: 0 }
 }
 
 /**
  * The uWS floor (feeds/serve-uws-floor.ts): threatfeed's 304 and 200 answers (their headers as
  * threatfeed sent them, the bodies nginx serves) with no application code.
  */
-async function startUwsFloor (raw: Record<Kind, string[]>, bodies: string, tags: { identity: string, gzip: string }): Promise<Server> {
+async function startUwsFloor (name: 'uWS floor' | 'uWS per call', raw: Record<Kind, string[]>, bodies: string, tags: { identity: string, gzip: string }, auth: string): Promise<Server> {
   // uWS writes Date, Content-Length and its own uWebSockets header itself.
   const own = new Set(['date', 'content-length', 'uwebsockets', 'connection'])
   const pairsOf = (rawHeaders: string[]): Array<[string, string]> => {
@@ -214,13 +254,22 @@ async function startUwsFloor (raw: Record<Kind, string[]>, bodies: string, tags:
     return pairs
   }
   const headers = { 304: pairsOf(raw['304']), identity: pairsOf(raw.identity), gzip: pairsOf(raw.gzip) }
-  const child = spawnPinned(SERVER_CORE, [process.execPath, '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(headers), FLOOR_BODIES: bodies, PORT: '0' })
+  const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags(name), '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(headers), FLOOR_BODIES: bodies, FLOOR_CALLS: name === 'uWS per call' ? '1' : '0', PORT: '0' })
   const ready = Number(await waitForLine(child, 'READY'))
   // The ETags are threatfeed's (its headers are): a request with one is answered 304.
-  return { name: 'uWS floor', child, port: ready, path: '/v1/threat/feeds', auth: '', etag: tags.identity, gzipEtag: tags.gzip }
+  return { name, child, port: ready, path: '/v1/threat/feeds', auth, etag: tags.identity, gzipEtag: tags.gzip, idleCpu: 0 }
 }
 
-async function startNginx (identity: Buffer, gzip: Buffer): Promise<Server> {
+/** nginx's extra headers: threatfeed's values for the same representation (a 200 it sent). */
+function nginxHeaders (rawHeaders: string[]): Record<string, string> {
+  const get = (name: string): string => {
+    for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === name) return rawHeaders[i + 1]!
+    throw new Error(`threatfeed sent no ${name}`)
+  }
+  return { CACHE_CONTROL: get('cache-control'), ENTRY_COUNT: get('x-feed-entry-count'), ENTRY_LIMIT: get('x-feed-entry-limit') }
+}
+
+async function startNginx (identity: Buffer, gzip: Buffer, headers: Record<string, string>, auth: string): Promise<Server> {
   const prefix = join(tmp, 'nginx')
   // nginx's worker drops root for `nobody`: it must be able to read the files (mkdtemp is 0700).
   chmodSync(tmp, 0o755)
@@ -228,10 +277,11 @@ async function startNginx (identity: Buffer, gzip: Buffer): Promise<Server> {
   writeFileSync(join(prefix, 'html', 'feed.txt'), identity)
   writeFileSync(join(prefix, 'html', 'feed.txt.gz'), gzip)
   const port = await freePort()
-  const conf = readFileSync(join(benchDir, 'nginx.conf.template'), 'utf8').replaceAll('{{PREFIX}}', prefix).replaceAll('{{PORT}}', String(port))
+  let conf = readFileSync(join(benchDir, 'nginx.conf.template'), 'utf8').replaceAll('{{PREFIX}}', prefix).replaceAll('{{PORT}}', String(port))
+  for (const [k, v] of Object.entries(headers)) conf = conf.replaceAll(`{{${k}}}`, v.replaceAll('"', '\\"'))
   writeFileSync(join(prefix, 'nginx.conf'), conf)
   const child = spawnPinned(SERVER_CORE, ['nginx', '-p', prefix, '-c', join(prefix, 'nginx.conf')])
-  const server: Server = { name: 'nginx', child, port, path: '/feed.txt', auth: '', etag: '', gzipEtag: '' }
+  const server: Server = { name: 'nginx', child, port, path: '/feed.txt', auth, etag: '', gzipEtag: '', idleCpu: 0 }
   for (let i = 0; ; i++) {
     try {
       await fetchRaw(server, {})
@@ -249,16 +299,30 @@ type Kind = '304' | 'gzip' | 'identity'
 
 function headersFor (server: Server, kind: Kind): string {
   const lines: string[] = []
-  if (server.auth !== '') lines.push(`Authorization: ${server.auth}`)
-  if (kind === '304') lines.push(`If-None-Match: ${server.etag}`)
-  if (kind === 'gzip') lines.push('Accept-Encoding: gzip')
+  lines.push(`Authorization: ${server.auth}`)
+  if (kind === '304') lines.push(`If-None-Match: ${server.gzipEtag}`)
+  if (kind !== 'identity') lines.push('Accept-Encoding: gzip')
   return lines.join('\n')
 }
 
-async function runWrk (server: Server, kind: Kind, connections: number, close = false): Promise<WrkResult> {
+/**
+ * `perf record` of the server's whole process tree for the run (nginx: its worker), into
+ * BENCH_FEEDS_PERF/<case>-<subject>.data. Returns the recorder to wait for, or null.
+ */
+function startPerf (server: Server, label: string): ChildProcess | null {
+  if (PERF === '') return null
+  mkdirSync(PERF, { recursive: true })
+  const file = join(PERF, `${label}-${server.name}.data`.replace(/[^\w.-]+/g, '_'))
+  const pids = processTree(server.child.pid!).join(',')
+  return spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-g', '-p', pids, '-o', file, '--', 'sleep', String(SECONDS)], { stdio: 'ignore' })
+}
+
+async function runWrk (server: Server, kind: Kind, connections: number, close = false, perfLabel = ''): Promise<WrkResult> {
   const pid = server.child.pid!
   let peak = rssMb(pid)
   const sampler = setInterval(() => { peak = Math.max(peak, rssMb(pid)) }, 200)
+  const perf = perfLabel === '' ? null : startPerf(server, perfLabel)
+  const ticks = cpuTicks()
   const cpuBefore = cpuSeconds(pid)
   const child = spawn('taskset', ['-c', CLIENT_CORE, 'wrk', '-t1', `-c${connections}`, `-d${SECONDS}s`, '--timeout', '10s', '-s', join(benchDir, 'wrk-report.lua'), `http://127.0.0.1:${server.port}${server.path}`], {
     env: { ...process.env, WRK_HEADERS: headersFor(server, kind), WRK_CLOSE: close ? '1' : '0' },
@@ -269,6 +333,8 @@ async function runWrk (server: Server, kind: Kind, connections: number, close = 
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
   clearInterval(sampler)
   const cpu = cpuSeconds(pid) - cpuBefore
+  const steal = stealPercent(ticks, cpuTicks())
+  if (perf !== null && perf.exitCode === null) await new Promise((resolve) => perf.once('exit', resolve))
   const text = Buffer.concat(out).toString()
   const line = text.split('\n').find((l) => l.startsWith('WRKJSON '))
   if (code !== 0 || line === undefined) throw new Error(`wrk failed (${code}): ${text}`)
@@ -282,7 +348,9 @@ async function runWrk (server: Server, kind: Kind, connections: number, close = 
     errors: j.connect! + j.read! + j.write! + j.status! + j.timeout!,
     rssMb: peak,
     cpuUsPerRequest: requests === 0 ? 0 : (cpu * 1e6) / requests,
+    cpuUsPerRequestNet: requests === 0 ? 0 : ((cpu - server.idleCpu * j.duration_us! / 1e6) * 1e6) / requests,
     cpuShare: cpu / (j.duration_us! / 1e6),
+    steal,
   }
 }
 
@@ -295,13 +363,13 @@ interface Case {
 }
 
 const CASES: readonly Case[] = [
-  { name: '304 poll, 16 conns', kind: '304', connections: 16, close: false, subjects: ['threatfeed', 'nginx', 'node:http', 'uWS floor'] },
-  { name: '304 poll, 256 conns', kind: '304', connections: 256, close: false, subjects: ['threatfeed', 'nginx', 'node:http', 'uWS floor'] },
-  { name: '304 poll, new connection per request', kind: '304', connections: 16, close: true, subjects: ['threatfeed', 'nginx', 'node:http', 'uWS floor'] },
-  { name: '200 gzip, 16 conns', kind: 'gzip', connections: 16, close: false, subjects: ['threatfeed', 'nginx', 'uWS floor'] },
-  { name: '200 gzip, 256 conns', kind: 'gzip', connections: 256, close: false, subjects: ['threatfeed', 'nginx', 'uWS floor'] },
-  { name: '200 identity, 16 conns', kind: 'identity', connections: 16, close: false, subjects: ['threatfeed', 'nginx', 'uWS floor'] },
-  { name: '200 identity, 256 conns', kind: 'identity', connections: 256, close: false, subjects: ['threatfeed', 'nginx', 'uWS floor'] },
+  { name: '304 poll, 16 conns', kind: '304', connections: 16, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS per call'] },
+  { name: '304 poll, 256 conns', kind: '304', connections: 256, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS per call'] },
+  { name: '304 poll, new connection per request', kind: '304', connections: 16, close: true, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS per call'] },
+  { name: '200 gzip, 16 conns', kind: 'gzip', connections: 16, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'uWS floor', 'uWS per call'] },
+  { name: '200 gzip, 256 conns', kind: 'gzip', connections: 256, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'uWS floor', 'uWS per call'] },
+  { name: '200 identity, 16 conns', kind: 'identity', connections: 16, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'uWS floor', 'uWS per call'] },
+  { name: '200 identity, 256 conns', kind: 'identity', connections: 256, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'uWS floor', 'uWS per call'] },
 ]
 
 function spread (xs: number[]): string {
@@ -323,19 +391,28 @@ function rowOf (c: string, subject: string, results: WrkResult[]): Row {
       errors: results.reduce((a, r) => a + r.errors, 0),
       rss_mb: Math.round(median(results.map((r) => r.rssMb))),
       cpu_us_per_req: median(results.map((r) => r.cpuUsPerRequest)),
+      cpu_us_per_req_net: median(results.map((r) => r.cpuUsPerRequestNet)),
       cpu_share: median(results.map((r) => r.cpuShare)),
+      steal_pct: median(results.map((r) => r.steal ?? NaN)),
     },
   }
 }
 
 /**
- * The other side of a race: server CPU per request of the anchor over ours. When the server core
- * is the bottleneck this is what the throughput ratio converges to; on a loaded machine, where
- * the client side (wrk) often is, it is the steadier of the two figures. Informative, no target.
+ * The other side of a race: server CPU per request of one subject over another's, per round. When
+ * the server core is the bottleneck the throughput ratio converges to its inverse; on a loaded
+ * machine, where the client side (wrk) often is, it is the steadier of the two figures.
  */
-function cpuRatioOf (c: string, anchor: string, ours: WrkResult[], theirs: WrkResult[]): Ratio {
-  const per = ours.map((r, i) => theirs[i]!.cpuUsPerRequest / r.cpuUsPerRequest)
-  return { case: c, label: `server CPU per request, ${anchor} / threatfeed (per round ${spread(per)})`, value: median(per) }
+function cpuRatioOf (c: string, label: string, a: WrkResult[], b: WrkResult[], max: number | null = null, net = false): Ratio {
+  const of = (r: WrkResult): number => net ? r.cpuUsPerRequestNet : r.cpuUsPerRequest
+  const per = a.map((r, i) => of(r) / of(b[i]!))
+  const value = median(per)
+  return {
+    case: c,
+    label: `server CPU per request${net ? ' net of idle' : ''}, ${label} (per round ${spread(per)})`,
+    value,
+    ...(max === null ? {} : { target: `<= ${max}`, pass: value <= max }),
+  }
 }
 
 function ratioOf (c: string, label: string, a: WrkResult[], b: WrkResult[], min: number | null): Ratio {
@@ -362,31 +439,53 @@ const { workspaceId, key } = await seedStore(dataDir)
 process.stderr.write('bench/feeds: starting threatfeed and node:http (each builds the feed)…\n')
 const tf = await startNodeServer('threatfeed', 'serve-threatfeed.ts', dataDir, workspaceId, key)
 const node = await startNodeServer('node:http', 'serve-node.ts', dataDir, workspaceId, key)
+const old = OLD_TREE === '' ? null : await startNodeServer('threatfeed (old)', 'serve-threatfeed.ts', dataDir, workspaceId, key)
 
 const identity = await fetchRaw(tf, {})
 const gzipped = await fetchRaw(tf, { 'accept-encoding': 'gzip' })
 if (identity.status !== 200 || gzipped.status !== 200) throw new Error(`threatfeed answered ${identity.status}/${gzipped.status}`)
 const lines = identity.body.toString('latin1').split('\n').length - 1
 if (lines !== ENTRIES) throw new Error(`the feed has ${lines} lines, expected ${ENTRIES}`)
-const nginx = await startNginx(identity.body, gzipped.body)
+const nginx = await startNginx(identity.body, gzipped.body, nginxHeaders(gzipped.rawHeaders), tf.auth)
 
-for (const s of [tf, node, nginx]) {
+for (const s of [tf, node, nginx, ...(old === null ? [] : [old])]) {
   const i = await fetchRaw(s, {})
   const g = await fetchRaw(s, { 'accept-encoding': 'gzip' })
   if (!i.body.equals(identity.body) || !g.body.equals(gzipped.body)) throw new Error(`${s.name} does not serve the same bytes (identity ${i.status} ${i.body.length} B, gzip ${g.status} ${g.body.length} B; expected ${identity.body.length} B and ${gzipped.body.length} B)`)
   s.etag = i.etag
   s.gzipEtag = g.etag
-  const nm = await fetchRaw(s, { 'if-none-match': s.etag })
-  if (nm.status !== 304) throw new Error(`${s.name} answered ${nm.status} to its own ETag`)
+  for (const [tag, enc] of [[s.etag, ''], [s.gzipEtag, 'gzip']] as const) {
+    const nm = await fetchRaw(s, { 'if-none-match': tag, ...(enc === '' ? {} : { 'accept-encoding': enc }) })
+    if (nm.status !== 304) throw new Error(`${s.name} answered ${nm.status} to its own ETag ${tag}`)
+  }
 }
-const floor = await startUwsFloor({ 304: (await fetchRaw(tf, { 'if-none-match': tf.etag })).rawHeaders, identity: identity.rawHeaders, gzip: gzipped.rawHeaders }, join(tmp, 'nginx', 'html'), { identity: tf.etag, gzip: tf.gzipEtag })
-for (const [kind, body] of [['identity', identity.body], ['gzip', gzipped.body]] as const) {
-  const f = await fetchRaw(floor, kind === 'gzip' ? { 'accept-encoding': 'gzip' } : {})
-  if (f.status !== 200 || !f.body.equals(body)) throw new Error(`the uWS floor does not serve the same ${kind} bytes (${f.status}, ${f.body.length} B)`)
+const notModified = await fetchRaw(tf, { 'if-none-match': tf.gzipEtag, 'accept-encoding': 'gzip' })
+if (notModified.status !== 304) throw new Error(`threatfeed answered ${notModified.status} to its own gzip ETag`)
+const floorRaw = { 304: notModified.rawHeaders, identity: identity.rawHeaders, gzip: gzipped.rawHeaders }
+const floorTags = { identity: tf.etag, gzip: tf.gzipEtag }
+const floor = await startUwsFloor('uWS floor', floorRaw, join(tmp, 'nginx', 'html'), floorTags, tf.auth)
+const perCall = await startUwsFloor('uWS per call', floorRaw, join(tmp, 'nginx', 'html'), floorTags, tf.auth)
+for (const f of [floor, perCall]) {
+  for (const [kind, body, raw] of [['identity', identity.body, identity.rawHeaders], ['gzip', gzipped.body, gzipped.rawHeaders]] as const) {
+    const r = await fetchRaw(f, kind === 'gzip' ? { 'accept-encoding': 'gzip' } : {})
+    if (r.status !== 200 || !r.body.equals(body)) throw new Error(`${f.name} does not serve the same ${kind} bytes (${r.status}, ${r.body.length} B)`)
+    if (r.rawHeaders.length !== raw.length) throw new Error(`${f.name} does not send threatfeed's ${kind} headers: ${JSON.stringify(r.rawHeaders)}`)
+  }
+  const nm = await fetchRaw(f, { 'if-none-match': f.gzipEtag, 'accept-encoding': 'gzip' })
+  if (nm.status !== 304 || nm.rawHeaders.length !== notModified.rawHeaders.length) throw new Error(`${f.name} does not answer threatfeed's 304 to an If-None-Match (${nm.status}, ${JSON.stringify(nm.rawHeaders)})`)
 }
-if ((await fetchRaw(floor, { 'if-none-match': floor.etag })).status !== 304) throw new Error('the uWS floor does not answer 304 to an If-None-Match')
-const servers: Record<Subject, Server> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor }
+const servers: Partial<Record<Subject, Server>> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor, 'uWS per call': perCall, ...(old === null ? {} : { 'threatfeed (old)': old }) }
 process.stderr.write(`bench/feeds: identity ${identity.body.length} B, gzip ${gzipped.body.length} B; ${SECONDS} s per run, ${RUNS} rounds\n`)
+// Each server's CPU with no requests, all measured in the same seconds (after their builds).
+{
+  const all = Object.values(servers)
+  const before = all.map((s) => cpuSeconds(s.child.pid!))
+  const started = performance.now()
+  await new Promise((resolve) => setTimeout(resolve, IDLE_SECONDS * 1000))
+  const elapsed = (performance.now() - started) / 1000
+  all.forEach((s, i) => { s.idleCpu = (cpuSeconds(s.child.pid!) - before[i]!) / elapsed })
+  process.stderr.write(`bench/feeds: idle CPU ${all.map((s) => `${s.name} ${(100 * s.idleCpu).toFixed(2)} %`).join(', ')}\n`)
+}
 
 const rows: Row[] = []
 const ratios: Ratio[] = []
@@ -394,52 +493,64 @@ const byCase = new Map<string, Map<Subject, WrkResult[]>>()
 
 const selected = CASES.filter((c) => c.name.includes(ONLY))
 for (const c of selected) {
-  const results = new Map<Subject, WrkResult[]>(c.subjects.map((s) => [s, []]))
+  const subjects = c.subjects.filter((s) => servers[s] !== undefined && (SUBJECTS.length === 0 || SUBJECTS.includes(s)))
+  const results = new Map<Subject, WrkResult[]>(subjects.map((s) => [s, []]))
   for (let round = 0; round < RUNS; round++) {
     // Rotate the order each round so drift in the machine's state hits every subject alike.
-    const order = c.subjects.map((_, i) => c.subjects[(i + round) % c.subjects.length]!)
+    const order = subjects.map((_, i) => subjects[(i + round) % subjects.length]!)
     for (const s of order) {
-      const r = await runWrk(servers[s], c.kind, c.connections, c.close)
+      const r = await runWrk(servers[s]!, c.kind, c.connections, c.close, round === 0 ? c.name : '')
       results.get(s)!.push(r)
-      process.stderr.write(`  ${c.name} ${s}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(1)} µs CPU/req (${(100 * r.cpuShare).toFixed(0)} % of a core)${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
+      process.stderr.write(`  ${c.name} ${s}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req (net of idle ${r.cpuUsPerRequestNet.toFixed(2)}; ${(100 * r.cpuShare).toFixed(0)} % of a core), steal ${r.steal === null ? '?' : r.steal.toFixed(1)} %${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
     }
   }
   byCase.set(c.name, results)
-  for (const s of c.subjects) rows.push(rowOf(c.name, s, results.get(s)!))
+  for (const s of subjects) rows.push(rowOf(c.name, s, results.get(s)!))
 }
 
 const get = (c: string, s: Subject): WrkResult[] => byCase.get(c)?.get(s) ?? []
 const ran = (c: string): boolean => byCase.has(c)
+/** A ratio of two subjects that both ran in case `c`. */
+const both = (c: string, a: Subject, b: Subject): boolean => get(c, a).length > 0 && get(c, b).length > 0
+function race (c: string, a: Subject, b: Subject, min: number | null, cpuMax: number | null = null): void {
+  if (!both(c, a, b)) return
+  ratios.push(ratioOf(c, `${a} / ${b}`, get(c, a), get(c, b), min))
+  ratios.push(cpuRatioOf(c, `${a} / ${b}`, get(c, a), get(c, b), cpuMax))
+  ratios.push(cpuRatioOf(c, `${a} / ${b}`, get(c, a), get(c, b), null, true))
+}
+// Issue 17's bar, at 256 connections: ≥ 0.95× nginx's throughput for ≤ 1.10× its CPU per 304,
+// and threatfeed's own work within 10 % of the floor's CPU.
 for (const c of ['304 poll, 16 conns', '304 poll, 256 conns'].filter(ran)) {
-  ratios.push(ratioOf(c, 'threatfeed / nginx', get(c, 'threatfeed'), get(c, 'nginx'), 0.85))
-  ratios.push(cpuRatioOf(c, 'nginx', get(c, 'threatfeed'), get(c, 'nginx')))
-  ratios.push(ratioOf(c, 'threatfeed / node:http', get(c, 'threatfeed'), get(c, 'node:http'), 2.5))
-  ratios.push(cpuRatioOf(c, 'node:http', get(c, 'threatfeed'), get(c, 'node:http')))
+  const at256 = c.includes('256')
+  race(c, 'threatfeed', 'nginx', at256 ? 0.95 : 0.85, at256 ? 1.10 : null)
+  race(c, 'threatfeed', 'node:http', 2.5)
   // What any uWS front end could reach at best, and how much of it threatfeed keeps.
-  ratios.push(ratioOf(c, 'uWS floor / node:http', get(c, 'uWS floor'), get(c, 'node:http'), null))
-  ratios.push(ratioOf(c, 'threatfeed / uWS floor', get(c, 'threatfeed'), get(c, 'uWS floor'), null))
+  race(c, 'uWS floor', 'nginx', null)
+  race(c, 'uWS floor', 'node:http', null)
+  race(c, 'threatfeed', 'uWS floor', null, at256 ? 1.10 : null)
+  race(c, 'threatfeed', 'threatfeed (old)', null)
+  race(c, 'uWS floor', 'uWS per call', null)
 }
 for (const c of ['304 poll, new connection per request'].filter(ran)) {
-  ratios.push(ratioOf(c, 'threatfeed / nginx', get(c, 'threatfeed'), get(c, 'nginx'), 1.0))
-  ratios.push(cpuRatioOf(c, 'nginx', get(c, 'threatfeed'), get(c, 'nginx')))
-  ratios.push(ratioOf(c, 'threatfeed / node:http', get(c, 'threatfeed'), get(c, 'node:http'), null))
-  ratios.push(cpuRatioOf(c, 'node:http', get(c, 'threatfeed'), get(c, 'node:http')))
-  ratios.push(ratioOf(c, 'uWS floor / nginx', get(c, 'uWS floor'), get(c, 'nginx'), null))
+  race(c, 'threatfeed', 'nginx', 1.0)
+  race(c, 'threatfeed', 'node:http', null)
+  race(c, 'uWS floor', 'nginx', null)
 }
 for (const c of ['200 gzip, 16 conns', '200 gzip, 256 conns', '200 identity, 16 conns', '200 identity, 256 conns'].filter(ran)) {
-  ratios.push(ratioOf(c, 'threatfeed / nginx', get(c, 'threatfeed'), get(c, 'nginx'), c.includes('gzip') ? 1.0 : null))
-  ratios.push(cpuRatioOf(c, 'nginx', get(c, 'threatfeed'), get(c, 'nginx')))
-  ratios.push(ratioOf(c, 'uWS floor / nginx', get(c, 'uWS floor'), get(c, 'nginx'), null))
-  ratios.push(ratioOf(c, 'threatfeed / uWS floor', get(c, 'threatfeed'), get(c, 'uWS floor'), null))
+  race(c, 'threatfeed', 'nginx', c.includes('gzip') ? 0.85 : null)
+  race(c, 'uWS floor', 'nginx', null)
+  race(c, 'threatfeed', 'uWS floor', null)
+  race(c, 'threatfeed', 'threatfeed (old)', null)
+  race(c, 'uWS floor', 'uWS per call', null)
 }
-if (ran('304 poll, 256 conns')) {
+if (get('304 poll, 256 conns', 'threatfeed').length > 0) {
   const p99 = median(get('304 poll, 256 conns', 'threatfeed').map((r) => r.p99Ms))
   ratios.push({ case: '304 poll, 256 conns', label: 'threatfeed p99 latency, ms', value: p99, target: '<= 3', pass: p99 <= 3 })
 }
 
 // --- idle connections ----------------------------------------------------------------------
 
-if (ONLY === '' || ONLY === 'idle') {
+if ((ONLY === '' || ONLY === 'idle') && (SUBJECTS.length === 0 || SUBJECTS.includes('threatfeed'))) {
   process.stderr.write(`bench/feeds: ${IDLE} idle keep-alive connections beside 256 busy ones…\n`)
   const busy: WrkResult[] = []
   const withIdle: WrkResult[] = []

@@ -5,8 +5,16 @@
  * 200 headers — and does nothing else: no authentication, no ETag compare, no routing, no metrics.
  * It says `Connection: close` when uWS will close, as threatfeed does. A 200 body goes out as
  * threatfeed's does, with tryEnd and onWritable from one shared buffer (no per-connection copy).
- * What it costs per request is uWS's own HTTP parsing and writing plus the kernel's socket work; no
- * application on uWS can answer for less. Prints `READY <port>`.
+ *
+ * It writes the cheapest way uWebSockets.js allows, a way open to any front end on it: the status
+ * line and every header as one prebuilt byte buffer passed to a single writeStatus (uWS copies it
+ * verbatim after `HTTP/1.1 `), then endWithoutBody or tryEnd — two crossings into C++ per answer —
+ * and no cork, since uWS corks the socket around its request callback already. So what it costs
+ * per request is uWS's own HTTP parsing, its call into JS and the three header reads that decide
+ * the answer, plus the kernel's socket work; no application on uWS can answer for less.
+ * With FLOOR_CALLS=1 it writes call by call instead — the status, then one writeHeader per
+ * header, inside cork — what the floor was before (bench/NOTES.md, "Feeds: the poll path").
+ * Prints `READY <port>`.
  *
  * Usage: FLOOR_HEADERS='{"304":[["ETag","…"],…],"identity":[…],"gzip":[…]}'
  *        FLOOR_BODIES=<dir with feed.txt and feed.txt.gz> PORT=… node bench/feeds/serve-uws-floor.ts
@@ -15,33 +23,62 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import uWS from 'uWebSockets.js'
 
+// Without the `uWebSockets: 20` mark, as threatfeed (src/http/uws.ts): the same answer bytes.
+(uWS as unknown as { _cfg: (setting: string) => void })._cfg('silent')
+
 type Pairs = Array<[string, string]>
 const headers = JSON.parse(process.env.FLOOR_HEADERS ?? '{}') as { '304'?: Pairs, identity?: Pairs, gzip?: Pairs }
 const dir = process.env.FLOOR_BODIES ?? ''
 const bodies = dir === '' ? null : { identity: readFileSync(join(dir, 'feed.txt')), gzip: readFileSync(join(dir, 'feed.txt.gz')) }
+
+/** `304 Not Modified\r\nETag: …\r\n…`: the argument of the one writeStatus call. */
+function block (status: string, pairs: Pairs): Buffer {
+  let text = status
+  for (const [name, value] of pairs) text += `\r\n${name}: ${value}`
+  return Buffer.from(text, 'latin1')
+}
+
+const blocks = {
+  304: block('304 Not Modified', headers['304'] ?? []),
+  identity: block('200 OK', headers.identity ?? []),
+  gzip: block('200 OK', headers.gzip ?? []),
+}
+const CONNECTION = Buffer.from('Connection')
+const CLOSE = Buffer.from('close')
 
 /**
  * Sends `body`, waiting for the socket to drain whenever it fills. Only a body still going out
  * needs to hear of an abort, so only then is onAborted registered (a 304 costs no more than it must).
  */
 function send (res: uWS.HttpResponse, body: Buffer): void {
-  const start = res.getWriteOffset()
   const [ok, done] = res.tryEnd(body, body.length)
   if (ok || done) return
   let aborted = false
   res.onAborted(() => { aborted = true })
   res.onWritable((offset) => {
     if (aborted) return true
-    // offset counts body bytes written so far; resume from there, without copying.
-    const [more] = res.tryEnd(body.subarray(offset - start), body.length)
+    // offset counts body bytes written so far (from 0: headers are not counted); resume from
+    // there, without copying.
+    const [more] = res.tryEnd(body.subarray(offset), body.length)
     return more
   })
 }
 
-const app = uWS.App()
-app.any('/*', (res, req) => {
+/** The floor: one writeStatus with the prebuilt block, no cork (uWS's callback corks the socket). */
+function oneBlock (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   // uWS closes after a request whose Connection value is five characters long; the answer then
   // says so, as threatfeed's does (src/http/feed-write.ts closesAfter).
+  const close = req.getHeader('connection').length === 5
+  const conditional = req.getHeader('if-none-match') !== ''
+  const kind = conditional ? '304' : req.getHeader('accept-encoding').includes('gzip') ? 'gzip' : 'identity'
+  res.writeStatus(blocks[kind])
+  if (close) res.writeHeader(CONNECTION, CLOSE)
+  if (kind === '304' || bodies === null) res.endWithoutBody()
+  else send(res, bodies[kind])
+}
+
+/** The same answer written call by call: the status, one writeHeader per header, inside cork. */
+function callByCall (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   const close = req.getHeader('connection').length === 5
   const conditional = req.getHeader('if-none-match') !== ''
   const kind = conditional ? '304' : req.getHeader('accept-encoding').includes('gzip') ? 'gzip' : 'identity'
@@ -52,7 +89,10 @@ app.any('/*', (res, req) => {
     if (kind === '304' || bodies === null) res.endWithoutBody()
     else send(res, bodies[kind])
   })
-})
+}
+
+const app = uWS.App()
+app.any('/*', process.env.FLOOR_CALLS === '1' ? callByCall : oneBlock)
 app.listen('127.0.0.1', Number(process.env.PORT ?? 0), (s) => {
   if (s === false) throw new Error('cannot listen')
   process.stdout.write(`READY ${uWS.us_socket_local_port(s)}\n`)

@@ -13,7 +13,7 @@ import type { Store } from '../store/types.js'
 import type { Authenticator } from './auth.js'
 import type { Metrics } from './metrics.js'
 import { RateLimiter } from './rate-limit.js'
-import { beginExchange, sendError, sendBody, sendJson, type ErrorShape, type Exchange } from './respond.js'
+import { beginExchange, sendError, sendBody, sendJson, watchAbort, type ErrorShape, type Exchange } from './respond.js'
 import { ThreatfeedError } from '../errors.js'
 import { Listeners } from './tls-listeners.js'
 
@@ -73,8 +73,8 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
   let drained: (() => void) | null = null
   const report = (e: ThreatfeedError): void => { ctx.log.error({ err: e, cause: e.cause, code: e.code }, e.message) }
 
-  const finish = (ex: Exchange, route: string, start: number): void => {
-    ctx.metrics.observe(route, ex.aborted ? 499 : ex.status, start)
+  const finish = (ex: Exchange, observe: (status: number, start: number) => void, start: number): void => {
+    observe(ex.aborted ? 499 : ex.status, start)
     inflight--
     if (inflight === 0 && drained !== null) drained()
   }
@@ -85,26 +85,27 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
     on (method, pattern, route, shape, handler) {
       if (method === 'get') getRoutes.set(pattern, { route, shape, handler })
       if (method === 'head') headPatterns.add(pattern)
+      const observe = ctx.metrics.route(route)
       listeners.route(method, pattern, (res: HttpResponse, req: HttpRequest, gate) => {
         const start = performance.now()
         const ex = beginExchange(res, method === 'head' || (method === 'any' && req.getMethod() === 'head'))
         inflight++
-        let result: void | Promise<void>
+        let result: void | Promise<void> = undefined
         try {
           gate?.(res)
           result = handler(ex, req)
         } catch (e) {
           sendError(ex, e, shape, report)
-          finish(ex, route, start)
-          return
         }
-        if (result instanceof Promise) {
+        watchAbort(ex)
+        // `undefined` first: a 304 answered at once skips the instanceof (a slow builtin here).
+        if (result !== undefined && result instanceof Promise) {
           result.then(
-            () => { finish(ex, route, start) },
-            (e: unknown) => { sendError(ex, e, shape, report); finish(ex, route, start) },
+            () => { finish(ex, observe, start) },
+            (e: unknown) => { sendError(ex, e, shape, report); finish(ex, observe, start) },
           )
         } else {
-          finish(ex, route, start)
+          finish(ex, observe, start)
         }
       })
     },

@@ -42,8 +42,10 @@ export interface FeedQuery {
   readonly family: Family | null
   readonly action: FeedAction | null
   readonly checksum: boolean
-  /** Resolution with no list defaults, computed on first use (an error is kept and rethrown). */
-  base: ResolvedVariant | ThreatfeedError | null
+  /** Resolution with no list defaults, computed on first use. */
+  base: ResolvedVariant | null
+  /** Why that resolution failed, kept and rethrown (a poll then skips an instanceof). */
+  baseError: ThreatfeedError | null
 }
 
 const AMP = 0x26
@@ -117,7 +119,7 @@ function parse (raw: string): FeedQuery {
     i = end + 1
     if (raw.charCodeAt(end) !== AMP) break
   }
-  return { format, family, action, checksum, base: null }
+  return { format, family, action, checksum, base: null, baseError: null }
 }
 
 /**
@@ -163,17 +165,15 @@ function resolve (query: FeedQuery, defaults: ListDefaults | null): ResolvedVari
  */
 export function resolveVariant (query: FeedQuery, defaults: ListDefaults | null): ResolvedVariant {
   if (defaults === null || (defaults.format === undefined && defaults.family === undefined && defaults.action === undefined)) {
-    let base = query.base
-    if (base === null) {
-      try {
-        base = resolve(query, null)
-      } catch (e) {
-        base = e as ThreatfeedError
-      }
-      query.base = base
+    if (query.base !== null) return query.base
+    if (query.baseError !== null) throw query.baseError
+    try {
+      query.base = resolve(query, null)
+    } catch (e) {
+      query.baseError = e as ThreatfeedError
+      throw e
     }
-    if (base instanceof ThreatfeedError) throw base
-    return base
+    return query.base
   }
   return resolve(query, defaults)
 }

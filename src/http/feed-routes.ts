@@ -149,6 +149,8 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
     const decision = ctx.auth.authenticate(authorization, 'feeds:read', 'feeds')
     if (!decision.ok && decision.unknownKey !== true) throw decision.error
     // Everything the answer needs is copied out of `req` now: it is invalid after any await.
+    // If-Modified-Since is not read beside an If-None-Match, which overrides it (RFC 9110 §13.1.3).
+    const ifNoneMatch = req.getHeader('if-none-match')
     const r: FeedRequest = {
       head,
       workspaceId: decision.ok ? decision.principal.workspace.id : '',
@@ -156,8 +158,8 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
       feedId: WORKSPACE_FEED,
       variant: null,
       gzip: prefersGzip(req.getHeader('accept-encoding')),
-      ifNoneMatch: req.getHeader('if-none-match'),
-      ifModifiedSince: req.getHeader('if-modified-since'),
+      ifNoneMatch,
+      ifModifiedSince: ifNoneMatch === '' ? req.getHeader('if-modified-since') : '',
       close: closesAfter(req.getHeader('connection')),
     }
     const listParam = isList ? req.getParameter(0) ?? '' : null

@@ -8,17 +8,20 @@
  *
  *   Variant ──WeakMap──► PreparedVariant { identity, gzip }
  *                          └─ PreparedRepresentation
- *                               statusLine   "200 OK" / "413 Content Too Large"  (bytes)
- *                               full         headers of GET                     (one block)
- *                               head         headers of GET + Content-Length    (one block)
- *                               notModified  ETag, Last-Modified, Cache-Control, Vary (one block)
+ *                               full         status line + headers of GET               (one block)
+ *                               head         the same + Content-Length                  (one block)
+ *                               notModified  304 line + ETag, Last-Modified, Cache-Control, Vary
  *
- * A header block goes out as ONE writeHeader call: the first header's name is the key and the
- * rest of the block (`value\r\nName: value\r\n…`) the value. uWS copies a header into its output
- * buffer verbatim, so the wire bytes are those of one call per header, but a poll crosses into
- * C++ twice instead of eight times, and as byte buffers nothing is re-encoded to UTF-8 per call.
- * Every value is ours (tags, dates, numbers, fixed text; list names never reach a header), not
- * request data, so no CR/LF can be smuggled in; prepareVariant refuses one anyway. uWS adds Date.
+ * A block goes out as the argument of ONE writeStatus call: uWS writes `HTTP/1.1 `, the argument
+ * and CRLF into its output buffer verbatim, so `304 Not Modified\r\nETag: …\r\n…\r\nVary: …`
+ * puts the status line and every header on the wire in one crossing into C++ (then
+ * endWithoutBody or tryEnd: two in all, against one per header call by call), and as a byte
+ * buffer nothing is re-encoded to UTF-8 per request. Every value is ours (tags, dates, numbers,
+ * fixed text; list names never reach a header), not request data, so no CR/LF can be smuggled
+ * in; prepareVariant refuses one anyway. uWS adds Date (and Content-Length for a body).
+ *
+ * Inside uWS's request callback the socket is corked already, so a poll answered there is
+ * written as is; only an answer after an await (a feed being built) is wrapped in `cork`.
  *
  * Bodies go out with tryEnd/onWritable: a 2 MB feed to a slow reader waits in our (shared,
  * immutable) snapshot buffer rather than being copied into a per-connection uWS buffer, so 256
@@ -26,24 +29,20 @@
  */
 import { ThreatfeedError } from '../errors.js'
 import type { HeaderList, Representation, Variant } from '../feed/snapshot-types.js'
-import { sendError, type Exchange, type Headers } from './respond.js'
+import { sendError, writeCorked, type Exchange, type Headers } from './respond.js'
 
-/** A header list as one writeHeader call: `key` is the first name, `value` everything after it. */
-export interface HeaderBlock {
-  readonly key: Uint8Array
-  readonly value: Uint8Array
-}
+/** A status line and its headers as one writeStatus argument: `200 OK\r\nName: value…` (no final CRLF). */
+export type HeaderBlock = Uint8Array
 
 export interface PreparedRepresentation {
   readonly etag: string
   readonly body: Uint8Array
   readonly status: 200 | 413
-  readonly statusLine: Uint8Array
-  /** Headers of a GET answer (Content-Length is added by uWS from the body). */
+  /** Status line and headers of a GET answer (Content-Length is added by uWS from the body). */
   readonly full: HeaderBlock
   /** The same plus the Content-Length of the body a GET would send (HEAD). */
   readonly head: HeaderBlock
-  /** Headers of a 304; null for a 413, which conditionals never turn into a 304. */
+  /** 304 line and headers; null for a 413, which conditionals never turn into a 304. */
   readonly notModified: HeaderBlock | null
 }
 
@@ -52,9 +51,9 @@ export interface PreparedVariant {
   readonly gzip: PreparedRepresentation
 }
 
-const STATUS_200 = Buffer.from('200 OK')
-const STATUS_304 = Buffer.from('304 Not Modified')
-const STATUS_413 = Buffer.from('413 Content Too Large')
+const STATUS_200 = '200 OK'
+const STATUS_304 = '304 Not Modified'
+const STATUS_413 = '413 Content Too Large'
 const CONNECTION = Buffer.from('Connection')
 const CLOSE = Buffer.from('close')
 const CRLF = /[\r\n]/
@@ -62,26 +61,25 @@ const CLOSE_HEADERS: Headers = [['Connection', 'close']]
 
 const prepared = new WeakMap<Variant, PreparedVariant>()
 
-function toBlock (headers: HeaderList): HeaderBlock {
-  const [first, ...rest] = headers
-  if (first === undefined) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('a feed representation has no headers') })
-  let text = first[1]
-  for (const [name, value] of rest) text += `\r\n${name}: ${value}`
+function toBlock (status: string, headers: HeaderList): HeaderBlock {
+  if (headers.length === 0) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('a feed representation has no headers') })
+  let text = status
   for (const [name, value] of headers) {
     if (CRLF.test(name) || CRLF.test(value)) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`header ${JSON.stringify(name)} holds a line break`) })
+    text += `\r\n${name}: ${value}`
   }
-  return { key: Buffer.from(first[0], 'latin1'), value: Buffer.from(text, 'latin1') }
+  return Buffer.from(text, 'latin1')
 }
 
 function prepareRepresentation (variant: Variant, rep: Representation): PreparedRepresentation {
+  const status = variant.status === 200 ? STATUS_200 : STATUS_413
   return {
     etag: rep.etag,
     body: rep.body,
     status: variant.status,
-    statusLine: variant.status === 200 ? STATUS_200 : STATUS_413,
-    full: toBlock(rep.headers),
-    head: toBlock([...rep.headers, ['Content-Length', String(rep.body.byteLength)]]),
-    notModified: variant.status === 200 && rep.notModifiedHeaders.length > 0 ? toBlock(rep.notModifiedHeaders) : null,
+    full: toBlock(status, rep.headers),
+    head: toBlock(status, [...rep.headers, ['Content-Length', String(rep.body.byteLength)]]),
+    notModified: variant.status === 200 && rep.notModifiedHeaders.length > 0 ? toBlock(STATUS_304, rep.notModifiedHeaders) : null,
   }
 }
 
@@ -121,12 +119,20 @@ export function closesAfter (connection: string): boolean {
  * 304: ETag, Last-Modified, Cache-Control, Vary (and Date from uWS), no body and no
  * Content-Length (RFC 9110 §15.4.5). One corked write.
  */
-export function writeNotModified (ex: Exchange, headers: HeaderBlock, close: boolean): void {
+export function writeNotModified (ex: Exchange, block: HeaderBlock, close: boolean): void {
   if (ex.aborted) return
   ex.status = 304
+  ex.ended = true
   const res = ex.res
+  // The poll's steady state: no closure, no cork (uWS's callback has corked the socket).
+  if (ex.inCallback) {
+    res.writeStatus(block)
+    if (close) res.writeHeader(CONNECTION, CLOSE)
+    res.endWithoutBody()
+    return
+  }
   res.cork(() => {
-    res.writeStatus(STATUS_304).writeHeader(headers.key, headers.value)
+    res.writeStatus(block)
     if (close) res.writeHeader(CONNECTION, CLOSE)
     res.endWithoutBody()
   })
@@ -142,9 +148,10 @@ export function writeNotModified (ex: Exchange, headers: HeaderBlock, close: boo
 export function writeHead (ex: Exchange, rep: PreparedRepresentation, close: boolean): void {
   if (ex.aborted) return
   ex.status = rep.status
+  ex.ended = true
   const res = ex.res
-  res.cork(() => {
-    res.writeStatus(rep.statusLine).writeHeader(rep.head.key, rep.head.value)
+  writeCorked(ex, () => {
+    res.writeStatus(rep.head)
     if (close) res.writeHeader(CONNECTION, CLOSE)
     res.endWithoutBody()
   })
@@ -162,17 +169,20 @@ export function writeBody (ex: Exchange, rep: PreparedRepresentation, close: boo
   const body = rep.body
   const total = body.byteLength
   let pending: Promise<void> | undefined
-  res.cork(() => {
-    res.writeStatus(rep.statusLine).writeHeader(rep.full.key, rep.full.value)
+  writeCorked(ex, () => {
+    res.writeStatus(rep.full)
     if (close) res.writeHeader(CONNECTION, CLOSE)
-    const start = res.getWriteOffset()
     const [ok, done] = res.tryEnd(body, total)
-    if (ok || done) return
+    if (ok || done) {
+      ex.ended = true
+      return
+    }
     pending = new Promise<void>((resolve) => {
       ex.abortListeners.push(resolve)
       res.onWritable((offset) => {
-        // offset counts body bytes written so far; resume from there, without copying.
-        const [more, finished] = res.tryEnd(body.subarray(offset - start), total)
+        // offset counts body bytes written so far (from 0: headers are not counted); resume
+        // from there, without copying.
+        const [more, finished] = res.tryEnd(body.subarray(offset), total)
         if (finished) resolve()
         return more
       })

@@ -2,8 +2,9 @@
  * The one place that writes error responses, and the small helpers every route uses to write JSON.
  *
  * uWebSockets.js rules followed here: a response is written only while the request is not
- * aborted, and always inside `cork` so headers and body leave in one syscall even when the write
- * happens after an `await`.
+ * aborted, and corked so headers and body leave in one syscall. Inside uWS's request callback the
+ * socket is corked already, so a write there goes straight out (`cork` would only add a crossing
+ * into C++ and back); a write after an `await` is wrapped in `cork` (see `writeCorked`).
  */
 import type { HttpResponse } from 'uWebSockets.js'
 import { toThreatfeedError, type ThreatfeedError } from '../errors.js'
@@ -32,18 +33,66 @@ export interface Exchange {
   status: number
   /** Close the connection after the answer (set when a body was cut off at the cap). */
   closeAfter: boolean
+  /** True while uWS's request callback runs: the socket is corked and the response may be written as is. */
+  inCallback: boolean
+  /** The whole answer has been handed to uWS (after which uWS refuses any use of `res`). */
+  ended: boolean
   /** Called once if the client goes away (e.g. to fail a pending body read). */
   readonly abortListeners: Array<() => void>
 }
 
-/** Registers onAborted first (uWS requires it before any await) and returns the exchange. */
+/**
+ * The Exchange of one request. `onAborted` is registered only for an answer that outlives uWS's
+ * callback (`watchAbort`): a poll answered at once never needs it, and registering it costs a
+ * crossing, a closure and a V8 global handle per request.
+ */
+class RequestExchange implements Exchange {
+  readonly res: HttpResponse
+  readonly head: boolean
+  aborted = false
+  status = 0
+  closeAfter = false
+  inCallback = true
+  ended = false
+  #listeners: Array<() => void> | null = null
+
+  constructor (res: HttpResponse, head: boolean) {
+    this.res = res
+    this.head = head
+  }
+
+  get abortListeners (): Array<() => void> {
+    return (this.#listeners ??= [])
+  }
+
+  onAbort (): void {
+    this.aborted = true
+    if (this.#listeners !== null) for (const f of this.#listeners) f()
+  }
+}
+
+/** The exchange of a request, at the start of uWS's callback. Call `watchAbort` before returning from it. */
 export function beginExchange (res: HttpResponse, head = false): Exchange {
-  const ex: Exchange = { res, head, aborted: false, status: 0, closeAfter: false, abortListeners: [] }
-  res.onAborted(() => {
-    ex.aborted = true
-    for (const f of ex.abortListeners) f()
-  })
-  return ex
+  return new RequestExchange(res, head)
+}
+
+/**
+ * At the end of uWS's request callback: an answer still pending must hear of an abort, and uWS
+ * requires onAborted to be registered before its callback returns.
+ */
+export function watchAbort (ex: Exchange): void {
+  ex.inCallback = false
+  if (ex.ended || !(ex instanceof RequestExchange)) return
+  ex.res.onAborted(() => { ex.onAbort() })
+}
+
+/**
+ * Runs `write` corked: as is inside uWS's callback (corked already), in `cork` after an await.
+ * `write` must end the response or leave it to onWritable; `ex.ended` is the caller's to set.
+ */
+export function writeCorked (ex: Exchange, write: () => void): void {
+  if (ex.inCallback) write()
+  else ex.res.cork(write)
 }
 
 export type Headers = ReadonlyArray<readonly [string, string]>
@@ -59,7 +108,8 @@ export function sendJson (ex: Exchange, status: number, body: unknown, headers: 
 export function sendBody (ex: Exchange, status: number, body: string | Uint8Array, contentType: string, headers: Headers = []): void {
   if (ex.aborted) return
   ex.status = status
-  ex.res.cork(() => {
+  ex.ended = true
+  writeCorked(ex, () => {
     ex.res.writeStatus(statusLine(status))
     ex.res.writeHeader('Content-Type', contentType)
     for (const [k, v] of headers) ex.res.writeHeader(k, v)
