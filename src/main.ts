@@ -12,6 +12,7 @@ import { startHttpServer, type HttpContext, type Readiness } from './http/app.js
 import { signalRoutes } from './http/signal-routes.js'
 import { openapiRoutes } from './http/openapi-routes.js'
 import { feedRoutes } from './http/feed-routes.js'
+import { explainGeoOf, explainRoutes } from './http/explain-route.js'
 import { ListDirectory } from './http/list-resolve.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
@@ -131,6 +132,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const http = await startHttpServer(ctx, [
     signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists }),
+    explainRoutes({ feeds, lists, geo: () => explainGeoOf(paths, geo) }),
     openapiRoutes(buildOpenApiDocument()),
   ])
 
