@@ -85,10 +85,10 @@ function ruleLine (r: ExplainedRule): string {
   const labels = Object.keys(r.labels).length === 0 ? '' : ` labels ${JSON.stringify(r.labels)}`
   const head = `${r.action} ${r.target.type} ${r.target.value}${r.rule_ref !== null ? ` rule_ref ${r.rule_ref}` : ''}`
   const times = `created ${r.created_at}, updated ${r.updated_at}, expires ${r.expires_at ?? 'never'}, stream seq ${r.stream_seq}`
-  let line = `      rule: ${head}, confidence ${r.confidence ?? '-'}, severity ${r.severity ?? '-'}${labels}; ${times}\n`
+  let line = `    rule: ${head}, confidence ${r.confidence ?? '-'}, severity ${r.severity ?? '-'}${labels}; ${times}\n`
   if (r.expansion !== undefined) {
     const e = r.expansion
-    line += `        expansion: ${e.country ?? e.asn} — record ${e.network} in ${e.database}${e.database_type !== null ? ` (${e.database_type})` : ''}\n`
+    line += `      expansion: ${e.country ?? e.asn} — record ${e.network} in ${e.database}${e.database_type !== null ? ` (${e.database_type})` : ''}\n`
   }
   return line
 }
@@ -100,9 +100,8 @@ function actionLines (name: string, a: ExplainedAction): string {
   if (network != null) out += `    network: ${network} (plain, dialect_a, nftables)\n`
   const rows = a.formats.find((f) => f.rows !== undefined && f.rows.length > 0)?.rows ?? []
   if (rows.length > 0) out += `    dialect_b: ${rows.map((r) => r.row).join(' | ')}\n`
-  for (const f of a.formats) {
-    if (f.status === 413) out += `    ${f.format} ${f.family}: 413, ${f.entries} entries over the limit of ${f.limit}\n`
-  }
+  const over = a.formats.filter((f) => f.status === 413)
+  if (over.length > 0) out += `    413 (limit ${over[0]!.limit}): ${over.map((f) => `${f.format} ${f.family} ${f.entries}`).join(', ')} entries\n`
   for (const r of a.rules) out += ruleLine(r)
   for (const r of a.reasons) out += `    why: ${r.message}\n`
   return out

@@ -92,7 +92,7 @@ t.test('the text form: one block per feed, its networks, rules and reasons', asy
   t.ok(r.stdout.includes(`list "edge" (${fx.lists.edge}) selecting team=edge, built `), 'the list, its selector')
   t.ok(r.stdout.includes([
     '  block: not published (default plain, both)',
-    `      rule: block ip 198.51.100.0/24 rule_ref r-cidr, confidence -, severity - labels {"team":"edge"}; created ${iso(cidr.createdAt)}, updated ${iso(cidr.updatedAt)}, expires never, stream seq 5`,
+    `    rule: block ip 198.51.100.0/24 rule_ref r-cidr, confidence -, severity - labels {"team":"edge"}; created ${iso(cidr.createdAt)}, updated ${iso(cidr.updatedAt)}, expires never, stream seq 5`,
     '    why: carved out by allow rule a-carve (ip 198.51.100.128/25): an allow rule of the workspace always wins',
     '  allow: not published (default plain, both)',
     '    why: the list\'s selector does not select allow rule a-carve (ip 198.51.100.128/25): team=(absent), selector wants team=edge',

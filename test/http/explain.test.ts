@@ -14,6 +14,8 @@ import { startServer } from '../../src/main.js'
 import { openStore } from '../../src/store/open.js'
 import type { AccessRule } from '../../src/store/types.js'
 import type { ExplainedAction, ExplainedFeed, Explanation } from '../../src/feed/explain.js'
+import { Ajv2020 } from 'ajv/dist/2020.js'
+import { buildOpenApiDocument } from '../../src/ingest/openapi.js'
 import { ASN_TEST_DB, COUNTRY_TEST_DB } from '../helpers/server.js'
 import { expectedRule, seedExplainFixture } from '../helpers/explain-fixture.js'
 
@@ -173,6 +175,18 @@ t.test('a variant over its cap answers 413; a list of the other family does not 
   const six = feedOf(await explained('?ip=2001:db8::1&list=v6only'), 'v6only').actions.block
   t.equal(six.published, true)
   t.same(six.formats.find((f) => f.format === 'nftables'), { format: 'nftables', family: 'v6', status: 200, entries: 11, limit: 131072, published: true, network: '2001:db8::/32' })
+})
+
+t.test('answers are what /openapi.json documents', async (t) => {
+  const ajv = new Ajv2020({ strict: false, validateFormats: false })
+  ajv.addSchema({ $id: 'https://threatfeed.test/openapi', components: buildOpenApiDocument().components })
+  const valid = ajv.compile({ $ref: 'https://threatfeed.test/openapi#/components/schemas/Explanation' })
+  for (const ip of ['203.0.113.7', '198.51.100.200', '89.160.20.115', '192.0.2.60', '2001:db8::1']) {
+    t.ok(valid(await explained(`?ip=${ip}`)), `${ip}: ${JSON.stringify(valid.errors)}`)
+  }
+  const doc = await (await fetch(`${base}/openapi.json`)).json() as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> }
+  t.same(Object.keys(doc.paths['/v1/threat/explain']!).sort(), ['get', 'head'])
+  t.ok(doc.paths['/v1/threat/explain']!.get!.responses['403'], '403 documented')
 })
 
 t.test('no rule covers it', async (t) => {
