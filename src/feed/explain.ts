@@ -281,7 +281,7 @@ function explainAction (feed: { list: AccessList | null, snapshot: FeedSnapshot 
     reasons.push({ code: 'not_selected', message: `the list's selector does not select ${what.join(' | ')}`, rules: entries })
   }
   const lapsed: LapsedEntry[] = [
-    ...ofAction.filter((r) => !isLive(r, now) && matchesSelector(r.labels, selector)).map((r) => ({ target: r.target, rule_ref: r.ruleRef, lapsed_at: iso(r.expiresAt!), swept: false, rule: explainRule(r, facts.geo) })),
+    ...ofAction.filter((r) => !isLive(r, now)).map((r) => ({ target: r.target, rule_ref: r.ruleRef, lapsed_at: iso(r.expiresAt!), swept: false, rule: explainRule(r, facts.geo) })),
     // A tombstone keeps neither labels nor (before the action was kept) the action.
     ...facts.tombstones.filter((t) => t.action === undefined || t.action === action).map((t) => ({ target: t.target, rule_ref: t.ruleRef, lapsed_at: iso(t.lapsedAt), swept: true })),
   ].sort((a, b) => b.lapsed_at.localeCompare(a.lapsed_at))
