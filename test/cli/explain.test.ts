@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { explainCommand } from '../../src/cli/explain.js'
 import { feedCommand } from '../../src/cli/feed.js'
+import { keyCommand } from '../../src/cli/key.js'
 import { openEmbeddedStore } from '../../src/store/embedded/embedded-store.js'
 import type { AccessRule } from '../../src/store/types.js'
 import type { ExplainedAction, Explanation } from '../../src/feed/explain.js'
@@ -99,6 +100,16 @@ t.test('the text form: one block per feed, its networks, rules and reasons', asy
     '',
   ].join('\n')), r.stdout)
   t.equal(carve.action, 'allow')
+})
+
+t.test('key create takes the rules:read scope', async (t) => {
+  const r = await runCommand(keyCommand, ['create', '--workspace', fx.workspaceId, '--scopes', 'feeds:read,rules:read', '--json'], { env })
+  t.equal(r.code, 0, r.stderr)
+  const ls = await runCommand(keyCommand, ['ls', '--workspace', fx.workspaceId, '--json'], { env })
+  const created = (JSON.parse(ls.stdout) as Array<{ id: string, scopes: string[] }>).find((k) => k.id === (JSON.parse(r.stdout) as { id: string }).id)
+  t.same(created?.scopes, ['feeds:read', 'rules:read'])
+  const bad = await runCommand(keyCommand, ['create', '--workspace', fx.workspaceId, '--scopes', 'rules:write'], { env })
+  t.match(bad.stderr, /unknown scope "rules:write"; scopes are signals:write, feeds:read, rules:read/)
 })
 
 t.test('usage errors', async (t) => {
