@@ -12,6 +12,7 @@ import { startHttpServer, type HttpContext, type Readiness } from './http/app.js
 import { signalRoutes } from './http/signal-routes.js'
 import { openapiRoutes } from './http/openapi-routes.js'
 import { feedRoutes } from './http/feed-routes.js'
+import { explainGeoOf, explainRoutes } from './http/explain-route.js'
 import { ListDirectory } from './http/list-resolve.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
@@ -101,8 +102,11 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const geoWatcher = watchGeo(paths, (next) => {
     geo = next
     feeds.setGeo(next)
+    explainGeoOf(paths, next)
     log.info({ countries: next.countries().length, asns: next.asns().length }, 'geo databases reloaded')
   }, (err) => { log.error({ err, code: err.code }, `${err.message}; keeping the previous geo databases`) })
+  // Explain's point reader (~70 ms to open the default databases) opens now, not on a request.
+  explainGeoOf(paths, geo)
   const lists = new ListDirectory(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'list reload failed') } })
   await lists.start()
 
@@ -138,6 +142,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const http = await startHttpServer(ctx, [
     signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists }),
+    explainRoutes({ feeds, lists, geo: () => explainGeoOf(paths, geo) }),
     openapiRoutes(buildOpenApiDocument()),
   ])
 

@@ -54,7 +54,7 @@ function oneOf<T extends string> (option: string, values: readonly T[], v: strin
 }
 
 /** The list named by UUID or by name in the workspace (SPEC 4.4: 404 / 409 as CLI errors). */
-async function findList (store: Store, workspaceId: string, nameOrId: string): Promise<AccessList> {
+export async function findList (store: Store, workspaceId: string, nameOrId: string): Promise<AccessList> {
   if (UUID.test(nameOrId)) {
     const byId = await store.lists.get(nameOrId.toLowerCase())
     if (byId !== null && byId.workspaceId === workspaceId) return byId

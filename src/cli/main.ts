@@ -17,6 +17,7 @@ import { coalesceCommand } from './coalesce.js'
 import { exprCommand } from './expr.js'
 import { geoCommand } from './geo.js'
 import { feedCommand } from './feed.js'
+import { explainCommand } from './explain.js'
 import { rulesCommand } from './rules.js'
 import { streamCommand } from './stream.js'
 import { importCommand } from './import.js'
@@ -32,6 +33,7 @@ export const commands: readonly Command[] = [
   exprCommand,
   geoCommand,
   feedCommand,
+  explainCommand,
   rulesCommand,
   streamCommand,
   importCommand,

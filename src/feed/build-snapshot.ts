@@ -30,7 +30,7 @@ import type { LastModifiedKeeper } from './last-modified.js'
 import { sharedContent } from './shared-content.js'
 import {
   CACHE_CONTROL, CONTENT_TYPES, DEFAULT_ENTRY_LIMIT, VARY, variantKey,
-  type FeedId, type FeedSnapshot, type HeaderList, type Representation, type Variant,
+  type FeedId, type FeedSnapshot, type HeaderList, type PublishedNetworks, type Representation, type Variant,
 } from './snapshot-types.js'
 
 /** What runs the O(networks) work: the pool (src/pool/pool.ts) or in-process (in-process-tasks.ts). */
@@ -212,6 +212,11 @@ function countOf (n: ActionNetworks): { v4: number, v6: number } {
   return { v4: n.total.v4.length / 2, v6: n.total.v6.length / 5 }
 }
 
+/** The explain index of one action: the computed arrays themselves (no copy, no hash). */
+function publishedOf (n: ActionNetworks): PublishedNetworks {
+  return { total: n.total, groups: n.groups }
+}
+
 /** What a feed takes from its workspace's rules at one instant: its targets, grouped. */
 export interface FeedTargets {
   readonly block: TargetGroup[]
@@ -324,6 +329,7 @@ export async function buildSnapshot (def: FeedDefinition, rules: RuleTable | Fee
     expiresAt: selection.expiresAt,
     networks: { block: countOf(networks.block), allow: countOf(networks.allow) },
     variants,
+    published: { block: publishedOf(networks.block), allow: publishedOf(networks.allow) },
   }
   return { snapshot, caches, invalid: networks.invalid }
 }

@@ -107,6 +107,28 @@ export interface FeedSnapshot {
   /** Networks per action and family (what the plain variants count); for metrics and logs. */
   readonly networks: Readonly<Record<FeedAction, { readonly v4: number, readonly v6: number }>>
   readonly variants: ReadonlyMap<string, Variant>
+  /** The networks every variant was rendered from, per action: what explain looks an address up in. */
+  readonly published: Readonly<Record<FeedAction, PublishedNetworks>>
+}
+
+/** Coalesced prefixes of one set in the PackedPrefixes layout (src/net/packed.ts): v4 pairs
+ *  `[addr, len]`, v6 5-tuples `[w0, w1, w2, w3, len]`, sorted by first address and disjoint. */
+export interface PublishedPrefixes {
+  readonly v4: Uint32Array
+  readonly v6: Uint32Array
+}
+
+/**
+ * The explain index of one action of a snapshot: the prefix arrays the worker computed (shared
+ * memory, held not copied) and the renderers wrote every body from — plain, dialect_a and
+ * nftables from `total`, dialect_b from `groups`. Sorted and disjoint within each array, so an
+ * address is one binary search per array (feed/explain-lookup.ts): the index IS the feed's own
+ * networks, and whatever explain says is published is, byte for byte, in the body.
+ */
+export interface PublishedNetworks {
+  readonly total: PublishedPrefixes
+  /** dialect_b's groups (each coalesced on its own; overlapping groups both show a row). */
+  readonly groups: ReadonlyArray<PublishedPrefixes & { readonly confidence: string, readonly severity: string }>
 }
 
 /** SPEC §8: 131072 entries unless the list's max_entries says otherwise. */

@@ -163,6 +163,116 @@ function feedOperation (list: boolean, method: 'get' | 'head') {
   }
 }
 
+const nullable = (type: string) => ({ type: [type, 'null'] })
+const strings = { type: 'object', additionalProperties: { type: 'string' } }
+const explainedRule = {
+  type: 'object',
+  required: ['id', 'kind', 'target', 'rule_ref', 'action', 'labels', 'confidence', 'severity', 'created_at', 'updated_at', 'expires_at', 'stream_seq'],
+  properties: {
+    id: { type: 'string', format: 'uuid' },
+    kind: { const: 'access_rule' },
+    target: { type: 'object', required: ['type', 'value'], properties: { type: { enum: ['ip', 'asn', 'country'] }, value: { type: 'string' } } },
+    rule_ref: nullable('string'),
+    action: { enum: ['block', 'allow'] },
+    name: nullable('string'),
+    reason: nullable('string'),
+    labels: { type: 'object', additionalProperties: { type: ['string', 'number', 'boolean'] } },
+    confidence: { description: "The rule's own (field or label); null: the list's default applies", ...nullable('string') },
+    severity: nullable('string'),
+    created_at: { type: 'string', format: 'date-time' },
+    updated_at: { type: 'string', format: 'date-time' },
+    expires_at: { type: ['string', 'null'], format: 'date-time' },
+    stream_seq: { type: 'integer', description: 'Stream position of the signal that last changed the rule' },
+    expansion: { description: "Country or ASN rule: the code and the database record's network and file", ...strings },
+  },
+}
+const explanation = {
+  type: 'object',
+  required: ['ip', 'family', 'workspace', 'at', 'geo', 'feeds'],
+  properties: {
+    ip: { type: 'string' },
+    family: { enum: ['v4', 'v6'] },
+    workspace: { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' } } },
+    at: { type: 'string', format: 'date-time' },
+    geo: { type: 'object', properties: { country: { type: ['object', 'null'] }, asn: { type: ['object', 'null'] } } },
+    feeds: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['feed', 'list', 'name', 'built_at', 'actions'],
+        properties: {
+          feed: { type: 'string', description: "'*' for the workspace feed, else the list id" },
+          list: { type: ['object', 'null'] },
+          name: { type: 'string' },
+          built_at: { type: 'string', format: 'date-time' },
+          held: { type: 'object', description: 'Set when a publish guard holds the feed back (absent until guards exist)' },
+          actions: { type: 'object', properties: Object.fromEntries(FEED_ACTIONS.map((a) => [a, ref('ExplainedAction')])) },
+        },
+      },
+    },
+  },
+}
+const explainedAction = {
+  type: 'object',
+  required: ['published', 'default', 'formats', 'rules', 'reasons'],
+  properties: {
+    published: { type: 'boolean', description: 'In the body the feed answers for this action with its default format and family' },
+    default: { type: 'object', properties: { format: { enum: [...FORMATS] }, family: { enum: [...FAMILIES] } } },
+    formats: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['format', 'family', 'status', 'entries', 'limit', 'published'],
+        properties: {
+          format: { enum: [...FORMATS] },
+          family: { enum: [...FAMILIES] },
+          status: { enum: [200, 413] },
+          entries: { type: 'integer' },
+          limit: { type: 'integer' },
+          published: { type: 'boolean' },
+          network: { description: 'plain, dialect_a, nftables: the network holding the address', ...nullable('string') },
+          rows: { type: 'array', description: 'dialect_b: the rows holding it, one per group', items: { type: 'object', properties: { row: { type: 'string' }, network: { type: 'string' }, confidence: { type: 'string' }, severity: { type: 'string' } } } },
+        },
+      },
+    },
+    rules: { type: 'array', items: ref('ExplainedRule') },
+    reasons: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['code', 'message'],
+        properties: {
+          code: { enum: ['no_rule', 'lapsed', 'carved', 'not_selected', 'family_not_published', 'over_cap', 'changed_since_build'] },
+          message: { type: 'string' },
+        },
+      },
+    },
+  },
+}
+
+function explainOperation (method: 'get' | 'head') {
+  return {
+    operationId: `${method}Explain`,
+    summary: 'Why an address is, or is not, in the workspace feed and each list',
+    security: [{ bearer: [] }, { basic: [] }],
+    parameters: [
+      { name: 'ip', in: 'query', required: true, schema: { type: 'string' }, description: 'One IPv4 or IPv6 address (not a network)' },
+      { name: 'list', in: 'query', schema: { type: 'string' }, description: 'Only this list (UUID or name); default: the workspace feed and every list' },
+    ],
+    responses: {
+      200: { description: 'The explanation (GET) or its headers (HEAD)', ...(method === 'head' ? {} : { content: json(ref('Explanation')) }) },
+      400: feedErr('Missing, repeated or malformed ip (a network, a zone id, not an address), or a repeated list'),
+      401: feedErr('Invalid or missing API key', challenge(AUTH_CHALLENGES.feed)),
+      402: feedErr('Subscription required'),
+      403: feedErr('Key lacks the rules:read scope (feeds:read is not enough)'),
+      404: feedErr('No such access-rules list'),
+      405: feedErr('Method not allowed', allowHeader('GET, HEAD')),
+      409: feedErr('The name matches more than one list; address it by UUID'),
+      500: feedErr('Internal server error'),
+    },
+  }
+}
+
 /**
  * @example
  *   const doc = buildOpenApiDocument()
@@ -191,6 +301,7 @@ export function buildOpenApiDocument (version = '0.1.0') {
       '/v2/signal': signalPath(2),
       '/v1/threat/feeds': { get: feedOperation(false, 'get'), head: feedOperation(false, 'head') },
       '/v1/threat/feeds/{list}': { get: feedOperation(true, 'get'), head: feedOperation(true, 'head') },
+      '/v1/threat/explain': { get: explainOperation('get'), head: explainOperation('head') },
     },
     components: {
       schemas: {
@@ -198,6 +309,9 @@ export function buildOpenApiDocument (version = '0.1.0') {
         BatchResponse: batchResponse,
         ErrorBody: errorBody,
         FeedErrorBody: feedErrorBody,
+        Explanation: explanation,
+        ExplainedAction: explainedAction,
+        ExplainedRule: explainedRule,
       },
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API_KEY>' },

@@ -12,7 +12,8 @@
  */
 import type { CommitGate } from './commit-gate.js'
 
-export const SCOPES = ['signals:write', 'feeds:read'] as const
+/** `rules:read` sees rule metadata (GET /v1/threat/explain), which a fleet's shared feed key must not. */
+export const SCOPES = ['signals:write', 'feeds:read', 'rules:read'] as const
 export type Scope = (typeof SCOPES)[number]
 
 export const SUBSCRIPTIONS = ['active', 'inactive'] as const
@@ -185,6 +186,9 @@ export interface RuleStore {
   /** Tombstones of swept rules still kept: the access rules of one target (keyed or not), or
    *  the expression rule of one (kind, ruleRef). Most recent lapse first. */
   lapsedTombstones (workspaceId: string, of: Target | { kind: ExpressionRule['kind'], ruleRef: string }): Promise<LapsedTombstone[]>
+  /** Every access rule of the workspace whose target is one of `targets` (keyed or not), lapsed
+   *  or not, through the stores' target index: what explaining one address reads. */
+  accessRulesOfTargets (workspaceId: string, targets: readonly Target[]): Promise<AccessRule[]>
   /**
    * A counter that rises with every write that changes a rule of this workspace (0 when none
    * ever did), in the same transaction as the write. The feed side refetches a workspace's rules
@@ -236,6 +240,8 @@ export interface LapsedTombstone {
   ruleRef: string | null
   /** The rule's expiresAt. */
   lapsedAt: number
+  /** The access rule's action; absent on expression rules and on tombstones written before it was kept. */
+  action?: 'block' | 'allow'
 }
 
 export interface SweepPass {

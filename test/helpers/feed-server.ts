@@ -264,8 +264,12 @@ export function buildTestSnapshot (o: TestFeedOptions): FeedSnapshot {
     expiresAt: o.expiresAt ?? Infinity,
     networks: { block: count(o.networks), allow: count(o.networks.slice(0, 1)) },
     variants,
+    // Hand-set bodies have no computed networks: explain is tested over built snapshots.
+    published: { block: NO_NETWORKS, allow: NO_NETWORKS },
   }
 }
+
+const NO_NETWORKS = { total: { v4: new Uint32Array(0), v6: new Uint32Array(0) }, groups: [] }
 
 /**
  * A FeedSource over snapshots the test sets. `getSnapshot` answers only what is set and not

@@ -98,6 +98,25 @@ export function describeRuleContract (test: StoreTest): void {
     }
   })
 
+  test('accessRulesOfTargets finds every access rule of those targets, keyed or not, lapsed too', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const otherWs = freshWorkspaceId()
+    const target = ip('203.0.113.0/24')
+    await store.rules.upsertAccessRule(accessInput(ws, { target, seq: 1 }))
+    await store.rules.upsertAccessRule(accessInput(ws, { target, ruleRef: 'a', action: 'allow', seq: 2 }))
+    await store.rules.upsertAccessRule(accessInput(ws, { target, ruleRef: 'b', expiresAt: 1, seq: 3 }))
+    await store.rules.upsertAccessRule(accessInput(ws, { target: ip('203.0.113.0/25'), ruleRef: 'c' }))
+    await store.rules.upsertAccessRule(accessInput(ws, { target: { type: 'country', value: 'DE' }, ruleRef: 'de' }))
+    await store.rules.upsertAccessRule(accessInput(otherWs, { target }))
+    await store.rules.upsertAccessRule(accessInput(ws, { target, ruleRef: 'moved-away' }))
+    await store.rules.upsertAccessRule(accessInput(ws, { target: ip('198.51.100.7/32'), ruleRef: 'moved-away' }))
+
+    const found = await store.rules.accessRulesOfTargets(ws, [target, { type: 'country', value: 'DE' }, ip('192.0.2.99/32')])
+    t.same(found.map((r) => `${r.ruleRef ?? '-'} ${r.target.value} ${r.action} ${r.seq}`).sort(), ['- 203.0.113.0/24 block 1', 'a 203.0.113.0/24 allow 2', 'b 203.0.113.0/24 block 3', 'de DE block 1'])
+    t.ok(found.every((r) => r.workspaceId === ws && UUID.test(r.id)), 'whole rules of the workspace')
+    t.same(await store.rules.accessRulesOfTargets(ws, []), [])
+  })
+
   test('deleteAccessByTarget removes every access rule of that target, keyed or not', async (t, store) => {
     const ws = freshWorkspaceId()
     const otherWs = freshWorkspaceId()

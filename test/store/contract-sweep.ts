@@ -72,8 +72,8 @@ export function describeSweepContract (test: StoreTest): void {
     t.equal(await store.rules.deleteAccessByTarget(ws, target), 0, 'the target index forgot the swept rules')
 
     t.same(await store.rules.lapsedTombstones(ws, target), [
-      { workspaceId: ws, kind: 'access_rule', target, ruleRef: 'keyed', lapsedAt: CUT - 1 },
-      { workspaceId: ws, kind: 'access_rule', target, ruleRef: null, lapsedAt: CUT - 60_000 },
+      { workspaceId: ws, kind: 'access_rule', target, ruleRef: 'keyed', lapsedAt: CUT - 1, action: 'block' },
+      { workspaceId: ws, kind: 'access_rule', target, ruleRef: null, lapsedAt: CUT - 60_000, action: 'block' },
     ], 'both rules of the target, latest lapse first')
     t.same(await store.rules.lapsedTombstones(ws, { kind: 'waf_rule', ruleRef: 'e-old' }), [
       { workspaceId: ws, kind: 'waf_rule', target: null, ruleRef: 'e-old', lapsedAt: CUT - 5 * SWEEP_GRAIN_MS },

@@ -9,11 +9,11 @@ import {
   type LapsedTombstone, type Rule, type RuleKind, type RuleStore, type SweepPass, type Target,
 } from '../types.js'
 import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
-import { expressionRuleRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
+import { accessRuleKey, expressionRuleRange, targetIndexRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
 import { accessRuleExpiresAt, accessRuleSeq, decodeAccessRule } from './rule-codec.js'
-import { dropTombstones, lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
+import { dropTombstones, lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, readAccessRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 
 /** Expiry-log references handled per transaction: bounded, so a purge after a long outage never
  *  holds the (cross-process) write lock for long. */
@@ -183,6 +183,22 @@ export class EmbeddedRuleStore implements RuleStore {
         for (const { value } of dbs.tombstones.getRange(tombstoneTargetRange(workspaceId, of))) found.push(value)
       }
       return found.sort((a, b) => b.lapsedAt - a.lapsedAt)
+    })
+  }
+
+  async accessRulesOfTargets (workspaceId: string, targets: readonly Target[]): Promise<AccessRule[]> {
+    return this.#env.read((dbs) => {
+      const found: AccessRule[] = []
+      for (const target of targets) {
+        // The unkeyed rule's key is its target; keyed ones are in the target index.
+        const own = readAccessRule(dbs, accessRuleKey(workspaceId, null, target), workspaceId)
+        if (own !== undefined) found.push(own)
+        for (const { value } of dbs.accessByTarget.getRange(targetIndexRange(workspaceId, target))) {
+          const rule = readAccessRule(dbs, value, workspaceId)
+          if (rule !== undefined) found.push(rule)
+        }
+      }
+      return found
     })
   }
 

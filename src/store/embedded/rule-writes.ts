@@ -203,6 +203,7 @@ export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => vo
         target: rule.kind === 'access_rule' ? { type: rule.target.type, value: rule.target.value } : null,
         ruleRef: rule.ruleRef,
         lapsedAt: rule.expiresAt,
+        ...(rule.kind === 'access_rule' ? { action: rule.action } : {}),
       })
       onRemove(rule.workspaceId)
     },

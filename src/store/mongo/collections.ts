@@ -91,6 +91,8 @@ export interface TombstoneDoc {
   target: Target | null
   ruleRef: string | null
   lapsedAt: number
+  /** The access rule's action (absent on expression rules and older tombstones). */
+  action?: 'block' | 'allow'
 }
 
 export const COUNTERS = {

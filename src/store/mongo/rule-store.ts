@@ -147,7 +147,7 @@ export class MongoRuleStore implements RuleStore {
       if (a.length > 0) await this.#ctx.c.accessRules.deleteMany({ _id: { $in: a.map((d) => d._id) } }, { session })
       if (e.length > 0) await this.#ctx.c.expressionRules.deleteMany({ _id: { $in: e.map((d) => d._id) } }, { session })
       const tombs: TombstoneDoc[] = [
-        ...a.map((d): TombstoneDoc => ({ _id: `${d.workspaceId}|a|${d.identity}`, workspaceId: d.workspaceId, kind: 'access_rule', targetKey: d.targetKey, target: d.target, ruleRef: d.ruleRef, lapsedAt: d.expiresAt! })),
+        ...a.map((d): TombstoneDoc => ({ _id: `${d.workspaceId}|a|${d.identity}`, workspaceId: d.workspaceId, kind: 'access_rule', targetKey: d.targetKey, target: d.target, ruleRef: d.ruleRef, lapsedAt: d.expiresAt!, action: d.action })),
         ...e.map((d): TombstoneDoc => ({ _id: `${d.workspaceId}|${d.kind}|${d.ruleRef}`, workspaceId: d.workspaceId, kind: d.kind, targetKey: null, target: null, ruleRef: d.ruleRef, lapsedAt: d.expiresAt! })),
       ]
       if (tombs.length === 0) return 0
@@ -163,7 +163,15 @@ export class MongoRuleStore implements RuleStore {
         ? { _id: `${text(workspaceId)}|${text(of.kind)}|${text(of.ruleRef)}` }
         : { workspaceId: text(workspaceId), targetKey: targetKey(of) }
       const docs = await this.#ctx.c.tombstones.find(filter).sort({ lapsedAt: -1 }).toArray()
-      return docs.map((d) => ({ workspaceId: d.workspaceId, kind: d.kind, target: d.target, ruleRef: d.ruleRef, lapsedAt: d.lapsedAt }))
+      return docs.map((d) => ({ workspaceId: d.workspaceId, kind: d.kind, target: d.target, ruleRef: d.ruleRef, lapsedAt: d.lapsedAt, ...(d.action !== undefined ? { action: d.action } : {}) }))
+    })
+  }
+
+  accessRulesOfTargets (workspaceId: string, targets: readonly Target[]): Promise<AccessRule[]> {
+    return this.#ctx.run(async () => {
+      if (targets.length === 0) return []
+      const docs = await this.#ctx.c.accessRules.find({ workspaceId: text(workspaceId), targetKey: { $in: targets.map(targetKey) } }).toArray()
+      return docs.map(toAccessRule)
     })
   }
 
