@@ -11,8 +11,8 @@
  *
  * When a feed in use is rebuilt (each at most once per THREATFEED_FEED_REBUILD_MS, except at
  * expiry — the interval bounds the CPU a stream of changes costs, SPEC §8):
- * - rules moved (store.revisions().rules, polled every THREATFEED_POLL_MS);
- * - a list or workspace changed (revisions().admin), or the geo index was replaced;
+ * - rules moved (store.revisions().rules, polled every THREATFEED_POLL_MS by the catalog);
+ * - a list or workspace changed (the catalog's view, catalog.ts), or the geo index was replaced;
  * - the snapshot reached its expiresAt, the earliest expiry of a rule in it. This one ignores the
  *   interval: a lapsed rule is never served (DECISIONS §5), and the alternative — a feed that
  *   answers nothing until the interval is over — is worse than one extra build;
@@ -28,7 +28,7 @@
  * `getSnapshot` is synchronous and never returns a snapshot past its expiresAt: it returns
  * null and starts the rebuild, which `awaitSnapshot` waits for.
  *
- *   poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at max(now, lastStart + interval)
+ *   catalog poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at max(now, lastStart + interval)
  *                                                  ▲                 or snapshot.expiresAt
  *   expiry timer / getSnapshot(stale) ─────────────┘                ──► build ──► swap ──► tick
  */
@@ -37,6 +37,7 @@ import type { GeoIndex } from '../geo/geo-index.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import type { Logger } from '../log.js'
 import type { AccessList, FeedFetch, Store, Workspace } from '../store/types.js'
+import { StoreCatalog, type CatalogPoll, type CatalogView, type PolledCatalog } from './catalog.js'
 import { buildSnapshot, feedTargets, type FeedTasks } from './build-snapshot.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { WorkspaceRuleCache } from './rule-cache.js'
@@ -48,7 +49,7 @@ import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types
 export interface FeedServiceConfig {
   /** Least time between two rebuilds of one feed (THREATFEED_FEED_REBUILD_MS). */
   feedRebuildMs: number
-  /** How often the store's revisions are polled (THREATFEED_POLL_MS). */
+  /** How often the store's revisions are polled (THREATFEED_POLL_MS), when the service polls with a catalog of its own. */
   pollMs: number
 }
 
@@ -85,6 +86,11 @@ export interface FeedServiceOptions {
    * tasks in the pool — every build finishing later — and hold all their buffers at once.
    */
   buildConcurrency?: number
+  /**
+   * The shared catalog (workspaces, keys, lists, and the poll of the store's revisions), whose
+   * life cycle is the caller's. Without one, the service polls with a catalog of its own.
+   */
+  catalog?: PolledCatalog
 }
 
 /** Node timers hold at most 2^31 - 1 ms; a later instant is re-armed when reached. */
@@ -186,11 +192,15 @@ export class FeedService {
   readonly #lastModified: LastModifiedKeeper
   readonly #workspaces = new Map<string, WorkspaceState>()
   readonly #slots: Slots
+  readonly #catalog: PolledCatalog
+  /** The catalog this service made for itself (no catalog given), started and stopped with it. */
+  readonly #ownCatalog: StoreCatalog | null
   #geo: GeoIndex | null = null
   #geoVersion = 0
-  #adminRevision = -1
+  /** The catalog view the feeds reflect. */
+  #adminView: CatalogView | null = null
   #rulesRevision = 0
-  #pollTimer: NodeJS.Timeout | null = null
+  #unsubscribe: (() => void) | null = null
   #polling = false
   #started = false
   #stopped = false
@@ -210,6 +220,8 @@ export class FeedService {
     this.#idleMs = opts.idleMs ?? IDLE_MS
     this.#caughtUp = opts.caughtUp
     this.#slots = new Slots(opts.buildConcurrency ?? 2)
+    this.#ownCatalog = opts.catalog === undefined ? new StoreCatalog(opts.store, { pollMs: opts.config.pollMs }) : null
+    this.#catalog = opts.catalog ?? this.#ownCatalog!
     this.#lastModified = new LastModifiedKeeper(opts.store.feedVersions, {
       timeoutMs: opts.storeTimeoutMs ?? 2000,
       onStoreError: (e) => { this.#log.warn({ err: e }, 'feed versions unavailable; Last-Modified kept in memory') },
@@ -221,25 +233,25 @@ export class FeedService {
   async start (): Promise<void> {
     if (this.#started) return
     this.#started = true
+    this.#unsubscribe = this.#catalog.onPoll((poll) => { void this.#poll(poll) })
     try {
-      const r = await this.#store.revisions()
-      this.#rulesRevision = r.rules
-      await this.#reloadAdmin()
-      this.#adminRevision = r.admin
+      if (this.#ownCatalog !== null) await this.#ownCatalog.start()
+      else if (this.#catalog.view === null) await this.#catalog.refresh()
+      this.#rulesRevision = this.#catalog.rulesRevision
+      this.#applyAdmin()
       await this.#wantRecent()
     } catch (e) {
       // The store is down at start: the next poll retries the load.
       this.#log.warn({ err: e }, 'feed service: store unavailable at start; retrying')
     }
-    this.#pollTimer = setInterval(() => { void this.#poll() }, this.#config.pollMs)
-    this.#pollTimer.unref()
     if (this.#geo !== null) this.#startInitial()
   }
 
   /** Stops polling and timers; waits for builds in flight. The pool and the store are the caller's. */
   async stop (): Promise<void> {
     this.#stopped = true
-    if (this.#pollTimer !== null) clearInterval(this.#pollTimer)
+    this.#unsubscribe?.()
+    this.#ownCatalog?.stop()
     const pending: Promise<void>[] = []
     for (const ws of this.#workspaces.values()) {
       for (const f of ws.feeds.values()) {
@@ -378,16 +390,13 @@ export class FeedService {
     return null
   }
 
-  async #poll (): Promise<void> {
+  async #poll (poll: CatalogPoll): Promise<void> {
     if (this.#polling || this.#stopped) return
     this.#polling = true
     try {
-      const r = await this.#store.revisions()
-      if (r.admin !== this.#adminRevision) {
-        await this.#reloadAdmin()
-        this.#adminRevision = r.admin
-      }
-      if (r.rules !== this.#rulesRevision) {
+      this.#applyAdmin()
+      if (!poll.ok) throw poll.error
+      if (poll.rules !== this.#rulesRevision) {
         // Only workspaces whose own rules moved: one read each, where refetching every
         // workspace's rules cost 0.4–0.8 s of this thread per 100,000 rules (bench/snapshot.ts).
         for (const ws of this.#workspaces.values()) {
@@ -398,7 +407,7 @@ export class FeedService {
         }
         // Only once every workspace was looked at: a read failing half-way leaves the change to
         // the next poll, instead of marking it seen for workspaces nobody checked.
-        this.#rulesRevision = r.rules
+        this.#rulesRevision = poll.rules
       }
     } catch (e) {
       this.#log.debug({ err: e }, 'feed service: revision poll failed')
@@ -450,9 +459,12 @@ export class FeedService {
     this.#metrics?.removeFeed(ws.id, f.feedId)
   }
 
-  /** Workspaces and lists from the store: feeds appear, change and disappear with them. */
-  async #reloadAdmin (): Promise<void> {
-    const [workspaces, lists] = await Promise.all([this.#store.workspaces.list(), this.#store.lists.list()])
+  /** Workspaces and lists from the catalog, when its view changed: feeds appear, change and disappear with them. */
+  #applyAdmin (): void {
+    const view = this.#catalog.view
+    if (view === null || view === this.#adminView) return
+    this.#adminView = view
+    const { workspaces, lists } = view.data
     const live = new Map<string, Workspace>()
     for (const w of workspaces) if (w.deletedAt === null) live.set(w.id, w)
     for (const [id, ws] of this.#workspaces) {
