@@ -82,6 +82,7 @@ export class StoreCatalog implements PolledCatalog {
   readonly #pollMs: number
   readonly #onError: (e: unknown) => void
   readonly #listeners = new Set<(poll: CatalogPoll) => void>()
+  readonly #watchers = new Set<(view: CatalogView) => void>()
   #view: CatalogView | null = null
   #rules = -1
   #timer: NodeJS.Timeout | null = null
@@ -121,6 +122,12 @@ export class StoreCatalog implements PolledCatalog {
     return () => { this.#listeners.delete(listener) }
   }
 
+  /** Called with each new view, whoever's refresh read it (catalog-port.ts forwards them to threads). */
+  onChange (listener: (view: CatalogView) => void): () => void {
+    this.#watchers.add(listener)
+    return () => { this.#watchers.delete(listener) }
+  }
+
   refresh (force = false): Promise<void> {
     this.#loading ??= this.#load(force).finally(() => { this.#loading = null })
     return this.#loading
@@ -133,7 +140,9 @@ export class StoreCatalog implements PolledCatalog {
     // The revision is read before the data: a write in between makes the data newer than the
     // revision recorded, never older, and the next poll reads again.
     const [workspaces, keys, lists] = await Promise.all([this.#store.workspaces.list(), this.#store.keys.list(), this.#store.lists.list()])
-    this.#view = new CatalogView({ revision: admin, workspaces, keys, lists })
+    const view = new CatalogView({ revision: admin, workspaces, keys, lists })
+    this.#view = view
+    for (const watcher of this.#watchers) watcher(view)
   }
 
   async #poll (): Promise<void> {
