@@ -7,22 +7,28 @@
  * ETag changed ten times) or BIGWS_MAX_S passed. Also reported: the server's peak RSS and the
  * time from spawn to the first answered poll.
  *
+ * The big feed is a list selecting every rule with its entry cap raised above the workspace's
+ * size (the workspace feed's default cap, 131,072, would answer 413 past it). Both feeds are
+ * recorded as fetched in the fixture, so a start builds them before ready — the start-up of a
+ * server whose users poll: the small feed must answer while the big one loads.
+ *
  * With BIGWS_BASE=<dir of another checkout, its node_modules installed> the same run is made
  * against that build too, alternating (BIGWS_ROUNDS rounds each), on copies of one data directory.
+ * BIGWS_CPU_PROF=<dir> writes each server's CPU profile there (node --cpu-prof).
  *
  *   npm run bench bigws
  *   BIGWS_RULES=500000 BIGWS_BASE=/tmp/tf-base npm run bench bigws
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Pool } from 'undici'
 import { hashApiKey } from '../src/store/api-key.js'
 import { openStore } from '../src/store/open.js'
 import type { AccessRuleInput } from '../src/store/types.js'
-import { median, percentile, repoDir, report, type Row } from './lib/report.js'
+import { cpuTicks, median, percentile, repoDir, report, stealPercent, type Row } from './lib/report.js'
 
 const RULES = Number(process.env.BIGWS_RULES ?? 2_000_000)
 const POLLS_PER_S = 2000
@@ -32,8 +38,9 @@ const MAX_S = Number(process.env.BIGWS_MAX_S ?? 300)
 const ROUNDS = Number(process.env.BIGWS_ROUNDS ?? 1)
 const REBUILD_MS = 3000
 const BASE = process.env.BIGWS_BASE
+const CPU_PROF = process.env.BIGWS_CPU_PROF
 
-interface Fixture { dir: string, big: string, small: string, bigKey: string, smallKey: string }
+interface Fixture { dir: string, big: string, small: string, bigKey: string, smallKey: string, bigList: string }
 
 function ipOf (n: number): string {
   return `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`
@@ -62,9 +69,11 @@ async function makeFixture (): Promise<Fixture> {
     await store.applyRuleBatch({ ops })
   }
   for (let k = 0; k < 100; k++) await store.rules.upsertAccessRule(input(small, 0xc0000200 + 2 * k, RULES + 1 + k))
+  const bigList = (await store.lists.create({ workspaceId: big, name: 'everything', description: '', selector: {}, defaults: { maxEntries: 4 * RULES + 1_000_000 } })).id
+  await store.feedVersions.recordFetches([{ workspaceId: big, listId: bigList, at: Date.now() }, { workspaceId: small, listId: '*', at: Date.now() }])
   await store.close()
   console.log(`fixture: ${RULES} rules loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`)
-  return { dir, big, small, bigKey, smallKey }
+  return { dir, big, small, bigKey, smallKey, bigList }
 }
 
 function rssMiB (pid: number): number {
@@ -73,7 +82,8 @@ function rssMiB (pid: number): number {
 }
 
 function startServer (root: string, dataDir: string, port: number): ChildProcess {
-  return spawn(process.execPath, ['--import=tsx', join(root, 'src/cli/run.ts'), 'serve'], {
+  const prof = CPU_PROF === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`]
+  return spawn(process.execPath, [...prof, '--import=tsx', join(root, 'src/cli/run.ts'), 'serve'], {
     cwd: root,
     env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'warn', THREATFEED_FEED_REBUILD_MS: String(REBUILD_MS), THREATFEED_RATE_LIMIT_RPS: '1000000', THREATFEED_RATE_LIMIT_BURST: '1000000' },
     stdio: ['ignore', 'inherit', 'inherit'],
@@ -82,7 +92,30 @@ function startServer (root: string, dataDir: string, port: number): ChildProcess
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => { setTimeout(resolve, ms) })
 
-interface RunResult { p50: number, p99: number, p999: number, max: number, polls: number, errors: number, rebuilds: number, startupMs: number, peakRssMiB: number, seconds: number }
+interface RunResult {
+  p50: number
+  p99: number
+  p999: number
+  max: number
+  polls: number
+  errors: number
+  rebuilds: number
+  startupMs: number
+  /** Spawn to the big feed's first 200. */
+  bigReadyMs: number
+  peakRssMiB: number
+  seconds: number
+  /** Server CPU (user + system) per answered poll of the measured part, µs: includes ingest and rebuilds. */
+  cpuPerPollUs: number
+  /** Machine CPU steal during the measured part, %. */
+  steal: number | null
+}
+
+/** utime + stime of a process, ms (from /proc/<pid>/stat; clock ticks of 10 ms). */
+function cpuMs (pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
 
 async function run (name: string, root: string, fx: Fixture, port: number): Promise<RunResult> {
   const dataDir = mkdtempSync(join(tmpdir(), `bigws-${name}-`))
@@ -93,7 +126,7 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
   const rssTimer = setInterval(() => { try { peakRss = Math.max(peakRss, rssMiB(server.pid!)) } catch { /* exited */ } }, 200)
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 32, pipelining: 1, keepAliveTimeout: 60_000 })
   const small = { path: '/v1/threat/feeds', method: 'GET' as const, headers: { authorization: `Bearer ${fx.smallKey}` } }
-  const big = { path: '/v1/threat/feeds', method: 'GET' as const, headers: { authorization: `Bearer ${fx.bigKey}` } }
+  const big = { path: `/v1/threat/feeds/${fx.bigList}`, method: 'GET' as const, headers: { authorization: `Bearer ${fx.bigKey}` } }
   try {
     // Start-up: spawn to the first 200 of the small feed.
     let startupMs = NaN
@@ -106,18 +139,28 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
       if (performance.now() - spawned > 600_000) throw new Error(`${name}: no answer in 10 minutes`)
       await sleep(20)
     }
-    // The big feed is wanted (built, then rebuilt as its rules change).
-    let bigEtag = ''
-    let rebuilds = -1
+    // The big feed is wanted (built, then rebuilt as its rules change). Its first 200 sets the
+    // ETag; each later new ETag is one rebuild. Polls of the small feed run all along.
+    let bigEtag: string | null = null
+    let bigReadyMs = NaN
+    let rebuilds = 0
+    let watching = false
     const watchBig = async (): Promise<void> => {
+      if (watching) return
+      watching = true
       try {
         const r = await pool.request({ ...big, headersTimeout: 600_000, bodyTimeout: 600_000 })
         await r.body.dump()
         const etag = String(r.headers.etag ?? '')
-        if (r.statusCode === 200 && etag !== bigEtag) { bigEtag = etag; rebuilds++ }
-      } catch { /* counted by the poller's errors if it matters */ }
+        if (r.statusCode !== 200) return
+        if (bigEtag === null) bigReadyMs = performance.now() - spawned
+        else if (etag !== bigEtag) rebuilds++
+        bigEtag = etag
+      } catch { /* the next watch asks again */ } finally {
+        watching = false
+      }
     }
-    await watchBig()
+    void watchBig()
     // Ingest: 100 changes every 100 ms into the big workspace.
     let n = 0
     const ingest = setInterval(() => {
@@ -130,6 +173,8 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     // Open loop: poll i is due at t0 + i / POLLS_PER_S, whatever the answers before it did.
     const latencies: number[] = []
     let errors = 0
+    const cpu0 = cpuMs(server.pid!)
+    const ticks0 = cpuTicks()
     const t0 = performance.now()
     let sent = 0
     let inFlight = 0
@@ -157,8 +202,10 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     clearInterval(ingest)
     clearInterval(bigTimer)
     const seconds = (performance.now() - t0) / 1000
+    const cpuPerPollUs = (cpuMs(server.pid!) - cpu0) * 1000 / Math.max(1, latencies.length)
+    const steal = stealPercent(ticks0, cpuTicks())
     latencies.sort((a, b) => a - b)
-    return { p50: median(latencies), p99: percentile(latencies, 99), p999: percentile(latencies, 99.9), max: latencies[latencies.length - 1] ?? NaN, polls: latencies.length, errors, rebuilds, startupMs, peakRssMiB: peakRss, seconds }
+    return { p50: median(latencies), p99: percentile(latencies, 99), p999: percentile(latencies, 99.9), max: latencies[latencies.length - 1] ?? NaN, polls: latencies.length, errors, rebuilds, startupMs, bigReadyMs, peakRssMiB: peakRss, seconds, cpuPerPollUs, steal }
   } finally {
     clearInterval(rssTimer)
     await pool.close().catch(() => {})
@@ -168,6 +215,7 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
   }
 }
 
+if (CPU_PROF !== undefined) mkdirSync(CPU_PROF, { recursive: true })
 const fx = await makeFixture()
 const subjects: Array<{ name: string, root: string }> = [{ name: 'this build', root: repoDir }]
 if (BASE !== undefined) subjects.unshift({ name: 'before', root: BASE })
@@ -191,7 +239,10 @@ for (const [subject, rs] of results) {
   rows.push({ case: c, subject: `${subject}: poll max`, value: worst((r) => r.max), unit: 'ms' })
   rows.push({ case: c, subject: `${subject}: poll p50`, value: median(rs.map((r) => r.p50)), unit: 'ms' })
   rows.push({ case: c, subject: `${subject}: start-up to first poll`, value: median(rs.map((r) => r.startupMs)), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: start-up to the big feed's first 200`, value: median(rs.map((r) => r.bigReadyMs)), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: server CPU per poll (with ingest and rebuilds)`, value: median(rs.map((r) => r.cpuPerPollUs)), unit: 'µs' })
   rows.push({ case: c, subject: `${subject}: peak RSS`, value: worst((r) => r.peakRssMiB), unit: 'MiB' })
+  rows.push({ case: c, subject: `${subject}: CPU steal`, value: median(rs.map((r) => r.steal ?? NaN)), unit: '%' })
   rows.push({ case: c, subject: `${subject}: big-feed rebuilds seen`, value: Math.min(...rs.map((r) => r.rebuilds)), unit: '' })
 }
 report('bigws', 'A big workspace under ingest vs. polls of a small one (open loop)', rows, [], { rules: RULES, pollsPerSecond: POLLS_PER_S, changesPerSecond: CHANGES_PER_S, rebuildMs: REBUILD_MS, rounds: ROUNDS, runs: Object.fromEntries(results) })
