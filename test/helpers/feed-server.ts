@@ -23,7 +23,7 @@ import type { CatalogStore } from '../../src/feed/catalog.js'
 import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded/embedded-store.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import { CACHE_CONTROL, CONTENT_TYPES, VARY, variantKey, type FeedId, type FeedSnapshot, type Representation, type Variant } from '../../src/feed/snapshot-types.js'
-import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Store, type Workspace } from '../../src/store/types.js'
+import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Workspace } from '../../src/store/types.js'
 
 export interface FeedServer {
   readonly base: string
