@@ -3,26 +3,34 @@
  * (default 2,000,000, loaded straight through the store API) under ingest of 1,000 changes a
  * second, while an open-loop client polls a *different*, small workspace's feed at a fixed
  * 2,000 polls/s. Latency is measured from each poll's scheduled send time, so queueing behind a
- * held thread is counted, not hidden. A run lasts until the big feed was rebuilt ten times (its
+ * held thread is counted, not hidden; polls sent before the big feed's first build is served (it
+ * loads at start-up) are reported apart from those across its ten rebuilds. A run lasts until the big feed was rebuilt ten times (its
  * ETag changed ten times) or BIGWS_MAX_S passed. Also reported: the server's peak RSS and the
  * time from spawn to the first answered poll.
  *
+ * The big feed is a list selecting every rule with its entry cap raised above the workspace's
+ * size (the workspace feed's default cap, 131,072, would answer 413 past it). Both feeds are
+ * recorded as fetched in the fixture, so a start builds them before ready — the start-up of a
+ * server whose users poll: the small feed must answer while the big one loads.
+ *
  * With BIGWS_BASE=<dir of another checkout, its node_modules installed> the same run is made
  * against that build too, alternating (BIGWS_ROUNDS rounds each), on copies of one data directory.
+ * BIGWS_CPU_PROF=<dir> writes each server's CPU profile there (node --cpu-prof).
  *
  *   npm run bench bigws
  *   BIGWS_RULES=500000 BIGWS_BASE=/tmp/tf-base npm run bench bigws
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Pool } from 'undici'
 import { hashApiKey } from '../src/store/api-key.js'
 import { openStore } from '../src/store/open.js'
+import { ensureDefaultAsnDb } from '../src/geo/default-db.js'
 import type { AccessRuleInput } from '../src/store/types.js'
-import { median, percentile, repoDir, report, type Row } from './lib/report.js'
+import { cpuTicks, median, percentile, repoDir, report, stealPercent, type Row } from './lib/report.js'
 
 const RULES = Number(process.env.BIGWS_RULES ?? 2_000_000)
 const POLLS_PER_S = 2000
@@ -32,8 +40,9 @@ const MAX_S = Number(process.env.BIGWS_MAX_S ?? 300)
 const ROUNDS = Number(process.env.BIGWS_ROUNDS ?? 1)
 const REBUILD_MS = 3000
 const BASE = process.env.BIGWS_BASE
+const CPU_PROF = process.env.BIGWS_CPU_PROF
 
-interface Fixture { dir: string, big: string, small: string, bigKey: string, smallKey: string }
+interface Fixture { dir: string, big: string, small: string, bigKey: string, smallKey: string, bigList: string }
 
 function ipOf (n: number): string {
   return `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`
@@ -49,22 +58,29 @@ async function makeFixture (): Promise<Fixture> {
   const smallKey = `tf_${randomBytes(16).toString('hex')}`
   await store.keys.create({ workspaceId: big, hash: hashApiKey(bigKey), scopes: ['signals:write', 'feeds:read'] })
   await store.keys.create({ workspaceId: small, hash: hashApiKey(smallKey), scopes: ['feeds:read'] })
-  const input = (ws: string, n: number, seq: number): AccessRuleInput => ({
+  // Seq 0: below every stream position, as if written before the stream began. Rules with seqs
+  // above the stream's head would hide the signals ingested later from the rule cache's
+  // catch-up (it reads rules with a seq above the last it saw), making every rebuild a reload.
+  const input = (ws: string, n: number): AccessRuleInput => ({
     workspaceId: ws, kind: 'access_rule', ruleRef: null, target: { type: 'ip', value: `${ipOf(n)}/32` }, action: 'block',
-    name: null, confidence: null, severity: null, labels: {}, reason: null, expiresAt: null, seq,
+    name: null, confidence: null, severity: null, labels: {}, reason: null, expiresAt: null, seq: 0,
   })
   const started = performance.now()
   const BATCH = 10_000
   // 10.0.0.0 upwards, every other address: no two coalesce, so the feed has RULES networks.
   for (let i = 0; i < RULES; i += BATCH) {
     const ops = []
-    for (let k = i; k < Math.min(RULES, i + BATCH); k++) ops.push({ op: 'upsertAccessRule' as const, input: input(big, 0x0a000000 + 2 * k, k + 1) })
+    for (let k = i; k < Math.min(RULES, i + BATCH); k++) ops.push({ op: 'upsertAccessRule' as const, input: input(big, 0x0a000000 + 2 * k) })
     await store.applyRuleBatch({ ops })
   }
-  for (let k = 0; k < 100; k++) await store.rules.upsertAccessRule(input(small, 0xc0000200 + 2 * k, RULES + 1 + k))
+  for (let k = 0; k < 100; k++) await store.rules.upsertAccessRule(input(small, 0xc0000200 + 2 * k))
+  const bigList = (await store.lists.create({ workspaceId: big, name: 'everything', description: '', selector: {}, defaults: { maxEntries: 4 * RULES + 1_000_000 } })).id
+  await store.feedVersions.recordFetches([{ workspaceId: big, listId: bigList, at: Date.now() }, { workspaceId: small, listId: '*', at: Date.now() }])
   await store.close()
+  // A restart finds the default ASN database built by the first start; the runs measure a restart.
+  await ensureDefaultAsnDb(dir)
   console.log(`fixture: ${RULES} rules loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`)
-  return { dir, big, small, bigKey, smallKey }
+  return { dir, big, small, bigKey, smallKey, bigList }
 }
 
 function rssMiB (pid: number): number {
@@ -73,7 +89,8 @@ function rssMiB (pid: number): number {
 }
 
 function startServer (root: string, dataDir: string, port: number): ChildProcess {
-  return spawn(process.execPath, ['--import=tsx', join(root, 'src/cli/run.ts'), 'serve'], {
+  const prof = CPU_PROF === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`]
+  return spawn(process.execPath, [...prof, '--import=tsx', join(root, 'src/cli/run.ts'), 'serve'], {
     cwd: root,
     env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'warn', THREATFEED_FEED_REBUILD_MS: String(REBUILD_MS), THREATFEED_RATE_LIMIT_RPS: '1000000', THREATFEED_RATE_LIMIT_BURST: '1000000' },
     stdio: ['ignore', 'inherit', 'inherit'],
@@ -82,7 +99,38 @@ function startServer (root: string, dataDir: string, port: number): ChildProcess
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => { setTimeout(resolve, ms) })
 
-interface RunResult { p50: number, p99: number, p999: number, max: number, polls: number, errors: number, rebuilds: number, startupMs: number, peakRssMiB: number, seconds: number }
+interface RunResult {
+  p50: number
+  p99: number
+  p999: number
+  max: number
+  polls: number
+  errors: number
+  rebuilds: number
+  startupMs: number
+  /** Spawn to the big feed's first 200. */
+  bigReadyMs: number
+  /** Polls sent while the big feed loaded (its first build, at start-up): p99.9 and max, ms. */
+  loadingP999: number
+  loadingMax: number
+  loadingPolls: number
+  peakRssMiB: number
+  seconds: number
+  /** Server CPU (user + system) per answered poll of the measured part, µs: includes ingest and rebuilds. */
+  cpuPerPollUs: number
+  /** CPU of the server's main thread (the one answering polls) per big-feed rebuild, ms: polls and ingest included, the same in every build. */
+  mainCpuPerRebuildMs: number
+  /** Machine CPU steal during the measured part, %. */
+  steal: number | null
+  /** The worst quarter-seconds: [seconds since spawn at the scheduled send, worst latency ms]. */
+  worst: Array<[number, number]>
+}
+
+/** utime + stime of a process, or of its main thread, ms (from /proc; clock ticks of 10 ms). */
+function cpuMs (pid: number, mainThread = false): number {
+  const fields = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
 
 async function run (name: string, root: string, fx: Fixture, port: number): Promise<RunResult> {
   const dataDir = mkdtempSync(join(tmpdir(), `bigws-${name}-`))
@@ -93,7 +141,7 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
   const rssTimer = setInterval(() => { try { peakRss = Math.max(peakRss, rssMiB(server.pid!)) } catch { /* exited */ } }, 200)
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 32, pipelining: 1, keepAliveTimeout: 60_000 })
   const small = { path: '/v1/threat/feeds', method: 'GET' as const, headers: { authorization: `Bearer ${fx.smallKey}` } }
-  const big = { path: '/v1/threat/feeds', method: 'GET' as const, headers: { authorization: `Bearer ${fx.bigKey}` } }
+  const big = { path: `/v1/threat/feeds/${fx.bigList}`, method: 'GET' as const, headers: { authorization: `Bearer ${fx.bigKey}` } }
   try {
     // Start-up: spawn to the first 200 of the small feed.
     let startupMs = NaN
@@ -106,18 +154,28 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
       if (performance.now() - spawned > 600_000) throw new Error(`${name}: no answer in 10 minutes`)
       await sleep(20)
     }
-    // The big feed is wanted (built, then rebuilt as its rules change).
-    let bigEtag = ''
-    let rebuilds = -1
+    // The big feed is wanted (built, then rebuilt as its rules change). Its first 200 sets the
+    // ETag; each later new ETag is one rebuild. Polls of the small feed run all along.
+    let bigEtag: string | null = null
+    let bigReadyMs = NaN
+    let rebuilds = 0
+    let watching = false
     const watchBig = async (): Promise<void> => {
+      if (watching) return
+      watching = true
       try {
         const r = await pool.request({ ...big, headersTimeout: 600_000, bodyTimeout: 600_000 })
         await r.body.dump()
         const etag = String(r.headers.etag ?? '')
-        if (r.statusCode === 200 && etag !== bigEtag) { bigEtag = etag; rebuilds++ }
-      } catch { /* counted by the poller's errors if it matters */ }
+        if (r.statusCode !== 200) return
+        if (bigEtag === null) bigReadyMs = performance.now() - spawned
+        else if (etag !== bigEtag) rebuilds++
+        bigEtag = etag
+      } catch { /* the next watch asks again */ } finally {
+        watching = false
+      }
     }
-    await watchBig()
+    void watchBig()
     // Ingest: 100 changes every 100 ms into the big workspace.
     let n = 0
     const ingest = setInterval(() => {
@@ -128,8 +186,16 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     }, 100)
     const bigTimer = setInterval(() => { void watchBig() }, 500)
     // Open loop: poll i is due at t0 + i / POLLS_PER_S, whatever the answers before it did.
+    // Polls sent before the big feed's first 200 (it loads at start-up) are reported apart: the
+    // targets are across its ten rebuilds.
     const latencies: number[] = []
+    const loading: number[] = []
+    /** Worst latency per quarter-second of scheduled send time, since spawn. */
+    const quarters = new Map<number, number>()
     let errors = 0
+    const cpu0 = cpuMs(server.pid!)
+    const main0 = cpuMs(server.pid!, true)
+    const ticks0 = cpuTicks()
     const t0 = performance.now()
     let sent = 0
     let inFlight = 0
@@ -148,7 +214,11 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
           pool.request(small).then(async (r) => {
             await r.body.dump()
             if (r.statusCode !== 200) errors++
-            latencies.push(performance.now() - scheduled)
+            const ms = performance.now() - scheduled
+            if (Number.isNaN(bigReadyMs) || scheduled - spawned < bigReadyMs) loading.push(ms)
+            else latencies.push(ms)
+            const q = Math.floor((scheduled - spawned) / 250)
+            if (ms > (quarters.get(q) ?? 0)) quarters.set(q, ms)
           }, () => { errors++ }).finally(() => { inFlight-- })
         }
       }
@@ -157,8 +227,13 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     clearInterval(ingest)
     clearInterval(bigTimer)
     const seconds = (performance.now() - t0) / 1000
+    const cpuPerPollUs = (cpuMs(server.pid!) - cpu0) * 1000 / Math.max(1, latencies.length)
+    const mainCpuPerRebuildMs = (cpuMs(server.pid!, true) - main0) / Math.max(1, rebuilds)
+    const steal = stealPercent(ticks0, cpuTicks())
     latencies.sort((a, b) => a - b)
-    return { p50: median(latencies), p99: percentile(latencies, 99), p999: percentile(latencies, 99.9), max: latencies[latencies.length - 1] ?? NaN, polls: latencies.length, errors, rebuilds, startupMs, peakRssMiB: peakRss, seconds }
+    loading.sort((a, b) => a - b)
+    const worst = [...quarters].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([q, ms]): [number, number] => [q / 4, Math.round(ms)])
+    return { p50: median(latencies), p99: percentile(latencies, 99), p999: percentile(latencies, 99.9), max: latencies[latencies.length - 1] ?? NaN, polls: latencies.length, errors, rebuilds, startupMs, bigReadyMs, loadingP999: percentile(loading, 99.9), loadingMax: loading[loading.length - 1] ?? NaN, loadingPolls: loading.length, peakRssMiB: peakRss, seconds, cpuPerPollUs, mainCpuPerRebuildMs, steal, worst }
   } finally {
     clearInterval(rssTimer)
     await pool.close().catch(() => {})
@@ -168,6 +243,7 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
   }
 }
 
+if (CPU_PROF !== undefined) mkdirSync(CPU_PROF, { recursive: true })
 const fx = await makeFixture()
 const subjects: Array<{ name: string, root: string }> = [{ name: 'this build', root: repoDir }]
 if (BASE !== undefined) subjects.unshift({ name: 'before', root: BASE })
@@ -191,7 +267,13 @@ for (const [subject, rs] of results) {
   rows.push({ case: c, subject: `${subject}: poll max`, value: worst((r) => r.max), unit: 'ms' })
   rows.push({ case: c, subject: `${subject}: poll p50`, value: median(rs.map((r) => r.p50)), unit: 'ms' })
   rows.push({ case: c, subject: `${subject}: start-up to first poll`, value: median(rs.map((r) => r.startupMs)), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: start-up to the big feed's first 200`, value: median(rs.map((r) => r.bigReadyMs)), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: poll p99.9 while the big feed loads`, value: worst((r) => r.loadingP999), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: poll max while the big feed loads`, value: worst((r) => r.loadingMax), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: server CPU per poll (with ingest and rebuilds)`, value: median(rs.map((r) => r.cpuPerPollUs)), unit: 'µs' })
   rows.push({ case: c, subject: `${subject}: peak RSS`, value: worst((r) => r.peakRssMiB), unit: 'MiB' })
+  rows.push({ case: c, subject: `${subject}: main-thread CPU per big rebuild (with polls and ingest)`, value: median(rs.map((r) => r.mainCpuPerRebuildMs)), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: CPU steal`, value: median(rs.map((r) => r.steal ?? NaN)), unit: '%' })
   rows.push({ case: c, subject: `${subject}: big-feed rebuilds seen`, value: Math.min(...rs.map((r) => r.rebuilds)), unit: '' })
 }
 report('bigws', 'A big workspace under ingest vs. polls of a small one (open loop)', rows, [], { rules: RULES, pollsPerSecond: POLLS_PER_S, changesPerSecond: CHANGES_PER_S, rebuildMs: REBUILD_MS, rounds: ROUNDS, runs: Object.fromEntries(results) })

@@ -22,6 +22,7 @@ import { Housekeeper } from './stream/housekeeping.js'
 import { consumerReadiness } from './stream/consumer-health.js'
 import { createPool } from './pool/pool.js'
 import { FeedService } from './feed/feed-service.js'
+import { StoreCatalog } from './feed/catalog.js'
 import { registerFeedMetrics } from './feed/metrics.js'
 import { loadGeoIndex } from './geo/load.js'
 import { watchGeo } from './geo/watch.js'
@@ -69,7 +70,10 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   let geo: GeoIndex = await loadGeoIndex(paths)
   log.info({ countries: geo.countries().length, asns: geo.asns().length, ...paths }, 'geo databases loaded')
 
-  const auth = new Authenticator(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'key reload failed; serving the previous keys') } })
+  // One poller of the store's revisions; keys, lists and the feed service all read its view.
+  const catalog = new StoreCatalog(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'catalog reload failed; serving the previous keys and lists') } })
+  await catalog.start()
+  const auth = new Authenticator(catalog, { pollMs: config.pollMs })
   await auth.start()
 
   // A store that offers it (the embedded one) applies on a thread of its own (consumer-thread.ts);
@@ -97,6 +101,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     geo,
     // Everything accepted so far: the head of the stream as this process knows it.
     caughtUp: () => consumer.waitFor(consumer.position + consumer.backlog, CAUGHT_UP_MS),
+    catalog,
   })
   await feeds.start()
   const geoWatcher = watchGeo(paths, (next) => {
@@ -107,7 +112,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   }, (err) => { log.error({ err, code: err.code }, `${err.message}; keeping the previous geo databases`) })
   // Explain's point reader (~70 ms to open the default databases) opens now, not on a request.
   explainGeoOf(paths, geo)
-  const lists = new ListDirectory(store, { pollMs: config.pollMs, onError: (e) => { log.warn({ err: e }, 'list reload failed') } })
+  const lists = new ListDirectory(catalog, { pollMs: config.pollMs })
   await lists.start()
 
   // Ready (DECISIONS §6, as README "Decisions beyond the spec" words it): the store answers, the
@@ -160,8 +165,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
         await http.close(config.shutdownMs)
         await housekeeper?.stop()
         geoWatcher.close()
-        lists.stop()
-        auth.stop()
+        catalog.stop()
         await feeds.stop()
         await consumer.stop()
         await pool.destroy()

@@ -11,8 +11,8 @@
  *
  * When a feed in use is rebuilt (each at most once per THREATFEED_FEED_REBUILD_MS, except at
  * expiry — the interval bounds the CPU a stream of changes costs, SPEC §8):
- * - rules moved (store.revisions().rules, polled every THREATFEED_POLL_MS);
- * - a list or workspace changed (revisions().admin), or the geo index was replaced;
+ * - rules moved (store.revisions().rules, polled every THREATFEED_POLL_MS by the catalog);
+ * - a list or workspace changed (the catalog's view, catalog.ts), or the geo index was replaced;
  * - the snapshot reached its expiresAt, the earliest expiry of a rule in it. This one ignores the
  *   interval: a lapsed rule is never served (DECISIONS §5), and the alternative — a feed that
  *   answers nothing until the interval is over — is worse than one extra build;
@@ -28,7 +28,7 @@
  * `getSnapshot` is synchronous and never returns a snapshot past its expiresAt: it returns
  * null and starts the rebuild, which `awaitSnapshot` waits for.
  *
- *   poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at max(now, lastStart + interval)
+ *   catalog poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at max(now, lastStart + interval)
  *                                                  ▲                 or snapshot.expiresAt
  *   expiry timer / getSnapshot(stale) ─────────────┘                ──► build ──► swap ──► tick
  */
@@ -36,19 +36,22 @@ import { ThreatfeedError } from '../errors.js'
 import type { GeoIndex } from '../geo/geo-index.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import type { Logger } from '../log.js'
-import type { AccessList, FeedFetch, Store, Workspace } from '../store/types.js'
+import type { FeedFetch, Store } from '../store/types.js'
+import { StoreCatalog, type CatalogPoll, type CatalogView, type PolledCatalog } from './catalog.js'
 import { buildSnapshot, feedTargets, type FeedTasks } from './build-snapshot.js'
 import { LastModifiedKeeper } from './last-modified.js'
-import { WorkspaceRuleCache } from './rule-cache.js'
+import { FeedState, WorkspaceState } from './feed-state.js'
+import { Slots } from './slots.js'
+import { FetchRecorder, RECORD_MS } from './fetch-recorder.js'
+import { syncAdmin } from './admin-sync.js'
 import { runSliced } from './slices.js'
 import type { BuildReason, FeedMetrics } from './metrics.js'
-import type { ChunkCache } from '../pool/protocol.js'
 import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types.js'
 
 export interface FeedServiceConfig {
   /** Least time between two rebuilds of one feed (THREATFEED_FEED_REBUILD_MS). */
   feedRebuildMs: number
-  /** How often the store's revisions are polled (THREATFEED_POLL_MS). */
+  /** How often the store's revisions are polled (THREATFEED_POLL_MS), when the service polls with a catalog of its own. */
   pollMs: number
 }
 
@@ -85,87 +88,17 @@ export interface FeedServiceOptions {
    * tasks in the pool — every build finishing later — and hold all their buffers at once.
    */
   buildConcurrency?: number
+  /**
+   * The shared catalog (workspaces, keys, lists, and the poll of the store's revisions), whose
+   * life cycle is the caller's. Without one, the service polls with a catalog of its own.
+   */
+  catalog?: PolledCatalog
 }
 
 /** Node timers hold at most 2^31 - 1 ms; a later instant is re-armed when reached. */
 const MAX_TIMER_MS = 0x7fffffff
 const RETRY_MIN_MS = 100
 const IDLE_MS = 3_600_000
-/** Least time between two recorded fetch times of one feed: a store write per poll would be one per request. */
-const RECORD_MS = 5 * 60_000
-/** After a failed write of fetch times, the next attempt waits this long. */
-const RECORD_RETRY_MS = 10_000
-
-class FeedState {
-  list: AccessList | null = null
-  snapshot: FeedSnapshot | undefined = undefined
-  caches: Map<string, ChunkCache> | undefined = undefined
-  building: Promise<void> | null = null
-  /** A trigger arrived that the current snapshot does not reflect. */
-  dirty = true
-  /** Why the next build runs: a first build is 'demand', or 'start' for a feed built before ready. */
-  reason: BuildReason = 'demand'
-  lastStart = -Infinity
-  /** Inputs of the current snapshot (rules fingerprint, list, workspace name, geo version). */
-  builtFrom = ''
-  failures = 0
-  retryAt = 0
-  lastError: unknown = null
-  timer: NodeJS.Timeout | null = null
-  timerAt = Infinity
-  /** The list does not exist (or belongs to another workspace). */
-  missing = false
-  /** Kept built: served within idleMs, or recorded as served within idleMs before the start. */
-  wanted = false
-  /** When the feed was last asked for. */
-  fetchedAt = -Infinity
-  /** The fetchedAt last written to the store (recordFetches). */
-  recordedAt = -Infinity
-
-  constructor (readonly workspaceId: string, readonly feedId: FeedId) {}
-}
-
-/** A counting semaphore; urgent waiters go first. */
-class Slots {
-  #free: number
-  readonly #waiting: Array<() => void> = []
-
-  constructor (n: number) {
-    this.#free = Math.max(1, n)
-  }
-
-  async acquire (urgent: boolean): Promise<void> {
-    if (this.#free > 0) {
-      this.#free--
-      return
-    }
-    await new Promise<void>((resolve) => { if (urgent) this.#waiting.unshift(resolve); else this.#waiting.push(resolve) })
-  }
-
-  /** Hands the slot to the next waiter, or frees it. */
-  release (): void {
-    const next = this.#waiting.shift()
-    if (next !== undefined) next()
-    else this.#free++
-  }
-}
-
-class WorkspaceState {
-  name: string | null = null
-  active = true
-  /** As last read, caught up by what changed (rule-cache.ts). */
-  readonly rules: WorkspaceRuleCache
-  /** The workspace's rules revision (RuleStore#revisionOf) `rules` was read at. */
-  rulesRevision = -1
-  /** Its latest rules revision known (polled when the store's rules revision moves). */
-  revision = 0
-  fetching: Promise<void> | null = null
-  readonly feeds = new Map<FeedId, FeedState>()
-
-  constructor (readonly id: string) {
-    this.rules = new WorkspaceRuleCache(id)
-  }
-}
 
 /**
  * @example
@@ -186,18 +119,21 @@ export class FeedService {
   readonly #lastModified: LastModifiedKeeper
   readonly #workspaces = new Map<string, WorkspaceState>()
   readonly #slots: Slots
+  readonly #catalog: PolledCatalog
+  /** The catalog this service made for itself (no catalog given), started and stopped with it. */
+  readonly #ownCatalog: StoreCatalog | null
   #geo: GeoIndex | null = null
   #geoVersion = 0
-  #adminRevision = -1
+  /** The catalog view the feeds reflect. */
+  #adminView: CatalogView | null = null
   #rulesRevision = 0
-  #pollTimer: NodeJS.Timeout | null = null
+  #unsubscribe: (() => void) | null = null
   #polling = false
   #started = false
   #stopped = false
   #ready = false
   #initial: Promise<void> | null = null
-  #recording = false
-  #recordAfter = 0
+  readonly #fetches: FetchRecorder
 
   constructor (opts: FeedServiceOptions) {
     this.#store = opts.store
@@ -210,10 +146,13 @@ export class FeedService {
     this.#idleMs = opts.idleMs ?? IDLE_MS
     this.#caughtUp = opts.caughtUp
     this.#slots = new Slots(opts.buildConcurrency ?? 2)
+    this.#ownCatalog = opts.catalog === undefined ? new StoreCatalog(opts.store, { pollMs: opts.config.pollMs }) : null
+    this.#catalog = opts.catalog ?? this.#ownCatalog!
     this.#lastModified = new LastModifiedKeeper(opts.store.feedVersions, {
       timeoutMs: opts.storeTimeoutMs ?? 2000,
       onStoreError: (e) => { this.#log.warn({ err: e }, 'feed versions unavailable; Last-Modified kept in memory') },
     })
+    this.#fetches = new FetchRecorder(opts.store.feedVersions, this.#log)
     if (opts.geo !== undefined) this.#installGeo(opts.geo)
   }
 
@@ -221,25 +160,25 @@ export class FeedService {
   async start (): Promise<void> {
     if (this.#started) return
     this.#started = true
+    this.#unsubscribe = this.#catalog.onPoll((poll) => { void this.#poll(poll) })
     try {
-      const r = await this.#store.revisions()
-      this.#rulesRevision = r.rules
-      await this.#reloadAdmin()
-      this.#adminRevision = r.admin
+      if (this.#ownCatalog !== null) await this.#ownCatalog.start()
+      else if (this.#catalog.view === null) await this.#catalog.refresh()
+      this.#rulesRevision = this.#catalog.rulesRevision
+      this.#applyAdmin()
       await this.#wantRecent()
     } catch (e) {
       // The store is down at start: the next poll retries the load.
       this.#log.warn({ err: e }, 'feed service: store unavailable at start; retrying')
     }
-    this.#pollTimer = setInterval(() => { void this.#poll() }, this.#config.pollMs)
-    this.#pollTimer.unref()
     if (this.#geo !== null) this.#startInitial()
   }
 
   /** Stops polling and timers; waits for builds in flight. The pool and the store are the caller's. */
   async stop (): Promise<void> {
     this.#stopped = true
-    if (this.#pollTimer !== null) clearInterval(this.#pollTimer)
+    this.#unsubscribe?.()
+    this.#ownCatalog?.stop()
     const pending: Promise<void>[] = []
     for (const ws of this.#workspaces.values()) {
       for (const f of ws.feeds.values()) {
@@ -378,16 +317,13 @@ export class FeedService {
     return null
   }
 
-  async #poll (): Promise<void> {
+  async #poll (poll: CatalogPoll): Promise<void> {
     if (this.#polling || this.#stopped) return
     this.#polling = true
     try {
-      const r = await this.#store.revisions()
-      if (r.admin !== this.#adminRevision) {
-        await this.#reloadAdmin()
-        this.#adminRevision = r.admin
-      }
-      if (r.rules !== this.#rulesRevision) {
+      this.#applyAdmin()
+      if (!poll.ok) throw poll.error
+      if (poll.rules !== this.#rulesRevision) {
         // Only workspaces whose own rules moved: one read each, where refetching every
         // workspace's rules cost 0.4–0.8 s of this thread per 100,000 rules (bench/snapshot.ts).
         for (const ws of this.#workspaces.values()) {
@@ -398,7 +334,7 @@ export class FeedService {
         }
         // Only once every workspace was looked at: a read failing half-way leaves the change to
         // the next poll, instead of marking it seen for workspaces nobody checked.
-        this.#rulesRevision = r.rules
+        this.#rulesRevision = poll.rules
       }
     } catch (e) {
       this.#log.debug({ err: e }, 'feed service: revision poll failed')
@@ -415,24 +351,11 @@ export class FeedService {
         if (f.fetchedAt - f.recordedAt >= RECORD_MS) due.push({ workspaceId: ws.id, listId: f.feedId, at: f.fetchedAt })
       }
     }
-    if (due.length > 0) void this.#recordFetches(due, now)
-  }
-
-  /** Writes fetch times (one call for every feed due); a failure is retried after RECORD_RETRY_MS. */
-  async #recordFetches (due: FeedFetch[], now: number): Promise<void> {
-    if (this.#recording || now < this.#recordAfter) return
-    this.#recording = true
-    try {
-      await this.#store.feedVersions.recordFetches(due)
-      for (const d of due) {
+    if (due.length > 0) {
+      void this.#fetches.record(due, now, (d) => {
         const f = this.#workspaces.get(d.workspaceId)?.feeds.get(d.listId)
         if (f !== undefined) f.recordedAt = Math.max(f.recordedAt, d.at)
-      }
-    } catch (e) {
-      this.#recordAfter = Date.now() + RECORD_RETRY_MS
-      this.#log.debug({ err: e }, 'feed service: fetch times not recorded; retrying later')
-    } finally {
-      this.#recording = false
+      })
     }
   }
 
@@ -450,47 +373,19 @@ export class FeedService {
     this.#metrics?.removeFeed(ws.id, f.feedId)
   }
 
-  /** Workspaces and lists from the store: feeds appear, change and disappear with them. */
-  async #reloadAdmin (): Promise<void> {
-    const [workspaces, lists] = await Promise.all([this.#store.workspaces.list(), this.#store.lists.list()])
-    const live = new Map<string, Workspace>()
-    for (const w of workspaces) if (w.deletedAt === null) live.set(w.id, w)
-    for (const [id, ws] of this.#workspaces) {
-      if (!live.has(id)) this.#dropWorkspace(ws)
-    }
-    const listsByWorkspace = new Map<string, AccessList[]>()
-    for (const l of lists) {
-      const a = listsByWorkspace.get(l.workspaceId)
-      if (a === undefined) listsByWorkspace.set(l.workspaceId, [l])
-      else a.push(l)
-    }
-    for (const w of live.values()) {
-      const ws = this.#workspace(w.id)
-      ws.active = w.subscription === 'active'
-      if (ws.name !== w.name) {
-        if (ws.name !== null) this.#markDirty(ws.feeds.get(WORKSPACE_FEED)!, 'change')
-        ws.name = w.name
-      }
-      const current = listsByWorkspace.get(w.id) ?? []
-      const ids = new Set(current.map((l) => l.id))
-      for (const [id, f] of ws.feeds) {
-        if (id !== WORKSPACE_FEED && !ids.has(id)) this.#dropFeed(ws, f)
-      }
-      for (const l of current) {
-        let f = ws.feeds.get(l.id)
-        if (f === undefined) {
-          f = new FeedState(w.id, l.id)
-          f.list = l
-          ws.feeds.set(l.id, f)
-        } else if (f.list === null || f.list.updatedAt !== l.updatedAt) {
-          const had = f.list !== null
-          f.list = l
-          f.missing = false
-          if (had) this.#markDirty(f, 'change')
-          else this.#tick(f)
-        }
-      }
-    }
+  /** Workspaces and lists from the catalog, when its view changed: feeds appear, change and disappear with them. */
+  #applyAdmin (): void {
+    const view = this.#catalog.view
+    if (view === null || view === this.#adminView) return
+    this.#adminView = view
+    syncAdmin(view, {
+      workspaces: this.#workspaces,
+      workspace: (id) => this.#workspace(id),
+      dropWorkspace: (ws) => { this.#dropWorkspace(ws) },
+      dropFeed: (ws, f) => { this.#dropFeed(ws, f) },
+      markDirty: (f, reason) => { this.#markDirty(f, reason) },
+      tick: (f) => { this.#tick(f) },
+    })
   }
 
   #dropWorkspace (ws: WorkspaceState): void {
@@ -582,7 +477,7 @@ export class FeedService {
 
   async #buildNow (f: FeedState, now: number, reason: BuildReason, started: number, first: boolean): Promise<void> {
     const ws = this.#workspace(f.workspaceId)
-    await this.#rulesOf(ws, now, first)
+    await ws.catchUp(this.#store.rules, now, first, this.#log)
     const rules = ws.rules.table!
     if (ws.name === null) ws.name = (await this.#store.workspaces.get(ws.id))?.name ?? ws.id
     if (f.feedId !== WORKSPACE_FEED && f.list === null) {
@@ -613,33 +508,5 @@ export class FeedService {
     this.#metrics?.observeBuild(reason, 'built', (performance.now() - started) / 1000)
     this.#metrics?.setSnapshot(result.snapshot)
     this.#metrics?.setAge(ws.id, f.feedId, 0)
-  }
-
-  /**
-   * The workspace's rules: caught up when its rules revision moved, else (or when the store fails)
-   * as last read. `fresh`: read the revision now rather than trust the last poll (a first build
-   * shows every signal acknowledged before its request, not only those a poll has seen).
-   */
-  async #rulesOf (ws: WorkspaceState, now: number, fresh: boolean): Promise<void> {
-    if (fresh && ws.rules.table !== null) {
-      try {
-        ws.revision = Math.max(ws.revision, await this.#store.rules.revisionOf(ws.id))
-      } catch {
-        // The store is down: the rules in memory are the best there is (below).
-      }
-    }
-    if (ws.rules.table !== null && ws.rulesRevision === ws.revision) return
-    if (ws.fetching !== null) return ws.fetching
-    // The revision is read before the rules: a write in between makes the rules newer than the
-    // revision recorded, never older, and the next poll reads again.
-    ws.fetching = this.#store.rules.revisionOf(ws.id).then(async (revision) => {
-      await ws.rules.refresh(this.#store.rules, now)
-      ws.rulesRevision = revision
-      ws.revision = Math.max(ws.revision, revision)
-    }).catch((e: unknown) => {
-      if (ws.rules.table === null) throw e
-      this.#log.warn({ err: e, workspace: ws.id }, 'rule store unavailable; building from the rules in memory')
-    }).finally(() => { ws.fetching = null })
-    return ws.fetching
   }
 }

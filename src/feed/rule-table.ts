@@ -20,6 +20,8 @@ import { ROWS_PER_YIELD, runWhole } from './slices.js'
 const TYPE_IP = 0
 const TYPE_ASN = 1
 const TYPE_COUNTRY = 2
+const CH_NL = 0x0a
+const NON_ASCII = 0x80
 
 export interface RuleTable {
   readonly length: number
@@ -159,8 +161,10 @@ export function * selecting (t: RuleTable, list: AccessList | null, now: number)
 }
 
 function emptyGroup (confidence: string, severity: string): TargetGroup {
-  return { confidence, severity, ips: '', asns: [], countries: [] }
+  return { confidence, severity, ips: EMPTY_TEXT, asns: [], countries: [] }
 }
+
+const EMPTY_TEXT = new Uint8Array(0)
 
 function asnNumber (value: string): number {
   // Stored as `AS<digits>` (DECISIONS §3); anything else matches no network.
@@ -168,15 +172,14 @@ function asnNumber (value: string): number {
   return value.length > 2 && Number.isSafeInteger(n) ? n : -1
 }
 
-function addTarget (t: RuleTable, i: number, group: TargetGroup, ips: string[]): void {
+/** Rows of the `ip` targets of a group, gathered before their text is written (see ipText). */
+type IpRows = number[]
+
+function addTarget (t: RuleTable, i: number, group: TargetGroup, ips: IpRows): void {
   const type = t.type[i]
-  if (type === TYPE_IP) ips.push(t.value[i]!)
+  if (type === TYPE_IP) ips.push(i)
   else if (type === TYPE_ASN) group.asns.push(asnNumber(t.value[i]!))
   else group.countries.push(t.value[i]!)
-}
-
-function joinIps (ips: string[]): string {
-  return ips.length === 0 ? '' : ips.join('\n') + '\n'
 }
 
 /**
@@ -191,7 +194,7 @@ export function groupTargets (t: RuleTable, rows: Uint32Array, defaults: ListDef
 export function * grouping (t: RuleTable, rows: Uint32Array, defaults: ListDefaults | null): Generator<void, TargetGroup[]> {
   const dc = defaults?.confidence ?? 'high'
   const ds = defaults?.severity ?? 'high'
-  const groups = new Map<number, { group: TargetGroup, ips: string[] }>()
+  const groups = new Map<number, { group: TargetGroup, ips: IpRows }>()
   for (let k = 0; k < rows.length; k++) {
     if (k % ROWS_PER_YIELD === 0) yield
     const i = rows[k]!
@@ -208,7 +211,7 @@ export function * grouping (t: RuleTable, rows: Uint32Array, defaults: ListDefau
     addTarget(t, i, g.group, g.ips)
   }
   const out: TargetGroup[] = []
-  for (const [, { group, ips }] of [...groups.entries()].sort((a, b) => a[0] - b[0])) out.push({ ...group, ips: yield * joining(ips) })
+  for (const [, { group, ips }] of [...groups.entries()].sort((a, b) => a[0] - b[0])) out.push({ ...group, ips: yield * ipText(t, ips) })
   return out
 }
 
@@ -219,21 +222,36 @@ export function allTargets (t: RuleTable, rows: Uint32Array): TargetGroup {
 
 export function * allTargeting (t: RuleTable, rows: Uint32Array): Generator<void, TargetGroup> {
   const group = emptyGroup('high', 'high')
-  const ips: string[] = []
+  const ips: IpRows = []
   for (let k = 0; k < rows.length; k++) {
     if (k % ROWS_PER_YIELD === 0) yield
     addTarget(t, rows[k]!, group, ips)
   }
-  return { ...group, ips: yield * joining(ips) }
+  return { ...group, ips: yield * ipText(t, ips) }
 }
 
-/** The targets one a line, joined a slice at a time (one join of millions holds the thread). */
-function * joining (ips: string[]): Generator<void, string> {
-  if (ips.length <= ROWS_PER_YIELD) return joinIps(ips)
-  const parts: string[] = []
-  for (let i = 0; i < ips.length; i += ROWS_PER_YIELD) {
-    yield
-    parts.push(joinIps(ips.slice(i, i + ROWS_PER_YIELD)))
+/**
+ * The targets of some rows one a line, written a slice at a time into shared memory: the pool's
+ * task then shares it instead of cloning it, and no step costs the thread more than a slice (a
+ * joined string of millions of targets was one long join, then one long copy into the task).
+ * Targets are ASCII (canonical CIDRs); any other char is written as 0x80, which no reader accepts.
+ */
+function * ipText (t: RuleTable, rows: IpRows): Generator<void, Uint8Array> {
+  let length = 0
+  for (let k = 0; k < rows.length; k++) {
+    if (k % ROWS_PER_YIELD === 0) yield
+    length += t.value[rows[k]!]!.length + 1
   }
-  return parts.join('')
+  const out = new Uint8Array(new SharedArrayBuffer(length))
+  let o = 0
+  for (let k = 0; k < rows.length; k++) {
+    if (k % ROWS_PER_YIELD === 0) yield
+    const v = t.value[rows[k]!]!
+    for (let c = 0; c < v.length; c++) {
+      const ch = v.charCodeAt(c)
+      out[o++] = ch < NON_ASCII ? ch : NON_ASCII
+    }
+    out[o++] = CH_NL
+  }
+  return out
 }

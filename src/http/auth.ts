@@ -1,10 +1,10 @@
 /**
  * Authentication and authorization (SPEC §5, DECISIONS §2).
  *
- * The one function that decides 401/402/403 is `decideAccess`. The Authenticator keeps every live
- * key in memory, keyed by hash, and reloads the whole set whenever the store's admin revision
- * moves, so a key revoked from the CLI in another process is refused within one poll interval
- * (250 ms by default; DECISIONS §1 allows 1 s).
+ * The one function that decides 401/402/403 is `decideAccess`. The Authenticator indexes every
+ * live key of the catalog (feed/catalog.ts) by hash, again whenever the catalog's view changes, so
+ * a key revoked from the CLI in another process is refused within one poll interval (250 ms by
+ * default; DECISIONS §1 allows 1 s).
  *
  * Hot path: a feed poll must not hash. Keys that authenticated are cached to their entry — the
  * key itself, not the header it came in, so no spelling of one credential (a run of spaces, the
@@ -20,7 +20,8 @@
  */
 import { ThreatfeedError } from '../errors.js'
 import { hashApiKey } from '../store/api-key.js'
-import type { ApiKey, Scope, Store, Workspace } from '../store/types.js'
+import type { ApiKey, Scope, Workspace } from '../store/types.js'
+import { StoreCatalog, type CatalogReader, type CatalogStore, type CatalogView } from '../feed/catalog.js'
 
 export type Api = 'v1' | 'v2' | 'feeds'
 
@@ -115,66 +116,57 @@ export function decideAccess (principal: Principal | null, scope: Scope, api: Ap
   return { ok: true, principal }
 }
 
+/** The live keys of a view, by hash. */
+function principalsOf (view: CatalogView): Map<string, Principal> {
+  const byHash = new Map<string, Principal>()
+  for (const key of view.keys) {
+    const workspace = view.workspaces.get(key.workspaceId)
+    if (workspace !== undefined && key.revokedAt === null && workspace.deletedAt === null) byHash.set(key.hash, { key, workspace })
+  }
+  return byHash
+}
+
 export class Authenticator {
-  readonly #store: Store
+  readonly #catalog: CatalogReader
+  /** The catalog this Authenticator made for itself (given a store), started and stopped with it. */
+  readonly #own: StoreCatalog | null
+  /** The view #byHash was built from. */
+  #view: CatalogView | null = null
   #byHash = new Map<string, Principal>()
   /** API key → principal, for keys that authenticated (positive cache; see the file comment). */
   #byKey = new Map<string, Principal>()
   #cacheBytes = 0
-  #revision = -1
-  #timer: NodeJS.Timeout | null = null
-  #loading: Promise<void> | null = null
   #recheck: Promise<void> | null = null
   #lastRecheck = 0
-  readonly #pollMs: number
   readonly #onError: (e: unknown) => void
 
-  constructor (store: Store, options: { pollMs: number, onError?: (e: unknown) => void }) {
-    this.#store = store
-    this.#pollMs = options.pollMs
+  /** `source`: the shared catalog, or a store to poll every `pollMs` with a catalog of its own. */
+  constructor (source: CatalogReader | CatalogStore, options: { pollMs: number, onError?: (e: unknown) => void }) {
     this.#onError = options.onError ?? (() => {})
+    this.#own = 'revisions' in source ? new StoreCatalog(source, { pollMs: options.pollMs, onError: this.#onError }) : null
+    this.#catalog = this.#own ?? source as CatalogReader
   }
 
-  /** Loads every key once, then polls the admin revision. */
+  /** Resolves once the keys are loaded (rejects when the first load fails). */
   async start (): Promise<void> {
-    await this.refresh()
-    this.#timer = setInterval(() => { this.refresh().catch(this.#onError) }, this.#pollMs)
-    this.#timer.unref()
+    if (this.#own !== null) await this.#own.start()
+    else if (this.#catalog.view === null) await this.#catalog.refresh()
   }
 
   stop (): void {
-    if (this.#timer !== null) clearInterval(this.#timer)
-    this.#timer = null
+    this.#own?.stop()
   }
 
   /** Reloads when the admin revision moved (or always when forced). Concurrent calls share one load. */
   async refresh (force = false): Promise<void> {
-    if (this.#loading !== null) return this.#loading
-    this.#loading = (async () => {
-      try {
-        const { admin } = await this.#store.revisions()
-        if (!force && admin === this.#revision) return
-        const [keys, workspaces] = await Promise.all([this.#store.keys.list(), this.#store.workspaces.list()])
-        const ws = new Map(workspaces.map((w) => [w.id, w]))
-        const byHash = new Map<string, Principal>()
-        for (const key of keys) {
-          const workspace = ws.get(key.workspaceId)
-          if (workspace !== undefined && key.revokedAt === null && workspace.deletedAt === null) byHash.set(key.hash, { key, workspace })
-        }
-        this.#byHash = byHash
-        this.#forget()
-        this.#revision = admin
-      } finally {
-        this.#loading = null
-      }
-    })()
-    return this.#loading
+    await this.#catalog.refresh(force)
   }
 
   /** Synchronous: answers from memory. `header` is the raw Authorization value ('' when absent). */
   authenticate (header: string, scope: Scope, api: Api): AccessDecision {
     const key = extractKey(header, api)
     if (key === null) return decideAccess(null, scope, api)
+    if (this.#catalog.view !== this.#view) this.#index()
     let principal = this.#byKey.get(key)
     if (principal === undefined) {
       principal = this.#byHash.get(hashApiKey(key))
@@ -228,6 +220,13 @@ export class Authenticator {
     if (this.#cacheBytes + bytes > AUTH_CACHE_MAX_BYTES) this.#forget()
     this.#byKey.set(key, principal)
     this.#cacheBytes += bytes
+  }
+
+  #index (): void {
+    const view = this.#catalog.view
+    this.#byHash = view === null ? new Map() : principalsOf(view)
+    this.#view = view
+    this.#forget()
   }
 
   #forget (): void {

@@ -5,14 +5,15 @@
  *   answers 404 exactly like a list that does not exist, so ids cannot be probed.
  * - A name held by several lists is 409 (names need not be unique; address the list by UUID).
  *
- * A feed poll must not touch the store, so every list lives in memory, indexed per workspace.
- * The directory reloads the whole set when the store's admin revision moves (the Authenticator
- * does the same for keys): a list created, renamed or deleted from the CLI in another process is
- * seen within one poll interval (DECISIONS §1: 1 s). During a store outage the last index keeps
+ * A feed poll must not touch the store, so every list lives in memory, indexed per workspace,
+ * from the catalog (feed/catalog.ts) and again whenever its view changes (the Authenticator does
+ * the same for keys): a list created, renamed or deleted from the CLI in another process is seen
+ * within one poll interval (DECISIONS §1: 1 s). During a store outage the last index keeps
  * answering.
  */
 import { ThreatfeedError } from '../errors.js'
-import type { AccessList, Store } from '../store/types.js'
+import type { AccessList } from '../store/types.js'
+import { StoreCatalog, type CatalogReader, type CatalogStore, type CatalogView } from '../feed/catalog.js'
 
 interface WorkspaceLists {
   readonly byId: ReadonlyMap<string, AccessList>
@@ -81,7 +82,7 @@ export function resolveList (index: ListIndex, workspaceId: string, ref: string)
 }
 
 export interface ListDirectoryOptions {
-  /** How often the admin revision is polled. */
+  /** How often a catalog of its own (given a store) polls the admin revision; a failed first load is retried as often. */
   readonly pollMs: number
   /** Longest wait of resolveLoaded() for a first load (default 10 s, as long as a feed build may take). */
   readonly awaitMs?: number
@@ -90,67 +91,59 @@ export interface ListDirectoryOptions {
 }
 
 /**
- * The in-memory list index, kept current by polling the admin revision.
+ * The in-memory list index over the catalog.
  *
  * @example
- *   const lists = new ListDirectory(store, { pollMs: 250 })
+ *   const lists = new ListDirectory(catalog, { pollMs: 250 })
  *   await lists.start()
  *   const list = lists.resolve(workspaceId, 'tor-exits')
  */
 export class ListDirectory {
-  readonly #store: Pick<Store, 'lists' | 'revisions'>
+  readonly #catalog: CatalogReader
+  /** The catalog this directory made for itself (given a store), started and stopped with it. */
+  readonly #own: StoreCatalog | null
   readonly #pollMs: number
   readonly #awaitMs: number
-  readonly #onError: (e: unknown) => void
-  #index: ListIndex | null = null
-  #revision = -1
-  #timer: NodeJS.Timeout | null = null
-  #loading: Promise<void> | null = null
+  /** The view #index was built from. */
+  #view: CatalogView | null = null
+  #index: ListIndex = new Map()
 
-  constructor (store: Pick<Store, 'lists' | 'revisions'>, options: ListDirectoryOptions) {
-    this.#store = store
+  /** `source`: the shared catalog, or a store to poll every `pollMs` with a catalog of its own. */
+  constructor (source: CatalogReader | CatalogStore, options: ListDirectoryOptions) {
+    this.#own = 'revisions' in source ? new StoreCatalog(source, { pollMs: options.pollMs, onError: options.onError }) : null
+    this.#catalog = this.#own ?? source as CatalogReader
     this.#pollMs = options.pollMs
     this.#awaitMs = options.awaitMs ?? 10_000
-    this.#onError = options.onError ?? (() => {})
   }
 
-  /** Loads every list, then polls. Resolves after the first load. */
+  /** Resolves after a first load. */
   async start (): Promise<void> {
-    if (this.#timer === null) {
-      this.#timer = setInterval(() => { this.refresh().catch(this.#onError) }, this.#pollMs)
-      this.#timer.unref()
-    }
-    await this.refresh()
+    if (this.#own !== null) await this.#own.start()
+    else if (this.#catalog.view === null) await this.#catalog.refresh()
   }
 
   stop (): void {
-    if (this.#timer !== null) clearInterval(this.#timer)
-    this.#timer = null
+    this.#own?.stop()
   }
 
   /** True once a first index is in memory: resolve() can answer synchronously. */
   get loaded (): boolean {
-    return this.#index !== null
+    return this.#catalog.view !== null
   }
 
   /** Reloads when the admin revision moved (or always when forced). Concurrent calls share one load. */
   refresh (force = false): Promise<void> {
-    this.#loading ??= (async () => {
-      try {
-        const { admin } = await this.#store.revisions()
-        if (!force && admin === this.#revision && this.#index !== null) return
-        this.#index = indexLists(await this.#store.lists.list())
-        this.#revision = admin
-      } finally {
-        this.#loading = null
-      }
-    })()
-    return this.#loading
+    return this.#catalog.refresh(force)
   }
 
   /** Synchronous lookup; throws 404/409 errors (see resolveList), or TF_ERR_FEED_UNAVAILABLE (500) before the first load. */
   resolve (workspaceId: string, ref: string): AccessList {
-    if (this.#index === null) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE')
+    const view = this.#catalog.view
+    if (view === null) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE')
+    if (view !== this.#view) {
+      this.#index = indexLists(view.lists)
+      this.#view = view
+    }
     return resolveList(this.#index, workspaceId, ref)
   }
 
@@ -161,7 +154,7 @@ export class ListDirectory {
   async resolveLoaded (workspaceId: string, ref: string): Promise<AccessList> {
     const deadline = Date.now() + this.#awaitMs
     let failure: unknown
-    while (this.#index === null) {
+    while (this.#catalog.view === null) {
       try {
         await this.refresh()
       } catch (e) {

@@ -66,10 +66,11 @@ export interface TargetGroup {
   confidence: string
   severity: string
   /**
-   * Canonical CIDRs of the `ip` rules, each followed by `\n`. One string crosses a thread
-   * boundary as one copy; an array of 100,000 strings is 100,000 serialised values.
+   * Canonical CIDRs of the `ip` rules, each followed by `\n`: ASCII bytes, or a string (the
+   * CLI and tests). The feed service writes them into a SharedArrayBuffer, which a task shares
+   * with no copy; a string crosses as one copy, an array of 100,000 strings as 100,000 values.
    */
-  ips: string
+  ips: string | Uint8Array
   asns: number[]
   countries: string[]
 }

@@ -1,4 +1,6 @@
 import t from 'tap'
+import { computeNetworks, networksKey } from '../../src/feed/render/compute-networks.js'
+import type { ComputeTask } from '../../src/pool/protocol.js'
 import { allTargets, groupTargets, matchesSelector, selectRules, toRuleTable } from '../../src/feed/rule-table.js'
 import type { AccessList, AccessRule } from '../../src/store/types.js'
 
@@ -58,7 +60,7 @@ t.test('groups: own confidence and severity (field, then label), then list defau
   ])
   const rows = selectRules(table, null, 0).block
   const g = groupTargets(table, rows, null)
-  t.same(g.map((x) => [x.confidence, x.severity, x.ips, x.asns, x.countries]), [
+  t.same(g.map((x) => [x.confidence, x.severity, text(x.ips), x.asns, x.countries]), [
     ['low', 'high', '192.0.2.2/32\n', [], ['SE']],
     ['medium', 'high', '192.0.2.4/32\n', [], []],
     ['high', 'high', '192.0.2.1/32\n192.0.2.5/32\n', [13335], []],
@@ -66,7 +68,26 @@ t.test('groups: own confidence and severity (field, then label), then list defau
   ], 'a rule field beats its label; an invalid label is ignored; groups in a fixed order')
   const withDefaults = groupTargets(table, rows, { confidence: 'medium', severity: 'low' })
   t.same(withDefaults.map((x) => `${x.confidence}/${x.severity}`), ['low/low', 'medium/low', 'medium/critical'], 'each field falls back on its own')
-  t.same(allTargets(table, rows), { confidence: 'high', severity: 'high', ips: '192.0.2.1/32\n192.0.2.2/32\n192.0.2.3/32\n192.0.2.4/32\n192.0.2.5/32\n', asns: [13335], countries: ['SE'] })
+  const all = allTargets(table, rows)
+  t.same({ ...all, ips: text(all.ips) }, { confidence: 'high', severity: 'high', ips: '192.0.2.1/32\n192.0.2.2/32\n192.0.2.3/32\n192.0.2.4/32\n192.0.2.5/32\n', asns: [13335], countries: ['SE'] })
+  t.ok(typeof all.ips !== 'string' && all.ips.buffer instanceof SharedArrayBuffer, 'the targets text is shared memory: a pool task shares it, no copy')
+})
+
+t.test('the targets text as bytes computes the same networks as the text as a string', async (t) => {
+  const cases = [
+    { description: 'IPv4 and IPv6 targets', values: ['192.0.2.1/32', '2001:db8::/32', '10.0.0.0/8', '2001:db8:1::1/128'] },
+    { description: 'a non-ASCII target is unreadable, not misread', values: ['192.0.2.1/32', '19\u00b2.0.2.2/32'] },
+    { description: 'none', values: [] },
+  ]
+  for (const c of cases) {
+    const table = toRuleTable(c.values.map((v) => rule(v)))
+    const bytes = allTargets(table, selectRules(table, null, 0).block)
+    const asString = { ...bytes, ips: text(bytes.ips) }
+    const task = (g: typeof bytes): ComputeTask => ({ geo: { version: 0 }, block: [g], allow: [], carve: { ...g, ips: '' }, meta: '' })
+    t.same(computeNetworks(task(bytes), null), computeNetworks(task(asString), null), c.description)
+    // The key hashes the text as given: for ASCII (every canonical target) both forms are one key.
+    if (Buffer.byteLength(asString.ips) === asString.ips.length) t.equal(networksKey(task(bytes)), networksKey(task(asString)), `${c.description}: one content key`)
+  }
 })
 
 t.test('compact: label sets are kept once; the fingerprint moves with every change', async (t) => {
@@ -81,3 +102,8 @@ t.test('compact: label sets are kept once; the fingerprint moves with every chan
   t.not(toRuleTable([{ ...rules[0]!, updatedAt: 2, seq: 5000 }, ...rules.slice(1)]).fingerprint, fp, 'an update')
   t.not(toRuleTable([{ ...rules[0]!, expiresAt: 99 }, ...rules.slice(1)]).fingerprint, fp, 'a new expiry')
 })
+
+/** A group's targets text as a string, whichever form it came in. */
+function text (ips: string | Uint8Array): string {
+  return typeof ips === 'string' ? ips : Buffer.from(ips).toString('latin1')
+}

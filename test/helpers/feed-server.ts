@@ -19,10 +19,11 @@ import { Metrics } from '../../src/http/metrics.js'
 import { RateLimiter, startHttpServer, type HttpContext, type HttpServer, type RouteModule } from '../../src/http/app.js'
 import { feedRoutes, type FeedSource } from '../../src/http/feed-routes.js'
 import { ListDirectory } from '../../src/http/list-resolve.js'
+import type { CatalogStore } from '../../src/feed/catalog.js'
 import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded/embedded-store.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import { CACHE_CONTROL, CONTENT_TYPES, VARY, variantKey, type FeedId, type FeedSnapshot, type Representation, type Variant } from '../../src/feed/snapshot-types.js'
-import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Store, type Workspace } from '../../src/store/types.js'
+import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Workspace } from '../../src/store/types.js'
 
 export interface FeedServer {
   readonly base: string
@@ -64,7 +65,7 @@ export interface FeedServerOptions {
   /** Load the list directory before serving (default true); false leaves the first load to the first list request. */
   loadLists?: boolean
   /** What the list directory reads in place of the store (an outage), and its longest wait for a first load. */
-  listSource?: (store: EmbeddedStore) => Pick<Store, 'lists' | 'revisions'>
+  listSource?: (store: EmbeddedStore) => CatalogStore
   listAwaitMs?: number
 }
 

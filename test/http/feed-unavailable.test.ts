@@ -64,7 +64,7 @@ t.test('a list request before the list catalog could be loaded waits for it, the
     const server = await startFeedServer(() => source, {
       loadLists: false,
       listAwaitMs: c.awaitMs,
-      listSource: (store) => ({ revisions: () => Date.now() < until ? fail() : store.revisions(), lists: store.lists }),
+      listSource: (store) => ({ revisions: () => Date.now() < until ? fail() : store.revisions(), lists: store.lists, keys: store.keys, workspaces: store.workspaces }),
     })
     t.teardown(() => server.stop())
     const list = await server.store.lists.create({ workspaceId: server.workspace.id, name: 'early', description: '', defaults: { family: 'v6' }, selector: {} })

@@ -70,8 +70,8 @@ t.test('path segment decoding', async (t) => {
   for (const c of cases) t.equal(decodeListRef(c.input), c.expected, c.input)
 })
 
-/** A store double exposing only what the directory reads: lists and the admin revision. */
-function fakeStore (initial: AccessList[]): { lists: { list: () => Promise<AccessList[]> }, revisions: () => Promise<{ admin: number, rules: number }>, set: (l: AccessList[]) => void, loads: number, fail: boolean } {
+/** A store double exposing only what the catalog reads: lists, no keys or workspaces, and the admin revision. */
+function fakeStore (initial: AccessList[]): { lists: { list: () => Promise<AccessList[]> }, keys: { list: () => Promise<[]> }, workspaces: { list: () => Promise<[]> }, revisions: () => Promise<{ admin: number, rules: number }>, set: (l: AccessList[]) => void, loads: number, fail: boolean } {
   let current = initial
   let admin = 1
   const store = {
@@ -83,6 +83,8 @@ function fakeStore (initial: AccessList[]): { lists: { list: () => Promise<Acces
         return current
       },
     },
+    keys: { list: async (): Promise<[]> => [] },
+    workspaces: { list: async (): Promise<[]> => [] },
     revisions: async () => {
       if (store.fail) throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE')
       return { admin, rules: 0 }
@@ -94,7 +96,7 @@ function fakeStore (initial: AccessList[]): { lists: { list: () => Promise<Acces
 
 t.test('directory: loads once, reloads only when the admin revision moves, survives outages', async (t) => {
   const store = fakeStore([tor])
-  // Cast: the directory reads only lists.list() and revisions().
+  // Cast: the catalog reads only the list() of lists, keys and workspaces, and revisions().
   const dir = new ListDirectory(store as never, { pollMs: 10_000 })
   t.notOk(dir.loaded)
   t.throws(() => dir.resolve(WS_A, 'tor-exits'), { code: 'TF_ERR_FEED_UNAVAILABLE' })

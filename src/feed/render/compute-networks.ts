@@ -45,6 +45,18 @@ function bytesOfTargets (s: string): Uint8Array {
   return targetBytes
 }
 
+/** Targets given as bytes, in the reused plain array (see bytesOfTargets). */
+function plainBytes (src: Uint8Array): Uint8Array {
+  if (targetBytes.length < src.length) targetBytes = new Uint8Array(Math.max(src.length, 2 * targetBytes.length))
+  targetBytes.set(src)
+  return targetBytes
+}
+
+/** One line of the bytes as a string, for scanCidr (IPv6 and anything odd: the rare path). */
+function latin1 (bytes: Uint8Array, from: number, to: number): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset + from, to - from).toString('latin1')
+}
+
 interface Counter { invalid: number }
 
 /** The coalesced networks of one group's targets. */
@@ -53,7 +65,9 @@ function buildGroupSet (g: TargetGroup, geo: GeoIndex | null, counter: Counter):
   const b = new NetworkSetBuilder(s.length / 12, 64)
   const interval = new Uint32Array(INTERVAL_WORDS)
   const v4 = new Uint32Array(2)
-  const bytes = bytesOfTargets(s)
+  // Bytes (the feed service's shared text) are read in place, copied once into the reused
+  // plain array only when they are shared memory, so readIpv4's reads stay monomorphic.
+  const bytes = typeof s === 'string' ? bytesOfTargets(s) : plainBytes(s)
   const n = s.length
   let i = 0
   while (i < n) {
@@ -70,7 +84,7 @@ function buildGroupSet (g: TargetGroup, geo: GeoIndex | null, counter: Counter):
     let j = bytes.indexOf(CH_NL, i)
     if (j < 0 || j > n) j = n
     if (j > i) {
-      const family = scanCidr(s, i, j, interval)
+      const family = typeof s === 'string' ? scanCidr(s, i, j, interval) : scanCidr(latin1(bytes, i, j), 0, j - i, interval)
       if (family === 0) counter.invalid++
       else b.addScanned(family, interval)
     }

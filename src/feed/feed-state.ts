@@ -1,0 +1,84 @@
+/**
+ * What the feed service keeps per workspace and per feed: the snapshot, its build's state and
+ * schedule, and the workspace's rules (feed-service.ts reads and writes these fields).
+ */
+import type { ChunkCache } from '../pool/protocol.js'
+import type { Logger } from '../log.js'
+import type { AccessList, RuleStore } from '../store/types.js'
+import type { BuildReason } from './metrics.js'
+import { WorkspaceRuleCache } from './rule-cache.js'
+import type { FeedId, FeedSnapshot } from './snapshot-types.js'
+
+export class FeedState {
+  list: AccessList | null = null
+  snapshot: FeedSnapshot | undefined = undefined
+  caches: Map<string, ChunkCache> | undefined = undefined
+  building: Promise<void> | null = null
+  /** A trigger arrived that the current snapshot does not reflect. */
+  dirty = true
+  /** Why the next build runs: a first build is 'demand', or 'start' for a feed built before ready. */
+  reason: BuildReason = 'demand'
+  lastStart = -Infinity
+  /** Inputs of the current snapshot (rules fingerprint, list, workspace name, geo version). */
+  builtFrom = ''
+  failures = 0
+  retryAt = 0
+  lastError: unknown = null
+  timer: NodeJS.Timeout | null = null
+  timerAt = Infinity
+  /** The list does not exist (or belongs to another workspace). */
+  missing = false
+  /** Kept built: served within idleMs, or recorded as served within idleMs before the start. */
+  wanted = false
+  /** When the feed was last asked for. */
+  fetchedAt = -Infinity
+  /** The fetchedAt last written to the store (recordFetches). */
+  recordedAt = -Infinity
+
+  constructor (readonly workspaceId: string, readonly feedId: FeedId) {}
+}
+
+export class WorkspaceState {
+  name: string | null = null
+  active = true
+  /** As last read, caught up by what changed (rule-cache.ts). */
+  readonly rules: WorkspaceRuleCache
+  /** The workspace's rules revision (RuleStore#revisionOf) `rules` was read at. */
+  rulesRevision = -1
+  /** Its latest rules revision known (polled when the store's rules revision moves). */
+  revision = 0
+  fetching: Promise<void> | null = null
+  readonly feeds = new Map<FeedId, FeedState>()
+
+  constructor (readonly id: string) {
+    this.rules = new WorkspaceRuleCache(id)
+  }
+
+  /**
+   * The workspace's rules: caught up when its rules revision moved, else (or when the store fails)
+   * as last read. `fresh`: read the revision now rather than trust the last poll (a first build
+   * shows every signal acknowledged before its request, not only those a poll has seen).
+   */
+  async catchUp (store: RuleStore, now: number, fresh: boolean, log: Pick<Logger, 'warn'>): Promise<void> {
+    if (fresh && this.rules.table !== null) {
+      try {
+        this.revision = Math.max(this.revision, await store.revisionOf(this.id))
+      } catch {
+        // The store is down: the rules in memory are the best there is (below).
+      }
+    }
+    if (this.rules.table !== null && this.rulesRevision === this.revision) return
+    if (this.fetching !== null) return this.fetching
+    // The revision is read before the rules: a write in between makes the rules newer than the
+    // revision recorded, never older, and the next poll reads again.
+    this.fetching = store.revisionOf(this.id).then(async (revision) => {
+      await this.rules.refresh(store, now)
+      this.rulesRevision = revision
+      this.revision = Math.max(this.revision, revision)
+    }).catch((e: unknown) => {
+      if (this.rules.table === null) throw e
+      log.warn({ err: e, workspace: this.id }, 'rule store unavailable; building from the rules in memory')
+    }).finally(() => { this.fetching = null })
+    return this.fetching
+  }
+}
