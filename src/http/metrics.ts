@@ -9,6 +9,7 @@
  */
 import { Counter, Histogram, Registry, collectDefaultMetrics, Gauge } from 'prom-client'
 import type { ConsumerHealth } from '../stream/consumer-health.js'
+import type { ConsumerCounts } from './consumers.js'
 
 /** Upper bounds of the latency buckets, in seconds. */
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5] as const
@@ -126,4 +127,19 @@ export function registerConsumerMetrics (metrics: Metrics, health: () => Consume
   new Gauge({ name: 'threatfeed_stream_apply_consecutive_failures', help: 'Stream apply passes that failed since the last one that succeeded', registers, collect () { this.set(read().consecutiveFailures) } })
   new Gauge({ name: 'threatfeed_stream_last_apply_error_timestamp_seconds', help: 'When a stream apply pass last failed (0: never)', registers, collect () { this.set((read().lastError?.at ?? 0) / 1000) } })
   new Counter({ name: 'threatfeed_stream_apply_errors_total', help: 'Stream apply passes that failed (each is retried)', registers, collect () { this.reset(); this.inc(read().applyErrors) } })
+}
+
+/**
+ * Feed consumers by state (issue 20), as the consumer tracker last evaluated them from the store
+ * (every process's polls). Three plain gauges: no label names a consumer or a list, so a scrape
+ * stays the same size however large the fleet.
+ *
+ * @example
+ *   registerFeedConsumerMetrics(metrics, () => tracker.counts())
+ */
+export function registerFeedConsumerMetrics (metrics: Metrics, counts: () => ConsumerCounts): void {
+  const registers = [metrics.registry]
+  new Gauge({ name: 'threatfeed_feed_consumers_fresh', help: 'Feed consumers that polled within their stale threshold and whose polls succeed', registers, collect () { this.set(counts().fresh) } })
+  new Gauge({ name: 'threatfeed_feed_consumers_stale', help: 'Feed consumers silent past their stale threshold or whose last three polls got 4xx', registers, collect () { this.set(counts().stale) } })
+  new Gauge({ name: 'threatfeed_feed_consumers_behind', help: 'Feed consumers whose last version is not the current one', registers, collect () { this.set(counts().behind) } })
 }
