@@ -24,10 +24,12 @@ const LOG_RATIO = Math.log(1.25)
 /** The bucket of a poll interval: the first whose upper bound holds it; past the last, one more. */
 export function intervalBucket (ms: number): number {
   if (ms <= 1000) return 0
+  const last = INTERVAL_BUCKETS_MS.length
+  if (ms > INTERVAL_BUCKETS_MS[last - 1]!) return last
   let k = Math.ceil(Math.log(ms / 1000) / LOG_RATIO)
   // Rounding of the bounds and of the logarithm: settle on the exact first bound ≥ ms.
   while (k > 0 && INTERVAL_BUCKETS_MS[k - 1]! >= ms) k--
-  while (k < INTERVAL_BUCKETS_MS.length && INTERVAL_BUCKETS_MS[k]! < ms) k++
+  while (k < last && INTERVAL_BUCKETS_MS[k]! < ms) k++
   return k
 }
 
