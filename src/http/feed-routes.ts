@@ -151,7 +151,8 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     const query = parseFeedQuery(r.rawQuery)
     r.client = query.client
     r.variant = resolveVariant(query, defaults)
-    const snapshot = feeds.getSnapshot(r.workspaceId, feedId, Date.now())
+    r.at = Date.now()
+    const snapshot = feeds.getSnapshot(r.workspaceId, feedId, r.at)
     return snapshot === null ? wait(ex, r) : answer(ex, r, snapshot)
   }
 
@@ -177,6 +178,7 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
       userAgent: consumers === null ? '' : req.getHeader('user-agent'),
       client: '',
       listRef: WORKSPACE_FEED,
+      at: 0,
     }
     const listParam = isList ? req.getParameter(0) ?? '' : null
     if (listParam !== null) r.listRef = listParam
