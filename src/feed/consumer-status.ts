@@ -72,7 +72,8 @@ export function consumerStatus (c: FeedConsumer, current: FeedVersion | null, no
   const silent = now - c.lastSeen > staleAfterMs
   return {
     stale: silent || failing,
-    reason: silent ? 'silent' : failing ? 'failing' : null,
+    // Failing polls say more than the silence that may follow them.
+    reason: failing ? 'failing' : silent ? 'silent' : null,
     staleAfterMs,
     medianIntervalMs: median,
     pollsPerHour: median === null ? null : Math.round(3_600_000 / median),

@@ -339,7 +339,8 @@ export class ConsumerTracker {
 
 /** A consumer as a log line shows it. */
 function describe (c: FeedConsumer): Record<string, string> {
-  const d: Record<string, string> = { workspace: c.workspaceId, key: c.keyId, address: c.address, userAgent: c.userAgent, list: c.listId, variant: c.variant }
+  // `keyId`, not `key`: the logger redacts every field named key (src/log.ts).
+  const d: Record<string, string> = { workspace: c.workspaceId, keyId: c.keyId, address: c.address, userAgent: c.userAgent, list: c.listId, variant: c.variant }
   if (c.client !== '') d.client = c.client
   return d
 }

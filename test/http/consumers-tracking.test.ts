@@ -88,7 +88,7 @@ t.test('a poller that stops turns stale within the threshold and recovers; one f
   const line = await eventually(async () => logs.find((l) => l.msg === 'feed consumer is stale' && (l.consumer as { userAgent: string }).userAgent === 'edl-poller'), (l) => l !== undefined)
   t.ok(line !== undefined, 'a log line when it turns stale')
   t.ok(Date.parse(String(line?.time)) - staleAt < 2000 + 3000, 'within the threshold, plus a flush and an evaluation')
-  t.match(line, { level: 40, reason: 'silent', consumer: { address: '127.0.0.1', list: '*', variant: 'plain|both|block|' } })
+  t.match(line, { level: 40, reason: 'silent', consumer: { address: '127.0.0.1', list: '*', variant: 'plain|both|block|', keyId: /^[0-9a-f-]{36}$/ } })
   t.equal(await eventually(() => metric('threatfeed_feed_consumers_stale'), (n) => n === 2), 2, '/metrics: two stale')
   t.equal(await metric('threatfeed_feed_consumers_fresh'), 0)
 
