@@ -3,6 +3,7 @@
  * the server as main.ts composes it with its log lines captured; polls over real connections
  * from a chosen loopback address (127.0.0.x: Linux answers them all); `consumers ls --json`.
  */
+import { spawn } from 'node:child_process'
 import { request } from 'node:http'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -13,8 +14,7 @@ import { createLogger } from '../../src/log.js'
 import { startServer, type RunningServer } from '../../src/main.js'
 import { openStore } from '../../src/store/open.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
-import { consumersCommand } from '../../src/cli/consumers.js'
-import { runCommand } from './cli.js'
+import type { FeedConsumer } from '../../src/store/types.js'
 import { ASN_TEST_DB, COUNTRY_TEST_DB } from './server.js'
 
 export interface Fixture {
@@ -113,10 +113,36 @@ export interface Row {
   polls: { total: number, ok: number, notModified: number, clientErrors: number, serverErrors: number }
 }
 
+/**
+ * `threatfeed consumers ls ARGS` as a process of its own, as an operator runs it beside the
+ * server. (In the server's process, a store opened for the command could take LMDB's write lock
+ * on the main thread while the server's writer thread holds it waiting for that thread.)
+ */
+export function consumersCli (dir: string, args: string[]): Promise<{ code: number | null, stdout: string, stderr: string }> {
+  const child = spawn(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'consumers', ...args], {
+    env: { PATH: process.env.PATH, THREATFEED_DATA_DIR: dir, THREATFEED_CONSUMER_STALE: '2s' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.setEncoding('utf8').on('data', (c: string) => { stdout += c })
+  child.stderr.setEncoding('utf8').on('data', (c: string) => { stderr += c })
+  return new Promise((resolve, reject) => {
+    child.on('error', reject)
+    child.on('close', (code) => { resolve({ code, stdout, stderr }) })
+  })
+}
+
+/** `consumers ls --json ARGS`, parsed. */
 export async function consumersLs (dir: string, args: string[] = []): Promise<Row[]> {
-  const r = await runCommand(consumersCommand, ['ls', '--json', ...args], { env: { THREATFEED_DATA_DIR: dir, THREATFEED_CONSUMER_STALE: '2s' } })
+  const r = await consumersCli(dir, ['ls', '--json', ...args])
   if (r.code !== 0) throw new Error(`consumers ls: ${r.stderr}`)
   return JSON.parse(r.stdout) as Row[]
+}
+
+/** The server's consumer records once `ok` holds of them (read in its process: reads take no lock). */
+export function storedConsumers (server: RunningServer, ok: (c: FeedConsumer[]) => boolean): Promise<FeedConsumer[]> {
+  return eventually(() => server.store.consumers.list(), ok)
 }
 
 /** Polls `probe` until it answers true (10 s at most); returns its last value. */
