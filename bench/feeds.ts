@@ -21,7 +21,8 @@
  * Cases (a 131,072-entry feed, built by the real FeedService from rules in an LMDB store):
  *   304 polls at 16 and 256 connections, and with a new connection per request;
  *   200 gzip and 200 identity at 16 and 256 connections;
- *   256 busy connections with 10,000 idle keep-alive ones next to them (threatfeed only).
+ *   256 busy connections with 10,000 idle keep-alive ones next to them (threatfeed only);
+ *   304 polls with consumer tracking on against the same build with it off (issue 20).
  *
  * Full-body cases are bound by loopback copies and by wrk itself, and nginx moves ±30 % with the
  * exact body size: ratios are taken per round (same conditions) and quoted as a median with its
@@ -579,6 +580,54 @@ if ((ONLY === '' || ONLY === 'idle') && (SUBJECTS.length === 0 || SUBJECTS.inclu
     ratios.push({ case: idleCase, label: 'extra RSS with the idle connections, MB', value: extra, target: '<= 100', pass: extra <= 100 })
   }
 }
+
+// --- consumer tracking (issue 20) ------------------------------------------------------------
+
+const CONSUMER_CASE = '304 polls with consumer tracking'
+
+/**
+ * The same build with feed consumer tracking on and off (bench/feeds/serve-consumers.ts, one
+ * server each, on the server core), raced on 304 polls at 16 connections in at least five
+ * alternating rounds: the target is server CPU per 304 with tracking at most 1.03× without.
+ * Each round's CPU is the server's own (/proc), so the other subjects idling beside it and the
+ * machine's load cancel out of the per-round ratio as far as they can.
+ */
+async function consumerTrackingCase (): Promise<void> {
+  const rounds = Math.max(5, RUNS)
+  const start = async (tracking: 'on' | 'off'): Promise<Server> => {
+    const port = await freePort()
+    const child = spawnPinned(SERVER_CORE, [process.execPath, '--import=tsx', join(benchDir, 'serve-consumers.ts'), workspaceId], {
+      ...process.env,
+      THREATFEED_DATA_DIR: dataDir,
+      THREATFEED_CONSUMER_TRACKING: tracking,
+      PORT: String(port),
+    })
+    const ready = Number(await waitForLine(child, 'READY'))
+    const server: Server = { name: 'threatfeed', child, port: ready, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', gzipEtag: '', idleCpu: 0 }
+    server.etag = (await fetchRaw(server, {})).etag
+    server.gzipEtag = (await fetchRaw(server, { 'accept-encoding': 'gzip' })).etag
+    if ((await fetchRaw(server, { 'if-none-match': server.gzipEtag, 'accept-encoding': 'gzip' })).status !== 304) throw new Error(`tracking ${tracking}: no 304 to its own ETag`)
+    return server
+  }
+  const on = await start('on')
+  const off = await start('off')
+  const results = { on: [] as WrkResult[], off: [] as WrkResult[] }
+  for (let round = 0; round < rounds; round++) {
+    for (const which of round % 2 === 0 ? ['on', 'off'] as const : ['off', 'on'] as const) {
+      const r = await runWrk(which === 'on' ? on : off, '304', 16)
+      results[which].push(r)
+      process.stderr.write(`  ${CONSUMER_CASE} ${which}: ${r.rps.toFixed(0)} req/s, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
+    }
+  }
+  rows.push(rowOf(CONSUMER_CASE, 'threatfeed, tracking on', results.on))
+  rows.push(rowOf(CONSUMER_CASE, 'threatfeed, tracking off', results.off))
+  const per = results.on.map((r, i) => r.cpuUsPerRequest / results.off[i]!.cpuUsPerRequest)
+  const value = median(per)
+  ratios.push({ case: CONSUMER_CASE, label: `server CPU per 304, tracking on / off (per round ${spread(per)})`, value, target: '<= 1.03', pass: value <= 1.03 })
+  for (const s of [on, off]) s.child.kill('SIGTERM')
+}
+
+if (ONLY === '' || CONSUMER_CASE.includes(ONLY)) await consumerTrackingCase()
 
 report('feeds', 'Serving feeds over HTTP: threatfeed (uWS) vs nginx static files vs node:http', rows, ratios, {
   entries: ENTRIES,

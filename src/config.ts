@@ -5,6 +5,8 @@
 import { resolve } from 'node:path'
 import { ThreatfeedError } from './errors.js'
 import { TOMBSTONE_MAX } from './store/types.js'
+import { DEFAULT_CONSUMER_STALE_MS } from './feed/consumer-status.js'
+import { parseTrustedProxies } from './http/consumer-address.js'
 
 /** The HTTPS listener (README "HTTPS"); null in Config when THREATFEED_TLS_CERT is unset. */
 export interface TlsConfig {
@@ -50,6 +52,12 @@ export interface Config {
   readonly streamRetentionMs: number
   /** Tombstones of swept rules kept at most (besides their day), oldest dropped first. */
   readonly tombstoneMax: number
+  /** Feed consumers are counted and flushed to the store (THREATFEED_CONSUMER_TRACKING, issue 20). */
+  readonly consumerTracking: boolean
+  /** A consumer silent this long (or three of its median intervals, if longer) is stale. */
+  readonly consumerStaleMs: number
+  /** Peers whose X-Forwarded-For names the client: canonical CIDRs. */
+  readonly trustedProxies: readonly string[]
 }
 
 type Env = Record<string, string | undefined>
@@ -119,6 +127,12 @@ function str (env: Env, name: string, dflt: string | null): string | null {
   return raw
 }
 
+function trustedProxies (env: Env, name: string): readonly string[] {
+  const parsed = parseTrustedProxies(env[name] ?? '')
+  if (!parsed.ok) fail(name, `must be a list of CIDRs or addresses separated by commas, got ${JSON.stringify(parsed.bad)}`)
+  return Object.freeze(parsed.cidrs)
+}
+
 /**
  * The TLS settings: the certificate and key come together, and the listener that needs neither
  * (PORT=off) cannot be the only one. The files' content is checked when the listener opens
@@ -181,5 +195,8 @@ export function loadConfig (env: Env = process.env): Config {
     sweepIntervalMs: durationOrOff(env, 'THREATFEED_SWEEP_INTERVAL', 60_000, 1000, 86_400_000),
     streamRetentionMs: duration(env, 'THREATFEED_STREAM_RETENTION', 7 * 86_400_000, 0, 3650 * 86_400_000),
     tombstoneMax: int(env, 'THREATFEED_TOMBSTONE_MAX', TOMBSTONE_MAX, 0, 1_000_000_000),
+    consumerTracking: oneOf(env, 'THREATFEED_CONSUMER_TRACKING', ['on', 'off'] as const, 'on') === 'on',
+    consumerStaleMs: duration(env, 'THREATFEED_CONSUMER_STALE', DEFAULT_CONSUMER_STALE_MS, 1000, 30 * 86_400_000),
+    trustedProxies: trustedProxies(env, 'THREATFEED_TRUSTED_PROXIES'),
   })
 }

@@ -6,7 +6,7 @@ import { createLogger, type Logger } from './log.js'
 import { openStore } from './store/open.js'
 import type { BatchingStore } from './store/batch-types.js'
 import { Authenticator } from './http/auth.js'
-import { Metrics, registerConsumerMetrics } from './http/metrics.js'
+import { Metrics, registerConsumerMetrics, registerFeedConsumerMetrics } from './http/metrics.js'
 import { RateLimiter } from './http/rate-limit.js'
 import { startHttpServer, type HttpContext, type Readiness } from './http/app.js'
 import { signalRoutes } from './http/signal-routes.js'
@@ -14,6 +14,8 @@ import { openapiRoutes } from './http/openapi-routes.js'
 import { feedRoutes } from './http/feed-routes.js'
 import { explainGeoOf, explainRoutes } from './http/explain-route.js'
 import { ListDirectory } from './http/list-resolve.js'
+import { ConsumerTracker } from './http/consumers.js'
+import { ClientAddresses } from './http/consumer-address.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
 import { StreamConsumer, type Consumer } from './stream/consumer.js'
@@ -144,9 +146,12 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst),
     readiness,
   }
+  const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs }) : null
+  if (tracker !== null) registerFeedConsumerMetrics(metrics, () => tracker.counts())
+  tracker?.start()
   const http = await startHttpServer(ctx, [
     signalRoutes({ ingester, consumer }),
-    feedRoutes({ feeds, lists }),
+    feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
     explainRoutes({ feeds, lists, geo: () => explainGeoOf(paths, geo) }),
     openapiRoutes(buildOpenApiDocument()),
   ])
@@ -163,6 +168,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
       // then the background work, then the store, which flushes on close.
       stopping ??= (async () => {
         await http.close(config.shutdownMs)
+        await tracker?.stop()
         await housekeeper?.stop()
         geoWatcher.close()
         catalog.stop()

@@ -23,6 +23,7 @@ import { streamCommand } from './stream.js'
 import { importCommand } from './import.js'
 import { storeCommand } from './store.js'
 import { backupCommand } from './backup.js'
+import { consumersCommand } from './consumers.js'
 
 export const commands: readonly Command[] = [
   serveCommand,
@@ -39,6 +40,7 @@ export const commands: readonly Command[] = [
   importCommand,
   storeCommand,
   backupCommand,
+  consumersCommand,
 ]
 
 /**

@@ -1,5 +1,6 @@
 /**
- * Feed query parameters (SPEC §4.3, DECISIONS §5): `format`, `family`, `action`, `checksum`.
+ * Feed query parameters (SPEC §4.3, DECISIONS §5): `format`, `family`, `action`, `checksum`, and
+ * `client` (issue 20).
  *
  * - Unknown parameters are ignored; a repeated known one, or an unsupported value, is a 400 whose
  *   `details.supported` lists what is accepted.
@@ -20,10 +21,18 @@ const FORMAT_VALUES: readonly string[] = [...FORMATS, ...Object.keys(FORMAT_ALIA
 const CHECKSUM_VALUES: readonly string[] = ['md5']
 const NFTABLES_FAMILIES: readonly string[] = ['v4', 'v6']
 
-const PARAMETERS = ['format', 'family', 'action', 'checksum'] as const
+const PARAMETERS = ['format', 'family', 'action', 'checksum', 'client'] as const
 type Parameter = (typeof PARAMETERS)[number]
 
-const SUPPORTED: Readonly<Record<Parameter, readonly string[]>> = {
+/**
+ * `client`: a name for a consumer (issue 20), for appliances that share an address and a
+ * User-Agent behind NAT. Letters, digits and `.` `_` `-` `:` `@`, 1 to 64 of them: it shows in
+ * `threatfeed consumers ls` and log lines as given.
+ */
+const CLIENT_NAME = /^[A-Za-z0-9._:@-]{1,64}$/
+const CLIENT_RULE = '1 to 64 letters, digits, ".", "_", "-", ":" or "@"'
+
+const SUPPORTED: Readonly<Record<Exclude<Parameter, 'client'>, readonly string[]>> = {
   format: FORMAT_VALUES,
   family: FAMILIES,
   action: FEED_ACTIONS,
@@ -42,6 +51,8 @@ export interface FeedQuery {
   readonly family: Family | null
   readonly action: FeedAction | null
   readonly checksum: boolean
+  /** The `client` name; '' when absent. */
+  readonly client: string
   /** Resolution with no list defaults, computed on first use. */
   base: ResolvedVariant | null
   /** Why that resolution failed, kept and rethrown (a poll then skips an instanceof). */
@@ -58,17 +69,26 @@ const MAX_ECHO = 64
 const MEMO_LIMIT = 1024
 const memo = new Map<string, FeedQuery>()
 
+/** What details say is accepted: the values, or for `client` the rule. */
+function accepted (parameter: Parameter): { supported: readonly string[] } | { expected: string } {
+  return parameter === 'client' ? { expected: CLIENT_RULE } : { supported: SUPPORTED[parameter] }
+}
+
 function badValue (parameter: Parameter, value: string): ThreatfeedError {
   const shown = value.length > MAX_ECHO ? value.slice(0, MAX_ECHO) + '…' : value
   return new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`${parameter}: ${JSON.stringify(shown)}`], {
-    details: { parameter, value: shown, supported: SUPPORTED[parameter] },
+    details: { parameter, value: shown, ...accepted(parameter) },
   })
 }
 
 function repeated (parameter: Parameter): ThreatfeedError {
   return new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`repeated parameter: ${parameter}`], {
-    details: { parameter, supported: SUPPORTED[parameter] },
+    details: { parameter, ...accepted(parameter) },
   })
+}
+
+function isValid (parameter: Parameter, value: string): boolean {
+  return parameter === 'client' ? CLIENT_NAME.test(value) : SUPPORTED[parameter].includes(value)
 }
 
 /** application/x-www-form-urlencoded decoding of one name or value; null when malformed. */
@@ -96,6 +116,7 @@ function parse (raw: string): FeedQuery {
   let family: Family | null = null
   let action: FeedAction | null = null
   let checksum = false
+  let client = ''
   const seen = new Set<Parameter>()
   let i = 0
   while (i <= raw.length) {
@@ -109,8 +130,9 @@ function parse (raw: string): FeedQuery {
         if (seen.has(parameter)) throw repeated(parameter)
         seen.add(parameter)
         const value = eq < end ? decodeComponent(raw, eq + 1, end) : ''
-        if (value === null || !SUPPORTED[parameter].includes(value)) throw badValue(parameter, value ?? raw.slice(eq + 1, end))
-        if (parameter === 'format') format = FORMAT_ALIASES[value] ?? value as FeedFormat
+        if (value === null || !isValid(parameter, value)) throw badValue(parameter, value ?? raw.slice(eq + 1, end))
+        if (parameter === 'client') client = value
+        else if (parameter === 'format') format = FORMAT_ALIASES[value] ?? value as FeedFormat
         else if (parameter === 'family') family = value as Family
         else if (parameter === 'action') action = value as FeedAction
         else checksum = true
@@ -119,7 +141,7 @@ function parse (raw: string): FeedQuery {
     i = end + 1
     if (raw.charCodeAt(end) !== AMP) break
   }
-  return { format, family, action, checksum, base: null, baseError: null }
+  return { format, family, action, checksum, client, base: null, baseError: null }
 }
 
 /**

@@ -27,6 +27,8 @@ import { isNotModified } from './conditional.js'
 import { parseFeedQuery, resolveVariant, type ResolvedVariant } from './feed-params.js'
 import { prepareVariant, closesAfter, writeBody, writeHead, writeHeadError, writeNotModified } from './feed-write.js'
 import { decodeListRef, ListDirectory } from './list-resolve.js'
+import type { ClientAddresses } from './consumer-address.js'
+import type { ConsumerTracker, PollFacts } from './consumers.js'
 
 /** What the routes need from the snapshot side (src/feed/feed-service.ts implements it). */
 export interface FeedSource {
@@ -43,6 +45,8 @@ export interface FeedRouteDeps {
    * ctx.config.pollMs); pass one to control its life cycle (stop it at shutdown).
    */
   readonly lists?: ListDirectory
+  /** Counts every authenticated request for its consumer (issue 20); absent: tracking is off. */
+  readonly consumers?: { readonly tracker: ConsumerTracker, readonly addresses: ClientAddresses }
 }
 
 export const FEEDS_PATH = '/v1/threat/feeds'
@@ -50,7 +54,7 @@ export const FEED_LIST_PATH = '/v1/threat/feeds/:list'
 const ALLOW = 'GET, HEAD'
 
 /** The request fields a decision needs, copied out of uWS's stack-allocated request. */
-interface FeedRequest {
+interface FeedRequest extends PollFacts {
   readonly head: boolean
   /** Set once the key is known (at once, or after authenticateFresh). */
   workspaceId: string
@@ -83,7 +87,7 @@ export function feedRoutes (deps: FeedRouteDeps): RouteModule {
       own.start().catch((e: unknown) => { ctx.log.warn({ err: e }, 'initial list load failed; retrying on the next poll') })
       lists = own
     }
-    const handler = createFeedHandler(deps.feeds, lists, ctx)
+    const handler = createFeedHandler(deps, lists, ctx)
     const headError = (ex: Exchange, e: unknown, close: boolean): void => {
       const error = toThreatfeedError(e)
       if (error.fault !== 'caller') ctx.log.error({ err: error, cause: error.cause, code: error.code }, error.message)
@@ -108,8 +112,13 @@ export function feedRoutes (deps: FeedRouteDeps): RouteModule {
 
 type FeedHandler = (ex: Exchange, req: HttpRequest, head: boolean, isList: boolean) => void | Promise<void>
 
-function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpContext): FeedHandler {
+function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: HttpContext): FeedHandler {
+  const feeds = deps.feeds
   const counters = feedCounters(ctx)
+  const consumers = deps.consumers ?? null
+  const polled = (ex: Exchange, r: FeedRequest, status: number, etag: string | null, since: number): void => {
+    if (consumers !== null && !ex.aborted) consumers.tracker.count(r, status, etag, since)
+  }
 
   const answer = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot): void | Promise<void> => {
     const variant = snapshot.variants.get(r.variant!.key)
@@ -118,8 +127,10 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
     const rep = r.gzip ? prepared.gzip : prepared.identity
     if (rep.notModified !== null && isNotModified(r.ifNoneMatch, r.ifModifiedSince, rep.etag, variant.lastModifiedHttp, variant.lastModified)) {
       writeNotModified(ex, rep.notModified, r.close)
+      polled(ex, r, 304, rep.etag, variant.lastModified)
       return
     }
+    polled(ex, r, rep.status, rep.status === 200 ? rep.etag : null, variant.lastModified)
     if (r.head) {
       writeHead(ex, rep, r.close)
       return
@@ -136,9 +147,12 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
   }
 
   const serve = (ex: Exchange, r: FeedRequest, feedId: FeedId, defaults: ListDefaults | null): void | Promise<void> => {
-    r.feedId = feedId
-    r.variant = resolveVariant(parseFeedQuery(r.rawQuery), defaults)
-    const snapshot = feeds.getSnapshot(r.workspaceId, feedId, Date.now())
+    r.feedId = r.listRef = feedId
+    const query = parseFeedQuery(r.rawQuery)
+    r.client = query.client
+    r.variant = resolveVariant(query, defaults)
+    r.at = Date.now()
+    const snapshot = feeds.getSnapshot(r.workspaceId, feedId, r.at)
     return snapshot === null ? wait(ex, r) : answer(ex, r, snapshot)
   }
 
@@ -161,10 +175,32 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
       ifNoneMatch,
       ifModifiedSince: ifNoneMatch === '' ? req.getHeader('if-modified-since') : '',
       close: closesAfter(req.getHeader('connection')),
+      keyId: decision.ok ? decision.principal.key.id : '',
+      address: consumers === null ? '' : consumers.addresses.of(ex.res, req),
+      userAgent: consumers === null ? '' : req.getHeader('user-agent'),
+      client: '',
+      listRef: WORKSPACE_FEED,
+      at: 0,
     }
     const listParam = isList ? req.getParameter(0) ?? '' : null
+    if (listParam !== null) r.listRef = listParam
     if (!decision.ok) return afterRecheck(ex, r, authorization, listParam)
-    return route(ex, r, listParam)
+    return consumers === null ? route(ex, r, listParam) : tracked(ex, r, listParam)
+  }
+
+  /** route(), counting an answer that is an error for the consumer too. */
+  function tracked (ex: Exchange, r: FeedRequest, listParam: string | null): void | Promise<void> {
+    try {
+      const pending = route(ex, r, listParam)
+      return pending === undefined ? undefined : pending.catch((e: unknown) => failed(ex, r, e))
+    } catch (e) {
+      failed(ex, r, e)
+    }
+  }
+
+  function failed (ex: Exchange, r: FeedRequest, e: unknown): never {
+    polled(ex, r, toThreatfeedError(e).status, null, 0)
+    throw e
   }
 
   /** A key this node does not hold yet (created a moment ago elsewhere): decided again after a reload. */
@@ -173,7 +209,8 @@ function createFeedHandler (feeds: FeedSource, lists: ListDirectory, ctx: HttpCo
     if (!decision.ok) throw decision.error
     if (ex.aborted) return
     r.workspaceId = decision.principal.workspace.id
-    await route(ex, r, listParam)
+    r.keyId = decision.principal.key.id
+    await (consumers === null ? route(ex, r, listParam) : tracked(ex, r, listParam))
   }
 
   function route (ex: Exchange, r: FeedRequest, listParam: string | null): void | Promise<void> {

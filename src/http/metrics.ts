@@ -10,6 +10,7 @@
 import { Counter, Histogram, Registry, collectDefaultMetrics, Gauge } from 'prom-client'
 import type { ConsumerHealth } from '../stream/consumer-health.js'
 import type { CertificateInfo } from './tls-material.js'
+import type { ConsumerCounts } from './consumers.js'
 
 /** Upper bounds of the latency buckets, in seconds. */
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5] as const
@@ -172,4 +173,19 @@ export function registerCertificateMetrics (metrics: Metrics, certificates: () =
       for (const c of certificates()) this.set({ role: c.role, subject: c.subject, serial: c.serial }, Math.round((c.notAfter - now) / 1000))
     },
   })
+}
+
+/**
+ * Feed consumers by state (issue 20), as the consumer tracker last evaluated them from the store
+ * (every process's polls). Three plain gauges: no label names a consumer or a list, so a scrape
+ * stays the same size however large the fleet.
+ *
+ * @example
+ *   registerFeedConsumerMetrics(metrics, () => tracker.counts())
+ */
+export function registerFeedConsumerMetrics (metrics: Metrics, counts: () => ConsumerCounts): void {
+  const registers = [metrics.registry]
+  new Gauge({ name: 'threatfeed_feed_consumers_fresh', help: 'Feed consumers that polled within their stale threshold and whose polls succeed', registers, collect () { this.set(counts().fresh) } })
+  new Gauge({ name: 'threatfeed_feed_consumers_stale', help: 'Feed consumers silent past their stale threshold or whose last three polls got 4xx', registers, collect () { this.set(counts().stale) } })
+  new Gauge({ name: 'threatfeed_feed_consumers_behind', help: 'Feed consumers whose last version is not the current one', registers, collect () { this.set(counts().behind) } })
 }

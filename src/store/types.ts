@@ -412,6 +412,8 @@ export interface Store {
   readonly rules: RuleStore
   readonly stream: StoredSignalStream
   readonly feedVersions: FeedVersionStore
+  /** Who polls the feeds (issue 20). */
+  readonly consumers: ConsumerStore
   /**
    * Counters that rise on every change, seen from any process using the same store (the CLI
    * changes keys while the server runs). Polled by the server (cheap: one read each).
@@ -423,4 +425,71 @@ export interface Store {
   /** Resolves when the store answers; rejects with TF_ERR_STORE_UNAVAILABLE otherwise. */
   ping (): Promise<void>
   close (): Promise<void>
+}
+
+/**
+ * One consumer of a feed (issue 20): who polls — the key, the client's address, its User-Agent
+ * and the `?client=` name it gave — and what — the list ('*' for the workspace feed) and the
+ * variant. `id` is a digest of those fields (src/store/consumer-record.ts consumerId).
+ */
+export interface FeedConsumerIdentity {
+  id: string
+  workspaceId: string
+  keyId: string
+  address: string
+  userAgent: string
+  /** The `?client=` name, '' when the request gave none. */
+  client: string
+  listId: string
+  /** The variant key (`plain|v4|block|`, feed/snapshot-types.ts variantKey). */
+  variant: string
+  /** The variant's family and action: the feed-version record its ETag belongs to. */
+  family: Family
+  action: FeedAction
+}
+
+/**
+ * What polls of one consumer add to its record. Every field merges without coordination, so
+ * several processes flushing their views of one consumer agree (ConsumerStore#merge): counts
+ * add, first times take the least, last times the greatest, and a (time, value) pair keeps the
+ * value of the latest time.
+ */
+export interface FeedConsumerTally {
+  polls: number
+  /** Polls by answer: 200, 304, 4xx, 5xx. */
+  ok: number
+  notModified: number
+  clientErrors: number
+  serverErrors: number
+  firstSeen: number
+  lastSeen: number
+  /** The status of the poll at `last.at`. */
+  last: { at: number, status: number }
+  /** When a poll was last answered 200; null: never. */
+  last200At: number | null
+  /**
+   * The version the consumer holds: the ETag and Last-Modified (ms) of its latest 200 or 304, at
+   * `at`; null until it had one.
+   */
+  held: { at: number, etag: string, since: number } | null
+  /** The latest (at most three) times a poll got a 4xx, most recent first. */
+  recentFails: number[]
+  /** Poll intervals seen, as counts per bucket of consumer-record.ts INTERVAL_BUCKETS_MS (index → count). */
+  intervals: Record<string, number>
+}
+
+export type FeedConsumer = FeedConsumerIdentity & FeedConsumerTally
+
+/** Consumers, as every server process flushes them (src/http/consumers.ts). */
+export interface ConsumerStore {
+  /**
+   * Adds each tally to its consumer's record, creating it when missing, in one write (one bulk
+   * write on MongoDB). Merging is commutative: processes may flush the same consumer in any
+   * order and the record is the same.
+   */
+  merge (tallies: ReadonlyArray<FeedConsumerIdentity & FeedConsumerTally>): Promise<void>
+  /** Every consumer of one workspace, or of all. */
+  list (workspaceId?: string): Promise<FeedConsumer[]>
+  /** Removes consumers last seen before `before`; returns how many. */
+  forget (before: number): Promise<number>
 }

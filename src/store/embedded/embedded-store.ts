@@ -10,6 +10,7 @@ import type { ConsumerThreadHandoff } from '../consumer-thread.js'
 import { ThreatfeedError } from '../../errors.js'
 import { TOMBSTONE_MAX, newHousekeepingCounters } from '../types.js'
 import { EmbeddedFeedVersionStore } from './feed-version-store.js'
+import { EmbeddedConsumerStore } from './consumer-store.js'
 import { EmbeddedKeyStore } from './key-store.js'
 import { EmbeddedListStore } from './list-store.js'
 import { META } from './layout.js'
@@ -29,6 +30,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
   readonly rules: EmbeddedRuleStore
   readonly stream: EmbeddedSignalStream
   readonly feedVersions: EmbeddedFeedVersionStore
+  readonly consumers: EmbeddedConsumerStore
   readonly housekeeping = newHousekeepingCounters()
   readonly consumerThread: ConsumerThreadHandoff
   readonly #env: LmdbEnv
@@ -43,6 +45,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
     this.rules = new EmbeddedRuleStore(env, this.housekeeping, tombstoneMax)
     this.stream = new EmbeddedSignalStream(env, this.housekeeping)
     this.feedVersions = new EmbeddedFeedVersionStore(env)
+    this.consumers = new EmbeddedConsumerStore(env)
   }
 
   async revisions (): Promise<{ admin: number, rules: number }> {

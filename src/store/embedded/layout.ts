@@ -4,7 +4,7 @@
  * expiry-log.ts, which lmdb-env.ts must not depend on, use them too).
  */
 import type { Database } from 'lmdb'
-import type { AccessList, ApiKey, ExpressionRule, FeedVersion, LapsedTombstone, Workspace } from '../types.js'
+import type { AccessList, ApiKey, ExpressionRule, FeedConsumer, FeedVersion, LapsedTombstone, Workspace } from '../types.js'
 
 /** Expiry log key: [expiry bucket, entry number]; see expiry-log.ts. */
 export type ExpiryLogKey = [number, number]
@@ -32,6 +32,8 @@ export interface Databases {
   readonly legacyStream: Database<Buffer, number>
   readonly checkpoints: Database<number, string>
   readonly feedVersions: Database<FeedVersion, string>
+  /** workspace␟consumer id → the consumer's record (consumer-store.ts). */
+  readonly consumers: Database<FeedConsumer, string>
   /** Counters: the two revisions; also the data format (migrate-format.ts) and the expiry-log
    *  entry counter (expiry-log.ts). */
   readonly meta: Database<number, string>

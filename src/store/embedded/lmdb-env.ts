@@ -45,7 +45,7 @@ import { STREAM_DIR, type Databases, type StreamDatabases } from './layout.js'
  *  has it open (resizing under a second process is LMDB's least-trodden path), while the file
  *  itself only grows as pages are written (measured: a fresh store is 24 KiB on disk). */
 const MAP_SIZE = 2 ** 38
-const MAIN_MAX_DBS = 16
+const MAIN_MAX_DBS = 24
 const STREAM_MAX_DBS = 4
 /** Entries per transaction of rewriteTo. */
 const REWRITE_BATCH = 10_000
@@ -143,6 +143,7 @@ export class LmdbEnv {
         legacyStream: root.openDB('stream-chunks', binary),
         checkpoints: root.openDB('checkpoints', json),
         feedVersions: root.openDB('feed-versions', json),
+        consumers: root.openDB('feed-consumers', json),
         meta: root.openDB('meta', json),
       }
       this.streamDbs = {

@@ -95,6 +95,32 @@ export interface TombstoneDoc {
   action?: 'block' | 'allow'
 }
 
+/** A feed consumer (types.ts FeedConsumer); _id is its id. Fields written by consumer-store.ts. */
+export interface ConsumerDoc {
+  _id: string
+  workspaceId: string
+  keyId: string
+  address: string
+  userAgent: string
+  client: string
+  listId: string
+  variant: string
+  family: Family
+  action: FeedAction
+  polls: number
+  ok: number
+  notModified: number
+  clientErrors: number
+  serverErrors: number
+  firstSeen: number
+  lastSeen: number
+  last: { at: number, status: number }
+  last200At?: number
+  held?: { at: number, etag: string, since: number } | null
+  recentFails?: number[]
+  intervals?: Record<string, number>
+}
+
 export const COUNTERS = {
   adminRevision: 'revision:admin',
   rulesRevision: 'revision:rules',
@@ -112,6 +138,7 @@ export interface Collections {
   readonly feedVersions: Collection<FeedVersionDoc>
   readonly meta: Collection<CounterDoc>
   readonly tombstones: Collection<TombstoneDoc>
+  readonly consumers: Collection<ConsumerDoc>
 }
 
 export function collectionsOf (db: Db): Collections {
@@ -126,6 +153,7 @@ export function collectionsOf (db: Db): Collections {
     feedVersions: db.collection('feed_versions'),
     meta: db.collection('meta'),
     tombstones: db.collection('lapsed_rules'),
+    consumers: db.collection('feed_consumers'),
   }
 }
 
@@ -149,6 +177,11 @@ const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
   ['tombstones', [
     { key: { workspaceId: 1, targetKey: 1 }, name: 'workspace_target' },
     { key: { lapsedAt: 1 }, name: 'lapse' },
+  ]],
+  ['consumers', [
+    { key: { workspaceId: 1 }, name: 'workspace' },
+    // ConsumerStore#forget
+    { key: { lastSeen: 1 }, name: 'last_seen' },
   ]],
 ]
 

@@ -1,0 +1,98 @@
+/**
+ * What a feed consumer's record says about it now (issue 20): stale or fresh, current or behind.
+ * One implementation for the server (log lines and /metrics gauges) and for
+ * `threatfeed consumers ls`, both reading the records and feed versions of the store.
+ */
+import { medianInterval } from '../store/consumer-record.js'
+import type { FeedConsumer, FeedKey, FeedVersion, Store } from '../store/types.js'
+
+/** Consumers unseen this long are forgotten. */
+export const CONSUMER_FORGET_MS = 30 * 86_400_000
+/** THREATFEED_CONSUMER_STALE's default. */
+export const DEFAULT_CONSUMER_STALE_MS = 15 * 60_000
+/** A consumer whose last this many polls got 4xx is stale however recently it polled. */
+const FAILED_POLLS = 3
+/** A consumer is silent after this many of its own median poll intervals without a poll. */
+const SILENT_INTERVALS = 3
+
+export type StaleReason = 'silent' | 'failing'
+
+export interface Behind {
+  /** False when the consumer holds the current version. */
+  readonly behind: boolean
+  /** How many versions it missed; null when it is behind but the store keeps no history to count them. */
+  readonly versions: number | null
+}
+
+export interface ConsumerStatus {
+  readonly stale: boolean
+  readonly reason: StaleReason | null
+  /** Silence longer than this makes the consumer stale: the larger of the setting and three median intervals. */
+  readonly staleAfterMs: number
+  /** The median of its poll intervals (within 25 %), null before its second poll. */
+  readonly medianIntervalMs: number | null
+  /** 3600 s over the median interval, rounded; null before the second poll. */
+  readonly pollsPerHour: number | null
+  /** Null when unknown: it never got a 200 or 304, or its feed has no version record. */
+  readonly behind: Behind | null
+}
+
+/** The feed-version record a consumer's ETag belongs to. */
+export function versionKeyOf (c: FeedConsumer): FeedKey {
+  return { workspaceId: c.workspaceId, listId: c.listId, family: c.family, action: c.action }
+}
+
+/**
+ * How far the version a consumer holds (its ETag and that version's Last-Modified, in ms) is
+ * behind the feed's current version. Last-Modified has whole seconds, so the current version's
+ * start is compared at that precision; a later one means the content changed since the consumer
+ * last had it. The count of versions in between needs the feed's version history, which the
+ * store does not keep: behind is then "at least one" (versions null).
+ *
+ * @example
+ *   versionsBehind({ etag: '"plain.v4…"', since: 1700000000000 }, { contentHash: 'h', since: 1700000100000 }) // { behind: true, versions: null }
+ */
+export function versionsBehind (held: { readonly etag: string, readonly since: number } | null, current: FeedVersion | null): Behind | null {
+  if (held === null || current === null) return null
+  const currentSince = Math.floor(current.since / 1000) * 1000
+  if (currentSince <= held.since) return { behind: false, versions: 0 }
+  return { behind: true, versions: null }
+}
+
+/**
+ * The consumer's status at `now` under THREATFEED_CONSUMER_STALE (`staleMs`): stale when it has
+ * not polled for the larger of `staleMs` and three of its median intervals (an hourly EDL is
+ * not stale after 15 minutes), or when its last three polls got 4xx.
+ */
+export function consumerStatus (c: FeedConsumer, current: FeedVersion | null, now: number, staleMs: number): ConsumerStatus {
+  const median = medianInterval(c.intervals)
+  const staleAfterMs = Math.max(staleMs, median === null ? 0 : SILENT_INTERVALS * median)
+  const lastOk = c.held?.at ?? -Infinity
+  const failing = c.recentFails.length >= FAILED_POLLS && c.recentFails[FAILED_POLLS - 1]! > lastOk
+  const silent = now - c.lastSeen > staleAfterMs
+  return {
+    stale: silent || failing,
+    // Failing polls say more than the silence that may follow them.
+    reason: failing ? 'failing' : silent ? 'silent' : null,
+    staleAfterMs,
+    medianIntervalMs: median,
+    pollsPerHour: median === null ? null : Math.round(3_600_000 / median),
+    behind: versionsBehind(c.held, current),
+  }
+}
+
+/** The id of the feed-version record a consumer's ETag belongs to, as currentVersions keys it. */
+export function versionId (c: FeedConsumer): string {
+  return `${c.workspaceId} ${c.listId} ${c.family} ${c.action}`
+}
+
+/** The current version of every feed the consumers hold a version of, one read per feed. */
+export async function currentVersions (store: Store, consumers: readonly FeedConsumer[]): Promise<Map<string, FeedVersion | null>> {
+  const out = new Map<string, FeedVersion | null>()
+  for (const c of consumers) {
+    if (c.held === null) continue
+    const id = versionId(c)
+    if (!out.has(id)) out.set(id, await store.feedVersions.get(versionKeyOf(c)))
+  }
+  return out
+}
