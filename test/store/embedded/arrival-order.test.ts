@@ -11,12 +11,12 @@ import { join } from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
 import { ByteWriter } from '../../../src/store/embedded/byte-writer.js'
-import { accessRuleKey } from '../../../src/store/embedded/key-layout.js'
+import { accessRuleKey, targetIdentity, targetIdentityOfKey, writeAccessRuleKey } from '../../../src/store/embedded/key-layout.js'
 import { LmdbEnv } from '../../../src/store/embedded/lmdb-env.js'
-import { encodeAccessRule } from '../../../src/store/embedded/rule-codec.js'
+import { accessRuleTargetIdentity, encodeAccessRule } from '../../../src/store/embedded/rule-codec.js'
 import type { RuleOp } from '../../../src/store/batch-types.js'
 import { openStore } from '../../../src/store/open.js'
-import type { Store } from '../../../src/store/types.js'
+import type { Store, Target } from '../../../src/store/types.js'
 import { accessInput, freshWorkspaceId, ip } from '../contract-fixtures.js'
 
 async function tempDir (t: Test): Promise<string> {
@@ -136,4 +136,26 @@ t.test('a format-4 directory opens as format 5 and its rules stored by target ke
   const check = new LmdbEnv(dir)
   t.equal(check.read((dbs) => dbs.meta.get('format')), 5, 'format 5, which a format-4 version refuses')
   await check.close()
+})
+
+t.test('a target has one identity whether read from a packed batch\'s key or from a stored rule', (t) => {
+  const ws = freshWorkspaceId()
+  const w = new ByteWriter()
+  const cases: Array<[string, Target, Parameters<typeof accessInput>[1]]> = [
+    ['IPv4', ip('192.0.2.1/32'), {}],
+    ['IPv6', { type: 'ip', value: '2001:db8::/48' }, { expiresAt: null }],
+    ['ASN', { type: 'asn', value: 'AS13335' }, { name: 'n', reason: 'r', labels: { a: 1 } }],
+    ['country', { type: 'country', value: 'NL' }, { expiresAt: 5 }],
+    ['an id that is not a UUID', ip('10.0.0.0/8'), {}],
+  ]
+  for (const [name, target, over] of cases) {
+    w.reset()
+    writeAccessRuleKey(w, ws, null, target)
+    const fromKey = targetIdentityOfKey(Buffer.from(w.view()), ws)
+    w.reset()
+    encodeAccessRule(w, accessInput(ws, { ...over, target }), name.startsWith('an id') ? 'not-a-uuid' : null, 1, 2)
+    t.equal(fromKey, targetIdentity(target), `${name}: from the key`)
+    t.equal(accessRuleTargetIdentity(Buffer.from(w.view())), targetIdentity(target), `${name}: from the stored rule`)
+  }
+  t.end()
 })
