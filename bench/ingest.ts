@@ -1,8 +1,15 @@
 /**
  * Signal ingestion end to end: POST /v1/signal and /v2/signal with 1000-entry batches over HTTP
  * into the embedded store (LMDB flushed before every answer, one stream transaction per batch),
- * at concurrency 1, 4 and 16; entries/s, p50/p90/p99 batch latency, and how long the consumer
- * takes to apply everything (the sustained rate is the slower of the two).
+ * at concurrency 1, 4 and 16; entries/s accepted and applied (applied: until the consumer has
+ * applied the last acknowledged record; the sustained rate is the slower of the two),
+ * p50/p90/p99 batch latency, server CPU per entry, steal.
+ *
+ * Targets are random by default — distinct even IPv4 addresses scattered over 11.0.0.0/2, as a
+ * detection pipeline reports scanners (post-batches.lua) — for every subject; `v1:4:seq` is the
+ * same case with targets in sequence (each insert then lands beside the last). After every
+ * measured run the bench checks that the store holds exactly one rule per acknowledged entry
+ * (no two targets coalesce or collide) and reports any difference.
  *
  * The load comes from wrk (installed from Debian when missing), one thread, each connection
  * posting a fresh batch as soon as the last was answered (bench/ingest/post-batches.lua): a
@@ -32,8 +39,8 @@
  * BENCH_INGEST_SERVER_CORES=0|all (the servers' taskset; default all), BENCH_INGEST_NODE_FLAGS
  * (node flags for the threatfeed server), BENCH_INGEST_CONSUMER=inline (the consumer in the
  * server's thread instead of its own), BENCH_INGEST_CONSUMER_BATCH (the consumer's batchSize,
- * default its own), BENCH_INGEST_TARGETS=random (targets drawn at random instead of in sequence;
- * see wrk), BENCH_INGEST_FLOOR=0 (no durable floor).
+ * default its own), BENCH_INGEST_TARGETS=sequential (every case with targets in sequence; a case
+ * named `v1:4:seq` does that for one case), BENCH_INGEST_FLOOR=0 (no durable floor).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -52,14 +59,17 @@ const WARMUP_SECONDS = 2
 const WRK_SCRIPT = join(repoDir, 'bench', 'ingest', 'post-batches.lua')
 const PROFILE = process.env.BENCH_INGEST_PROFILE ?? ''
 const BATCH = 1000
-/** `v1:4,v2:16` runs only those cases; the default is every api at c1, c4 and c16. */
+/** `v1:4,v2:16,v1:4:seq` runs only those cases; the default is every api at c1, c4 and c16 with
+ *  random targets, and v1 at c4 with sequential ones. */
 const CASES = (process.env.BENCH_INGEST_CASES ?? '').split(',').filter((c) => c !== '')
 const CPU_ROWS = process.env.BENCH_INGEST_CPU !== '0'
 const SERVER_CORES = process.env.BENCH_INGEST_SERVER_CORES ?? 'all'
 /** `0`: leave the durable floor out (it doubles the time of a run). */
 const FLOOR = process.env.BENCH_INGEST_FLOOR !== '0'
-/** `random`: targets drawn at random rather than in sequence (see wrk). */
-const RANDOM_TARGETS = process.env.BENCH_INGEST_TARGETS === 'random'
+/** `sequential`: every case's targets in sequence rather than random (see wrk). */
+const ALL_SEQUENTIAL = process.env.BENCH_INGEST_TARGETS === 'sequential'
+/** Another checkout of threatfeed (its path) raced as a fourth subject: the build before a change. */
+const BASE = process.env.BENCH_INGEST_BASE ?? ''
 /** Extra node flags for the threatfeed server (e.g. V8 heap tuning), space-separated. */
 const NODE_FLAGS = (process.env.BENCH_INGEST_NODE_FLAGS ?? '').split(' ').filter((f) => f !== '')
 
@@ -109,6 +119,11 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
       // cannot inflate, unlike wall time under a load average of 10.
       respond.sendJson(ex, 200, { head, applied: consumer.position, cpuMicros: cpu.user + cpu.system })
     })
+    // Rules stored (every one is live: they expire in an hour), through the store's interface.
+    router.on('get', '/bench/stored', 'bench', 'signal', async (ex) => {
+      const { live } = await store.rules.accessRulesChangedSince(ws.id, Number.MAX_SAFE_INTEGER, Date.now(), () => {})
+      respond.sendJson(ex, 200, { stored: live })
+    })
   }
   const http = await app.startHttpServer({
     config, store, auth: authenticator, metrics: new metrics.Metrics(), log, rateLimiter: new rl.RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst), readiness: async () => ({ ready: true, checks: {} }),
@@ -125,18 +140,22 @@ interface Server {
   readonly key: string
   /** Serial number of the next fresh target this server is sent (see post-batches.lua). */
   nextSerial: number
+  /** Entries this server has acknowledged (200s × batch size), warm-ups included. */
+  acknowledged: number
+  /** Entries of the requests that may have been in flight when wrk stopped, since the last check. */
+  inFlight: number
 }
 
 type Subject = 'threatfeed' | 'anchor' | 'durable floor'
 
-function startServer (dataDir: string, subject: Subject): Promise<Server> {
-  const script = subject === 'durable floor' ? [join(repoDir, 'bench', 'ingest', 'serve-durable-floor.ts'), dataDir] : [join(repoDir, 'bench', 'ingest.ts'), '--serve', dataDir, subject]
+function startServer (dataDir: string, subject: Subject, checkout = repoDir): Promise<Server> {
+  const script = subject === 'durable floor' ? [join(repoDir, 'bench', 'ingest', 'serve-durable-floor.ts'), dataDir] : [join(checkout, 'bench', 'ingest.ts'), '--serve', dataDir, subject]
   const args = [...NODE_FLAGS, '--import=tsx', ...(PROFILE !== '' && subject === 'threatfeed' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : []), ...script]
   const argv = hasCommand('taskset') && SERVER_CORES !== 'all' ? ['taskset', '-c', SERVER_CORES, process.execPath, ...args] : [process.execPath, ...args]
-  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'], cwd: repoDir })
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'], cwd: checkout })
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
-    createInterface({ input: child.stdout! }).once('line', (line) => resolve({ child, nextSerial: 0, ...(JSON.parse(line) as { port: number, key: string }) }))
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve({ child, nextSerial: 0, acknowledged: 0, inFlight: 0, ...(JSON.parse(line) as { port: number, key: string }) }))
   })
 }
 
@@ -154,23 +173,19 @@ interface WrkResult {
 
 /**
  * One wrk run against `srv`: `concurrency` connections (one wrk thread) posting fresh batches
- * for `seconds`. Targets run on from the server's last run, so every batch adds rules (the store
- * grows as in production); BENCH_INGEST_TARGETS=random draws them from 11.0.0.0–74.255.255.255
- * instead, as a pipeline reporting scanners would send them: every insert then dirties a page of
- * its own, and applying costs about twice the CPU (measured in process, ingest + apply: 23.6
- * against 10.4 ms a batch).
+ * for `seconds`. Targets are never sent twice to a server (serials run on from its last run), so
+ * every batch adds rules and the store grows as in production. Random targets (the default):
+ * every insert dirties a B-tree page of its own; in sequence they land beside each other.
  */
-async function wrk (srv: Server, api: 'v1' | 'v2', concurrency: number, seconds: number): Promise<WrkResult> {
+async function wrk (srv: Server, api: 'v1' | 'v2', concurrency: number, seconds: number, random: boolean): Promise<WrkResult> {
   const env = {
     ...process.env,
     BENCH_WRK_API: api,
     BENCH_WRK_BATCH: String(BATCH),
     BENCH_WRK_START: String(srv.nextSerial),
-    BENCH_WRK_RANDOM: RANDOM_TARGETS ? '1' : '0',
+    BENCH_WRK_RANDOM: random ? '1' : '0',
     BENCH_WRK_HEADERS: `Authorization: Bearer ${srv.key}\nContent-Type: application/json`,
   }
-  // A run sends far fewer than 2^24 batches' worth of targets at these rates.
-  srv.nextSerial += 2 ** 24
   const args = ['-t1', `-c${concurrency}`, `-d${seconds}s`, '--timeout', '10s', '-s', WRK_SCRIPT, `http://127.0.0.1:${srv.port}/`]
   const child = spawn('wrk', args, { env, stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
@@ -178,7 +193,13 @@ async function wrk (srv: Server, api: 'v1' | 'v2', concurrency: number, seconds:
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
   const line = out.split('\n').find((l) => l.startsWith('BENCHJSON '))
   if (code !== 0 || line === undefined) throw new Error(`wrk exited with ${code}: ${out.slice(0, 500)}`)
-  return JSON.parse(line.slice('BENCHJSON '.length)) as WrkResult
+  const result = JSON.parse(line.slice('BENCHJSON '.length)) as WrkResult
+  // Every request sent took a batch of serials, answered or not (one per connection may still
+  // have been on its way when wrk stopped).
+  srv.nextSerial += (result.requests + concurrency) * BATCH
+  srv.acknowledged += (result.statuses['200'] ?? 0) * BATCH
+  srv.inFlight += concurrency * BATCH
+  return result
 }
 
 interface CaseResult {
@@ -193,6 +214,13 @@ interface CaseResult {
   cpuMicrosPerBatch: number | null
   /** What share of the machine's CPU time the hypervisor took during the measured run (%). */
   steal: number | null
+  /**
+   * Rules stored less entries accepted (the stream head), after the run: 0 as it must be (null:
+   * not checked). Accepted, not acknowledged: the batches in flight when wrk stops are made
+   * durable and stored but their answers are not counted; storedRules checks that the difference
+   * is no more than those.
+   */
+  storedLessAccepted: number | null
 }
 
 /**
@@ -201,15 +229,16 @@ interface CaseResult {
  * 200s); the applied rate runs until the consumer has applied all of it (the sustained rate is
  * the slower of the two).
  */
-async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number): Promise<CaseResult> {
-  await wrk(srv, api, concurrency, WARMUP_SECONDS)
+async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number, random: boolean): Promise<CaseResult> {
+  await wrk(srv, api, concurrency, WARMUP_SECONDS, random)
   const before = await waitApplied(srv)
   const start = performance.now()
   const ticks = cpuTicks()
-  const w = await wrk(srv, api, concurrency, SECONDS)
+  const w = await wrk(srv, api, concurrency, SECONDS, random)
   const steal = stealPercent(ticks, cpuTicks())
   const ended = await lag(srv)
   const after = await waitApplied(srv)
+  const stored = await storedRules(srv, after?.head ?? 0)
   const seconds = w.durationMicros / 1e6
   const ok = w.statuses['200'] ?? 0
   const accepted = before === null || ended === null ? ok * BATCH : ended.head - before.head
@@ -225,7 +254,24 @@ async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number): Pro
     // Accepting and applying every batch, all threads of the server, lag polls included.
     cpuMicrosPerBatch: before === null || after === null || accepted === 0 ? null : (after.cpuMicros - before.cpuMicros) / (accepted / BATCH),
     steal,
+    storedLessAccepted: stored === null || after === null ? null : stored - after.head,
   }
+}
+
+/** Rules the server has stored (after waitApplied: everything accepted); null for the anchor. */
+async function storedRules (srv: Server, accepted: number): Promise<number | null> {
+  if (srv.key === '') return null
+  const res = await fetch(`http://127.0.0.1:${srv.port}/bench/stored`)
+  if (!res.ok) return null // a base build from before the probe
+  const { stored } = await res.json() as { stored: number }
+  // At most the batches of the two runs' last requests (warm-up and measured) went unanswered.
+  const unanswered = stored - srv.acknowledged
+  if (stored !== accepted || unanswered < 0 || unanswered > srv.inFlight) {
+    process.stderr.write(`bench/ingest: ${stored} rules stored for ${accepted} entries accepted, ${srv.acknowledged} acknowledged\n`)
+  }
+  srv.acknowledged = stored
+  srv.inFlight = 0
+  return stored
 }
 
 /** A steal share as reported: whole percent, '?' where the machine does not say. */
@@ -249,6 +295,8 @@ function medianCase (rounds: CaseResult[]): CaseResult & { runs: number[] } {
     errors: of((c) => c.errors)!,
     cpuMicrosPerBatch: of((c) => c.cpuMicrosPerBatch),
     steal: of((c) => c.steal),
+    // The worst round, not the median: any difference is a fault.
+    storedLessAccepted: rounds.some((c) => c.storedLessAccepted !== null) ? Math.max(...rounds.map((c) => Math.abs(c.storedLessAccepted ?? 0))) : null,
     runs: rounds.map((c) => c.eps),
   }
 }
@@ -337,6 +385,37 @@ function startupRows (): Row[] {
   ]
 }
 
+/** Accepted and applied: the slower of the two. */
+function sustained (c: CaseResult): number {
+  return Math.min(c.eps, c.appliedEps ?? c.eps)
+}
+
+/** A server subject's figures as the table shows them. */
+function serverExtra (c: CaseResult): Record<string, string | number> {
+  const cpu = c.cpuMicrosPerBatch
+  return {
+    p50ms: c.p50,
+    p90ms: c.p90,
+    p99ms: c.p99,
+    appliedPerSecond: Math.round(c.appliedEps ?? 0),
+    serverCpuMicrosPerEntry: cpu === null ? '?' : Number((cpu / BATCH).toFixed(2)),
+    stealPct: pct(c.steal),
+  }
+}
+
+interface BenchCase { api: 'v1' | 'v2', concurrency: number, random: boolean }
+
+/** BENCH_INGEST_CASES (`v1:4`, `v1:4:seq`) or the default: every api at 1, 4 and 16 in flight with
+ *  random targets, then v1 at 4 in sequence. */
+function benchCases (): BenchCase[] {
+  const names = CASES.length > 0 ? CASES : ['v1:1', 'v1:4', 'v1:16', 'v2:1', 'v2:4', 'v2:16', 'v1:4:seq']
+  return names.map((n) => {
+    const [api, c, order] = n.split(':')
+    if ((api !== 'v1' && api !== 'v2') || !/^[0-9]+$/.test(c ?? '') || (order !== undefined && order !== 'seq')) throw new Error(`BENCH_INGEST_CASES: ${n} is not api:concurrency[:seq]`)
+    return { api, concurrency: Number(c), random: order === undefined && !ALL_SEQUENTIAL }
+  })
+}
+
 async function main (): Promise<void> {
   if (!ensureCommand('wrk', 'wrk')) {
     process.stderr.write('bench/ingest: the HTTP cases need wrk (apt-get install wrk); only the in-process rows are measured\n')
@@ -346,60 +425,58 @@ async function main (): Promise<void> {
   const rows: Row[] = []
   const ratios: Ratio[] = []
   const tf = http ? await startServer(join(dir, 'data'), 'threatfeed') : null
+  const base = http && BASE !== '' ? await startServer(join(dir, 'base'), 'threatfeed', BASE) : null
   const anchor = http ? await startServer(join(dir, 'anchor'), 'anchor') : null
   const floor = http && FLOOR ? await startServer(join(dir, 'floor'), 'durable floor') : null
   try {
-    for (const api of ['v1', 'v2'] as const) {
-      for (const concurrency of [1, 4, 16]) {
-        if (tf === null || anchor === null) break
-        if (CASES.length > 0 && !CASES.includes(`${api}:${concurrency}`)) continue
-        // Subjects alternate within each round so that machine drift hits them alike; a round the
-        // hypervisor stole from moves the median of three less than it moves one run.
-        const name = `HTTP ${api} c${concurrency}`
-        const rounds: Array<{ a: CaseResult, f: CaseResult | null, r: CaseResult }> = []
-        for (let round = 0; round < ROUNDS; round++) {
-          process.stderr.write(`bench/ingest: ${name}, round ${round + 1} of ${ROUNDS}\n`)
-          const a = await runCase(anchor, api, concurrency)
-          const f = floor === null ? null : await runCase(floor, api, concurrency)
-          rounds.push({ a, f, r: await runCase(tf, api, concurrency) })
-        }
-        const a = medianCase(rounds.map((x) => x.a))
-        const f = floor === null ? null : medianCase(rounds.map((x) => x.f!))
-        const r = medianCase(rounds.map((x) => x.r))
-        const cpu = r.cpuMicrosPerBatch ?? 0
-        rows.push({
-          case: name,
-          subject: 'threatfeed',
-          value: r.eps,
-          unit: 'entries/s',
-          runs: r.runs,
-          extra: { p50ms: r.p50, p90ms: r.p90, p99ms: r.p99, appliedPerSecond: Math.round(r.appliedEps ?? 0), refused: r.refused, socketErrors: r.errors, serverCpuMsPerBatch: cpu / 1000, entriesPerCpuSecond: Math.round(BATCH / (cpu / 1e6)), load1: loadavg()[0]!.toFixed(1), stealPct: pct(r.steal) },
-        })
-        rows.push({ case: name, subject: 'bare uWS + JSON.parse', value: a.eps, unit: 'entries/s', runs: a.runs, extra: { p50ms: a.p50, p90ms: a.p90, p99ms: a.p99, stealPct: pct(a.steal) } })
-        if (f !== null) rows.push({ case: name, subject: 'durable floor (uWS + LMDB)', value: f.eps, unit: 'entries/s', runs: f.runs, extra: { p50ms: f.p50, p90ms: f.p90, p99ms: f.p99, appliedPerSecond: Math.round(f.appliedEps ?? 0), serverCpuMsPerBatch: (f.cpuMicrosPerBatch ?? 0) / 1000, stealPct: pct(f.steal) } })
-        ratios.push({ case: name, label: 'threatfeed / bare uWS entries/s', value: r.eps / a.eps })
-        if (f !== null) ratios.push({ case: name, label: 'threatfeed / durable floor entries/s', value: r.eps / f.eps })
-        if (api === 'v1' && concurrency === 4) {
-          const sustained = Math.min(r.eps, r.appliedEps ?? r.eps)
-          ratios.push({ case: name, label: 'sustained entries/s ÷ 100,000 (accepted and applied)', value: sustained / 100_000, target: '≥ 1', pass: sustained >= 100_000 })
-          ratios.push({ case: name, label: 'p99 batch latency ÷ 50 ms', value: r.p99 / 50, target: '≤ 1', pass: r.p99 <= 50 })
-          if (f !== null) {
-            // The same two figures for the floor, which applies in its server's thread.
-            ratios.push({ case: name, label: 'durable floor: sustained entries/s ÷ 100,000', value: Math.min(f.eps, f.appliedEps ?? f.eps) / 100_000 })
-            ratios.push({ case: name, label: 'durable floor: p99 batch latency ÷ 50 ms', value: f.p99 / 50 })
-          }
+    for (const { api, concurrency, random } of benchCases()) {
+      if (tf === null || anchor === null) break
+      // Subjects alternate within each round so that machine drift hits them alike; a round the
+      // hypervisor stole from moves the median of three less than it moves one run.
+      const name = `HTTP ${api} c${concurrency}${random ? '' : ' sequential'}`
+      const rounds: Array<{ a: CaseResult, f: CaseResult | null, b: CaseResult | null, r: CaseResult }> = []
+      for (let round = 0; round < ROUNDS; round++) {
+        process.stderr.write(`bench/ingest: ${name}, round ${round + 1} of ${ROUNDS}\n`)
+        const a = await runCase(anchor, api, concurrency, random)
+        const f = floor === null ? null : await runCase(floor, api, concurrency, random)
+        const b = base === null ? null : await runCase(base, api, concurrency, random)
+        rounds.push({ a, f, b, r: await runCase(tf, api, concurrency, random) })
+      }
+      const a = medianCase(rounds.map((x) => x.a))
+      const f = floor === null ? null : medianCase(rounds.map((x) => x.f!))
+      const b = base === null ? null : medianCase(rounds.map((x) => x.b!))
+      const r = medianCase(rounds.map((x) => x.r))
+      rows.push({ case: name, subject: 'threatfeed', value: r.eps, unit: 'entries/s', runs: r.runs, extra: { ...serverExtra(r), refused: r.refused, socketErrors: r.errors, load1: loadavg()[0]!.toFixed(1) } })
+      if (b !== null) rows.push({ case: name, subject: `threatfeed at ${BASE}`, value: b.eps, unit: 'entries/s', runs: b.runs, extra: { ...serverExtra(b), refused: b.refused, socketErrors: b.errors } })
+      rows.push({ case: name, subject: 'bare uWS + JSON.parse', value: a.eps, unit: 'entries/s', runs: a.runs, extra: { p50ms: a.p50, p90ms: a.p90, p99ms: a.p99, stealPct: pct(a.steal) } })
+      if (f !== null) rows.push({ case: name, subject: 'durable floor (uWS + LMDB)', value: f.eps, unit: 'entries/s', runs: f.runs, extra: serverExtra(f) })
+      ratios.push({ case: name, label: 'threatfeed / bare uWS entries/s', value: r.eps / a.eps })
+      if (f !== null) ratios.push({ case: name, label: 'threatfeed / durable floor entries/s', value: r.eps / f.eps })
+      if (b !== null) ratios.push({ case: name, label: 'threatfeed / base build, sustained entries/s', value: sustained(r) / sustained(b) })
+      if (r.storedLessAccepted !== null) ratios.push({ case: name, label: 'rules stored − entries accepted (worst round)', value: r.storedLessAccepted, target: '= 0', pass: r.storedLessAccepted === 0 })
+      if (concurrency === 4) {
+        // Issue 17: random v1 ≥ 100k/s with p99 ≤ 80 ms, v2 ≥ 60k/s; issue 5: sequential v1 p99 ≤ 50 ms.
+        const goal = api === 'v1' ? 100_000 : 60_000
+        const p99 = random ? 80 : 50
+        ratios.push({ case: name, label: `sustained entries/s ÷ ${goal.toLocaleString('en')} (accepted and applied)`, value: sustained(r) / goal, target: '≥ 1', pass: sustained(r) >= goal })
+        if (api === 'v1') ratios.push({ case: name, label: `p99 batch latency ÷ ${p99} ms`, value: r.p99 / p99, target: '≤ 1', pass: r.p99 <= p99 })
+        if (f !== null) {
+          // The same two figures for the floor, which applies in its server's thread.
+          ratios.push({ case: name, label: `durable floor: sustained entries/s ÷ ${goal.toLocaleString('en')}`, value: sustained(f) / goal })
+          ratios.push({ case: name, label: `durable floor: p99 batch latency ÷ ${p99} ms`, value: f.p99 / p99 })
         }
       }
     }
   } finally {
     tf?.child.kill('SIGTERM')
+    base?.child.kill('SIGKILL')
     anchor?.child.kill('SIGKILL')
     floor?.child.kill('SIGKILL')
     if (tf !== null) await new Promise((resolve) => tf.child.once('exit', resolve))
     rmSync(dir, { recursive: true, force: true })
   }
   if (CPU_ROWS) rows.push(...await cpuRows(), ...startupRows())
-  report(CASES.length > 0 || !CPU_ROWS || RANDOM_TARGETS || !http ? 'ingest-partial' : 'ingest', 'Signal ingestion: HTTP end to end into LMDB (durable), 1000-entry batches', rows, ratios, { secondsPerRun: SECONDS, roundsPerCase: ROUNDS, client: http ? 'wrk, 1 thread' : null, serverCores: SERVER_CORES, batchSize: BATCH, targets: RANDOM_TARGETS ? 'random' : 'sequential', loadAverage: loadavg().map((l) => Number(l.toFixed(2))) })
+  report(CASES.length > 0 || !CPU_ROWS || ALL_SEQUENTIAL || BASE !== '' || !http ? 'ingest-partial' : 'ingest', 'Signal ingestion: HTTP end to end into LMDB (durable), 1000-entry batches', rows, ratios, { secondsPerRun: SECONDS, roundsPerCase: ROUNDS, client: http ? 'wrk, 1 thread' : null, serverCores: SERVER_CORES, batchSize: BATCH, targets: ALL_SEQUENTIAL ? 'sequential' : 'random (cases marked sequential: in sequence)', loadAverage: loadavg().map((l) => Number(l.toFixed(2))) })
 }
 
 if (process.argv[2] === '--serve') await serve(process.argv[3]!, process.argv[4] === 'anchor')

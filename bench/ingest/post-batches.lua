@@ -4,8 +4,14 @@
 -- Environment (set by bench/ingest.ts):
 --   BENCH_WRK_API      v1 | v2
 --   BENCH_WRK_BATCH    entries per batch (1000)
---   BENCH_WRK_START    first target's serial number: targets are 11.0.0.0 + serial, in sequence
---   BENCH_WRK_RANDOM   1: targets drawn at random from 11.0.0.0–74.255.255.255 instead
+--   BENCH_WRK_START    first target's serial number (each target takes the next one)
+--   BENCH_WRK_RANDOM   1 (the default of bench/ingest.ts): serial n is the even address
+--                      11.0.0.0 + 2·perm(n), perm a fixed bijection of 0..2^29−1 that scatters
+--                      neighbours over 11.0.0.0–74.255.255.254, as a pipeline reporting scanners
+--                      sends them; 0: the even address 75.0.0.0 + 2n, in sequence
+--
+-- Either way every target is a distinct even address (no two are adjacent, so none coalesce and a
+-- list publishes one network per stored rule), and the two forms never meet.
 --   BENCH_WRK_HEADERS  request headers, one "Name: value" per line
 --
 -- At the end prints one line, `BENCHJSON {…}`: requests, their statuses, latency percentiles (µs).
@@ -23,10 +29,27 @@ local path = "/" .. api .. "/signal"
 -- A global: done() reads it from each thread with thread:get.
 statuses = {}
 local threads = {}
-math.randomseed(serial + 1)
 
-local function ip (n)
-  return string.format("%d.%d.%d.%d", 11 + math.floor(n / 16777216) % 64, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+local bit = require("bit")
+local SLOTS = 536870912 -- 2^29
+
+-- x xor (x >> k), then x·a mod 2^29 (a odd, below 2^24, so the product is exact in a double):
+-- each step is a bijection of 0..2^29−1, so the whole is one.
+local function perm (x)
+  x = bit.bxor(x, bit.rshift(x, 13))
+  x = math.fmod(x * 11872635, SLOTS)
+  x = bit.bxor(x, bit.rshift(x, 11))
+  x = math.fmod(x * 9576203, SLOTS)
+  return bit.bxor(x, bit.rshift(x, 15))
+end
+
+local function address (n)
+  return string.format("%d.%d.%d.%d", math.floor(n / 16777216), math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+end
+
+local function ip (serial)
+  if random then return address(184549376 + 2 * perm(serial % SLOTS)) end -- 11.0.0.0
+  return address(1258291200 + 2 * serial) -- 75.0.0.0
 end
 
 setup = function (thread)
@@ -36,14 +59,8 @@ end
 request = function ()
   local parts = {}
   for i = 1, batch do
-    local n
-    if random then
-      n = math.random(0, 1073741823)
-    else
-      n = serial
-      serial = serial + 1
-    end
-    local a = ip(n)
+    local a = ip(serial)
+    serial = serial + 1
     if api == "v1" then
       parts[i] = '{"type":"access_rules","action":"block","ip":"' .. a .. '","expiration":3600,"description":"scanner seen by sensor 7"}'
     else

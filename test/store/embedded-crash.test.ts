@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
 import { EXPIRY_TABLE, expiryBucket, listRefs } from '../../src/store/embedded/expiry-log.js'
-import { accessRuleKey, expressionRuleKey, targetIndexKey, workspaceOfKey } from '../../src/store/embedded/key-layout.js'
+import { accessRuleKey, arrivalKey, arrivalNumberOfKey, expressionRuleKey, targetIndexKey, workspaceOfKey } from '../../src/store/embedded/key-layout.js'
 import { META } from '../../src/store/embedded/layout.js'
 import { LmdbEnv } from '../../src/store/embedded/lmdb-env.js'
 import { decodeAccessRule } from '../../src/store/embedded/rule-codec.js'
@@ -77,9 +77,18 @@ async function checkIndexes (t: Test, dir: string): Promise<void> {
     const problems = env.read((dbs) => {
       const found: string[] = []
       const expected = new Set<string>()
+      // An unkeyed rule is stored under its target or, since format 5, in arrival order: either
+      // way one record per target.
+      const unkeyed = new Set<string>()
       for (const { key, value } of dbs.accessRules.getRange({})) {
         const rule = decodeAccessRule(value, workspaceOfKey(key))
-        if (key !== accessRuleKey(rule.workspaceId, rule.ruleRef, rule.target)) found.push(`access key ${key}`)
+        const arrival = rule.ruleRef === null && key === arrivalKey(rule.workspaceId, arrivalNumberOfKey(key))
+        if (!arrival && key !== accessRuleKey(rule.workspaceId, rule.ruleRef, rule.target)) found.push(`access key ${key}`)
+        if (rule.ruleRef === null) {
+          const identity = `${rule.workspaceId} ${rule.target.type} ${rule.target.value}`
+          if (unkeyed.has(identity)) found.push(`two unkeyed rules of ${identity}`)
+          unkeyed.add(identity)
+        }
         if (rule.ruleRef !== null && dbs.accessByTarget.get(targetIndexKey(rule.workspaceId, rule.target, rule.ruleRef)) !== key) found.push(`no target entry for ${key}`)
         if (rule.expiresAt !== null) expected.add(JSON.stringify([expiryBucket(rule.expiresAt), EXPIRY_TABLE.access, key]))
       }

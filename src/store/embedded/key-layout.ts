@@ -3,9 +3,13 @@
  * primary key IS its identity, so a second upsert of the same identity can only overwrite.
  *
  *   access-rules      ws␟r␟<ruleRef>              keyed access rule   (workspace, ruleRef)
- *                     ws␟t␟<type>␟<value>         unkeyed access rule (workspace, target)
+ *                     ws␟a␟<n, 14 hex digits>     unkeyed access rule in arrival order (format 5:
+ *                                                  n counts up across the store; its identity is
+ *                                                  found through arrival-index.ts)
+ *                     ws␟t␟<type>␟<value>         unkeyed access rule keyed by its target (written
+ *                                                  before format 5)
  *   access-by-target  ws␟<type>␟<value>␟<ruleRef> → primary key        (keyed rules only: an
- *                                                  unkeyed rule's primary key is its target)
+ *                                                  unkeyed rule has none)
  *   expression-rules  ws␟<kind>␟<ruleRef>
  *   tombstones        ws␟t␟<type>␟<value>␟<ruleRef or empty>   a swept access rule
  *                     ws␟x␟<kind>␟<ruleRef>                    a swept expression rule
@@ -75,6 +79,49 @@ export function writeAccessRuleKey (w: ByteWriter, workspaceId: string, ruleRef:
     w.u8(SEP_BYTE)
     w.raw(ruleRef)
   }
+}
+
+const ARRIVAL_DIGITS = 14
+
+/**
+ * Where a new unkeyed access rule is stored: `n` is the store's arrival counter (arrival-index.ts),
+ * taken under the write lock, so every new rule goes after every earlier one and a pass of new
+ * targets appends to one end of the B-tree instead of dirtying a page per target
+ * (bench/NOTES.md, "Consumer: arrival order").
+ */
+export function arrivalKey (workspaceId: string, n: number): string {
+  return workspaceId + SEP + 'a' + SEP + n.toString(16).padStart(ARRIVAL_DIGITS, '0')
+}
+
+/** The arrival number of an arrival key. */
+export function arrivalNumberOfKey (key: string): number {
+  return Number.parseInt(key.slice(key.length - ARRIVAL_DIGITS), 16)
+}
+
+/** A workspace's arrival keys numbered after `after` (all of them: 0). */
+export function arrivalRange (workspaceId: string, after: number): KeyRange {
+  const prefix = workspaceId + SEP + 'a'
+  return { start: arrivalKey(workspaceId, after + 1), end: prefix + AFTER_SEP }
+}
+
+/** Every unkeyed access rule of a workspace stored under its target key. */
+export function targetKeyRange (workspaceId: string): KeyRange {
+  return rangeOf(workspaceId + SEP + 't')
+}
+
+/** The identity of an unkeyed access rule inside its workspace, as the arrival index keys it. */
+export function targetIdentity (target: Target): string {
+  return target.type + SEP + target.value
+}
+
+/** targetIdentity read from an unkeyed rule's target key (writeAccessRuleKey's bytes). */
+export function targetIdentityOfKey (key: Buffer, workspaceId: string): string {
+  if (workspaceId !== lastWorkspace) {
+    lastWorkspace = workspaceId
+    lastWorkspaceBytes = Buffer.from(workspaceId + SEP, 'utf8')
+  }
+  // workspace␟ then t␟
+  return key.toString('utf8', lastWorkspaceBytes.length + 2)
 }
 
 /** The workspace a primary key (access or expression rule) belongs to. */

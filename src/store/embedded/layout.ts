@@ -62,5 +62,7 @@ export const META = {
   streamHead: 'stream:head',
   /** How many tombstones are kept (rule-writes.ts), so the cap is checked without a scan. */
   tombstoneCount: 'tombstones:count',
+  /** The next arrival number of an unkeyed access rule (arrival-index.ts). */
+  arrivalNext: 'arrival:next',
 } as const
 

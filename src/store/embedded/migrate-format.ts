@@ -12,6 +12,11 @@
  *             from the rule tables, which also leaves out every stale reference. A format-3
  *             version would read the new buckets as hours and drop live references as stale,
  *             so it must refuse the directory — which the format number makes it do.
+ *   format 5  new unkeyed access rules in arrival order (key-layout.ts arrivalKey), found by
+ *             their target through an index held in memory (arrival-index.ts). Nothing is
+ *             rewritten: rules stored under their target stay there and are still found. A
+ *             format-4 version would look an arrival-order rule up by its target, miss it and
+ *             store the target a second time, so it must refuse the directory.
  *
  * Each upgrade of the main environment is one write transaction, so a crash leaves the older
  * format untouched, and it re-checks the format under the write lock, so two processes opening an
@@ -30,7 +35,7 @@ import { META, type Databases, type StreamDatabases } from './layout.js'
 import { accessRuleExpiresAt, encodeAccessRule } from './rule-codec.js'
 import { encodeChunk } from './stream-codec.js'
 
-export const FORMAT = 4
+export const FORMAT = 5
 const FORMAT_KEY = 'format'
 
 /** Records per chunk when old per-record entries are regrouped. */
@@ -70,12 +75,17 @@ export function migrateFormat (root: RootDatabase, dbs: Databases, streamRoot: R
   if ((dbs.meta.get(FORMAT_KEY) ?? 0) < 3) moveStream(root, dbs, streamRoot, stream)
   root.resetReadTxn()
   rebuildExpiryLog(root, dbs)
+  root.resetReadTxn()
+  // Format 4 → 5 changes nothing stored: the number alone keeps older versions out.
+  root.transactionSync(() => {
+    if ((dbs.meta.get(FORMAT_KEY) ?? 0) < 5) dbs.meta.put(FORMAT_KEY, 5)
+  })
 }
 
 /** Format 3 → 4: the expiry log rebuilt in 10-second buckets, in one transaction. */
 function rebuildExpiryLog (root: RootDatabase, dbs: Databases): void {
   root.transactionSync(() => {
-    if (dbs.meta.get(FORMAT_KEY) === FORMAT) return
+    if ((dbs.meta.get(FORMAT_KEY) ?? 0) >= 4) return
     // Collected first: removing entries under a live cursor is not something to rely on.
     for (const key of Array.from(dbs.expiryLog.getKeys({}))) dbs.expiryLog.remove(key)
     const w = new ByteWriter()
@@ -88,7 +98,7 @@ function rebuildExpiryLog (root: RootDatabase, dbs: Databases): void {
       if (value.expiresAt !== null) log.add(EXPIRY_TABLE.expression, key, value.expiresAt)
     }
     log.write(dbs, w)
-    dbs.meta.put(FORMAT_KEY, FORMAT)
+    dbs.meta.put(FORMAT_KEY, 4)
   })
 }
 

@@ -21,9 +21,9 @@ import { writeAccessRuleKey } from './key-layout.js'
 import { encodeAccessRule } from './rule-codec.js'
 
 /**
- * An upsert of an access rule without rule_ref in its stored form: the key and value
- * upsertAccessRule would write (key-layout.ts, rule-codec.ts; its creation and update times are
- * set when it is applied). Only the consumer thread's batches carry it (unpackBatch); it is this
+ * An upsert of an access rule without rule_ref in its stored form: its target key (key-layout.ts
+ * writeAccessRuleKey: its identity, and where format 4 stored it) and the value upsertAccessRule
+ * would write (rule-codec.ts; its creation and update times are set when it is applied). Only the consumer thread's batches carry it (unpackBatch); it is this
  * store's own op, not one of the shared RuleOps.
  */
 export interface EncodedAccessUpsert {

@@ -147,14 +147,25 @@ function checkFormat (buf: Buffer): void {
   if (buf[0] !== FORMAT) throw new RangeError(`access rule of unknown format ${buf[0]}`)
 }
 
-/** A stored rule's expiresAt without decoding the rest (the expiry log's check of each reference). */
 /** The stream seq of the write that last changed a stored rule. */
 export function accessRuleSeq (buf: Buffer): number {
   checkFormat(buf)
   return buf.readDoubleLE(UPDATED_AT + 8)
 }
 
+/** A stored rule's expiresAt without decoding the rest (the expiry log's check of each reference). */
 export function accessRuleExpiresAt (buf: Buffer): number | null {
   checkFormat(buf)
   return (buf[1]! & FLAG.expiresAt) === 0 ? null : buf.readDoubleLE(UPDATED_AT + 16)
+}
+
+/** A stored rule's target as `type␟value` (key-layout.ts targetIdentity), without decoding the rest. */
+export function accessRuleTargetIdentity (buf: Buffer): string {
+  checkFormat(buf)
+  const flags = buf[1]!
+  const type = valueOf(TARGET_TYPES, buf[5]!)
+  let at = UPDATED_AT + 16 + ((flags & FLAG.expiresAt) !== 0 ? 8 : 0)
+  at += (flags & FLAG.uuid) !== 0 ? 16 : 4 + buf.readUInt32LE(at)
+  const length = buf.readUInt32LE(at)
+  return type + '\u001f' + buf.toString('utf8', at + 4, at + 4 + length)
 }

@@ -8,6 +8,7 @@ import {
   TOMBSTONE_MS, sweepCut, type AccessRule, type AccessRuleChanges, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
   type LapsedTombstone, type Rule, type RuleKind, type RuleStore, type SweepPass, type Target,
 } from '../types.js'
+import { ArrivalIndex } from './arrival-index.js'
 import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
 import { accessRuleKey, expressionRuleRange, targetIndexRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey } from './layout.js'
@@ -28,6 +29,7 @@ export class EmbeddedRuleStore implements RuleStore {
   readonly #tombstoneMax: number
   /** Where this process's scrub of the expiry log stopped (undefined: at the start). */
   #scrubAfter: ExpiryLogKey | undefined
+  readonly #arrivals = new ArrivalIndex()
 
   constructor (env: LmdbEnv, counters: HousekeepingCounters, tombstoneMax: number) {
     this.#env = env
@@ -234,18 +236,29 @@ export class EmbeddedRuleStore implements RuleStore {
       }
       if (cp !== undefined) dbs.checkpoints.put(cp.consumer, cp.seq)
       if (upserted + deleted > 0) this.#changed(workspaces)
+      // The arrival index drops entries whose rules were swept (arrival-index.ts).
+      for (const ws of workspaces) txn.arrivals.prune(ws)
       return { applied: true, checkpoint: cp?.seq ?? null, upserted, deleted }
     })
   }
 
-  /** A write transaction with what rule writes need; the expiry log is written before the commit. */
-  #write<T> (fn: (txn: RuleTxn) => T): Promise<T> {
-    return this.#env.write((dbs) => {
-      const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter() }
-      const result = fn(txn)
-      txn.log.write(dbs, txn.scratch)
-      return result
-    })
+  /**
+   * A write transaction with what rule writes need; the expiry log is written before the commit.
+   * One that fails leaves the arrival index empty: it may hold what was rolled back.
+   */
+  async #write<T> (fn: (txn: RuleTxn) => T): Promise<T> {
+    try {
+      return await this.#env.write((dbs) => {
+        const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals: this.#arrivals.begin(dbs) }
+        const result = fn(txn)
+        txn.log.write(dbs, txn.scratch)
+        txn.arrivals.finish()
+        return result
+      })
+    } catch (e) {
+      this.#arrivals.clear()
+      throw e
+    }
   }
 }
 

@@ -11,9 +11,13 @@ import { randomUUID } from 'node:crypto'
 import type { Database } from 'lmdb'
 import type { EncodedAccessUpsert } from './packed-batch.js'
 import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, LapsedTombstone, Rule, RuleKind, Target } from '../types.js'
+import type { ArrivalTxn } from './arrival-index.js'
 import type { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
-import { accessRuleKey, accessRuleKeyByRef, expressionRuleKey, targetIndexKey, targetIndexRange, tombstoneKey, workspaceOfKey, writeAccessRuleKey } from './key-layout.js'
+import {
+  accessRuleKey, accessRuleKeyByRef, arrivalKey, expressionRuleKey, targetIdentity, targetIdentityOfKey, targetIndexKey, targetIndexRange, tombstoneKey, workspaceOfKey,
+  writeAccessRuleKey,
+} from './key-layout.js'
 import { META, type Databases } from './layout.js'
 import { accessRuleExpiresAt, decodeAccessRule, encodeAccessRule, setAccessRuleTimes } from './rule-codec.js'
 
@@ -25,6 +29,8 @@ export interface RuleTxn {
   /** Keys are built here. */
   readonly keys: ByteWriter
   readonly log: ExpiryLogWriter
+  /** Where unkeyed rules stored in arrival order are found (arrival-index.ts). */
+  readonly arrivals: ArrivalTxn
 }
 
 /** A primary key of the access-rules table: the string, or its UTF-8 bytes. */
@@ -63,14 +69,23 @@ export function upsertAccessRule (txn: RuleTxn, input: AccessRuleInput, now: num
   const { dbs, scratch, keys } = txn
   keys.reset()
   writeAccessRuleKey(keys, input.workspaceId, input.ruleRef, input.target)
-  const pk = keys.view()
+  let pk: AccessKey = keys.view()
   scratch.reset()
   encodeAccessRule(scratch, input, id, now, now)
-  // Most upserts insert (an ingest batch is mostly new targets): try that first (measured: a
-  // third less time per insert than reading first). Not one B-tree descent for two, though:
+  if (input.ruleRef === null) {
+    const identity = targetIdentity(input.target)
+    const found = findUnkeyed(txn, input.workspaceId, pk, identity)
+    if (found === undefined) {
+      insertUnkeyed(txn, input.workspaceId, identity, scratch.lmdbValue(), input.expiresAt)
+      return undefined
+    }
+    pk = found
+  }
+  // Most keyed upserts insert: try that first (measured: a third less time per insert than
+  // reading first). Not one B-tree descent for two, though:
   // lmdb-js 3.5 looks the key up before a noOverwrite put (writer.cpp tests IF_NO_EXISTS together
   // with a flag bit every keyed instruction carries); the saving is its JS read path.
-  if (insertIfAbsent(dbs, pk, scratch.lmdbValue())) {
+  if (input.ruleRef !== null && insertIfAbsent(dbs, pk, scratch.lmdbValue())) {
     reindexAccess(txn, pk, undefined, input)
     return undefined
   }
@@ -90,13 +105,33 @@ export function upsertAccessRule (txn: RuleTxn, input: AccessRuleInput, now: num
  */
 export function putEncodedAccessRule (txn: RuleTxn, op: EncodedAccessUpsert, now: number): void {
   setAccessRuleTimes(op.value, now, now)
-  if (insertIfAbsent(txn.dbs, op.key, op.value)) {
-    logExpiry(txn, EXPIRY_TABLE.access, op.key, null, op.expiresAt)
+  const identity = targetIdentityOfKey(op.key, op.workspaceId)
+  if (findUnkeyed(txn, op.workspaceId, op.key, identity) === undefined) {
+    insertUnkeyed(txn, op.workspaceId, identity, op.value, op.expiresAt)
     return
   }
   const rule = decodeAccessRule(op.value, op.workspaceId)
   if (rule.ruleRef !== null) throw new TypeError('an encoded access rule must not have a rule_ref')
   upsertAccessRule(txn, { ...rule, kind: 'access_rule' }, now, null)
+}
+
+/**
+ * Where the workspace's unkeyed rule of that target is stored: its arrival key, or `targetKey`
+ * (the form before format 5); undefined when there is none.
+ */
+function findUnkeyed (txn: RuleTxn, workspaceId: string, targetKey: AccessKey, identity: string): AccessKey | undefined {
+  const arrival = txn.arrivals.find(workspaceId, identity)
+  if (arrival !== undefined) return arrival
+  return txn.arrivals.targetKeyed(workspaceId) && accessTable(txn.dbs).doesExist(targetKey) ? targetKey : undefined
+}
+
+/** Stores a new unkeyed rule, in arrival order. */
+function insertUnkeyed (txn: RuleTxn, workspaceId: string, identity: string, value: Buffer, expiresAt: number | null): void {
+  const n = txn.arrivals.next()
+  const key = arrivalKey(workspaceId, n)
+  accessTable(txn.dbs).putSync(key, value)
+  txn.arrivals.added(workspaceId, identity, n)
+  logExpiry(txn, EXPIRY_TABLE.access, key, null, expiresAt)
 }
 
 export function putExpressionRule (txn: RuleTxn, input: ExpressionRuleInput, now: number): ExpressionRule {
@@ -158,9 +193,15 @@ export function removeByRef (txn: RuleTxn, workspaceId: string, kind: RuleKind, 
 
 /** Removes the unkeyed rule of that target and every keyed one with it; returns how many. */
 export function removeAccessByTarget (txn: RuleTxn, workspaceId: string, target: Target): number {
-  // An unkeyed rule has no index entry (its key is its target) and the expiry log is lazy, so
-  // removing it needs no read.
+  // An unkeyed rule has no target index entry (it is found by its target key or the arrival
+  // index) and the expiry log is lazy, so removing it needs no read.
   let removed = txn.dbs.accessRules.removeSync(accessRuleKey(workspaceId, null, target)) ? 1 : 0
+  const identity = targetIdentity(target)
+  const arrival = txn.arrivals.find(workspaceId, identity)
+  if (arrival !== undefined && txn.dbs.accessRules.removeSync(arrival)) {
+    txn.arrivals.removed(workspaceId, identity)
+    removed++
+  }
   // Collected first: removing entries under a live cursor is not something to rely on.
   const keyed = Array.from(txn.dbs.accessByTarget.getRange(targetIndexRange(workspaceId, target)), (e) => e.value)
   for (const pk of keyed) {

@@ -1,0 +1,161 @@
+/**
+ * Unkeyed access rules in arrival order (format 5, key-layout.ts arrivalKey): a new target is
+ * appended, and its identity — one rule per (workspace, target), DECISIONS §3 — holds through the
+ * in-memory index of each store that writes, whatever another store on the same directory did
+ * meanwhile (inserted, deleted, swept), and for rules a format-4 directory stored under their
+ * target.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import type { Test } from 'tap'
+import { ByteWriter } from '../../../src/store/embedded/byte-writer.js'
+import { accessRuleKey, targetIdentity, targetIdentityOfKey, writeAccessRuleKey } from '../../../src/store/embedded/key-layout.js'
+import { LmdbEnv } from '../../../src/store/embedded/lmdb-env.js'
+import { accessRuleTargetIdentity, encodeAccessRule } from '../../../src/store/embedded/rule-codec.js'
+import type { RuleOp } from '../../../src/store/batch-types.js'
+import { openStore } from '../../../src/store/open.js'
+import type { Store, Target } from '../../../src/store/types.js'
+import { accessInput, freshWorkspaceId, ip } from '../contract-fixtures.js'
+
+async function tempDir (t: Test): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'threatfeed-arrival-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  return dir
+}
+
+function upsert (ws: string, target: string, over: Parameters<typeof accessInput>[1] = {}): RuleOp {
+  return { op: 'upsertAccessRule', input: accessInput(ws, { target: ip(target), ...over }) }
+}
+
+/** The workspace's access rules as `target action`, sorted. */
+async function rules (store: Store, ws: string): Promise<string[]> {
+  return (await store.rules.listAccessRules(ws, 0)).map((r) => `${r.target.value} ${r.action}`).sort()
+}
+
+/** Keys of the access-rules table, as the store holds them. */
+async function keys (dir: string): Promise<string[]> {
+  const env = new LmdbEnv(dir)
+  try {
+    return env.read((dbs) => Array.from(dbs.accessRules.getKeys({}), String))
+  } finally {
+    await env.close()
+  }
+}
+
+t.test('new targets are stored in arrival order; an upsert of a stored target updates it in place', async (t) => {
+  const dir = await tempDir(t)
+  const ws = freshWorkspaceId()
+  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  // Targets in descending order: keyed by target they would be stored the other way round.
+  await store.applyRuleBatch({ ops: [upsert(ws, '198.51.100.9/32'), upsert(ws, '198.51.100.5/32'), upsert(ws, '198.51.100.1/32')] })
+  await store.applyRuleBatch({ ops: [upsert(ws, '198.51.100.5/32', { action: 'allow' }), upsert(ws, '198.51.100.5/32', { action: 'allow', seq: 9 })] })
+  t.same(await rules(store, ws), ['198.51.100.1/32 block', '198.51.100.5/32 allow', '198.51.100.9/32 block'], 'one rule per target')
+  t.same((await store.rules.listAccessRules(ws, 0)).map((r) => r.target.value), ['198.51.100.9/32', '198.51.100.5/32', '198.51.100.1/32'], 'listed in the order they arrived')
+  t.equal(await store.rules.deleteAccessByTarget(ws, ip('198.51.100.5/32')), 1)
+  await store.applyRuleBatch({ ops: [upsert(ws, '198.51.100.5/32')] })
+  t.same((await store.rules.listAccessRules(ws, 0)).map((r) => r.target.value), ['198.51.100.9/32', '198.51.100.1/32', '198.51.100.5/32'], 'stored again after its delete: at the end')
+  await store.close()
+  t.same((await keys(dir)).map((k) => k.split('\u001f')[1]), ['a', 'a', 'a'], 'every key an arrival key')
+})
+
+t.test('two stores on one directory (two processes\' consumers) never store a target twice', async (t) => {
+  const dir = await tempDir(t)
+  const ws = freshWorkspaceId()
+  const a = await openStore({ kind: 'embedded', dataDir: dir })
+  const b = await openStore({ kind: 'embedded', dataDir: dir })
+  t.teardown(async () => { await a.close(); await b.close() })
+  const steps: Array<[string, () => Promise<unknown>, string[]]> = [
+    ['a stores X', () => a.applyRuleBatch({ ops: [upsert(ws, '192.0.2.1/32')] }), ['192.0.2.1/32 block']],
+    ['b upserts X: an update, though X came after b last looked', () => b.applyRuleBatch({ ops: [upsert(ws, '192.0.2.1/32', { action: 'allow' })] }), ['192.0.2.1/32 allow']],
+    ['a upserts X: an update', () => a.applyRuleBatch({ ops: [upsert(ws, '192.0.2.1/32')] }), ['192.0.2.1/32 block']],
+    ['b deletes X by target', () => b.applyRuleBatch({ ops: [{ op: 'deleteAccessByTarget', workspaceId: ws, target: ip('192.0.2.1/32') }] }), []],
+    ['a stores X again: a new rule, not an update of the deleted one', () => a.applyRuleBatch({ ops: [upsert(ws, '192.0.2.1/32', { action: 'allow' })] }), ['192.0.2.1/32 allow']],
+    ['b stores Y and X', () => b.applyRuleBatch({ ops: [upsert(ws, '192.0.2.2/32'), upsert(ws, '192.0.2.1/32')] }), ['192.0.2.1/32 block', '192.0.2.2/32 block']],
+    ['a upserts Y and X', () => a.applyRuleBatch({ ops: [upsert(ws, '192.0.2.2/32', { action: 'allow' }), upsert(ws, '192.0.2.1/32', { action: 'allow' })] }), ['192.0.2.1/32 allow', '192.0.2.2/32 allow']],
+    ['b deletes X one by one through its own method', () => b.rules.deleteAccessByTarget(ws, ip('192.0.2.1/32')), ['192.0.2.2/32 allow']],
+    ['a deletes X (gone already) and stores Z', () => a.applyRuleBatch({ ops: [{ op: 'deleteAccessByTarget', workspaceId: ws, target: ip('192.0.2.1/32') }, upsert(ws, '192.0.2.3/32')] }), ['192.0.2.2/32 allow', '192.0.2.3/32 block']],
+  ]
+  for (const [name, step, expected] of steps) {
+    await step()
+    t.same(await rules(a, ws), expected, name)
+  }
+})
+
+t.test('a rule swept by another store is stored again by the first, once', async (t) => {
+  const dir = await tempDir(t)
+  const ws = freshWorkspaceId()
+  const a = await openStore({ kind: 'embedded', dataDir: dir })
+  const b = await openStore({ kind: 'embedded', dataDir: dir })
+  t.teardown(async () => { await a.close(); await b.close() })
+  const lapsing = Array.from({ length: 300 }, (_, i) => upsert(ws, `10.9.${i >> 8}.${i & 255}/32`, { expiresAt: 1000 }))
+  await a.applyRuleBatch({ ops: lapsing })
+  t.equal((await b.rules.sweepLapsed(100_000, 10_000)).removed, 300, 'b sweeps them all')
+  // a's index still names them: each is found gone and stored anew, once.
+  const again = (n: number): RuleOp[] => Array.from({ length: n }, (_, i) => upsert(ws, `10.9.${i >> 8}.${i & 255}/32`))
+  await a.applyRuleBatch({ ops: again(200) })
+  await a.applyRuleBatch({ ops: again(250) })
+  t.equal((await a.rules.list(ws, 'access_rule')).length, 250, 'one rule per target')
+})
+
+t.test('a batch that fails stores nothing, and its targets are stored once afterwards', async (t) => {
+  const dir = await tempDir(t)
+  const ws = freshWorkspaceId()
+  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  t.teardown(() => store.close())
+  await t.rejects(store.applyRuleBatch({ ops: [upsert(ws, '203.0.113.1/32'), { op: 'bogus' } as unknown as RuleOp] }))
+  t.same(await rules(store, ws), [], 'nothing of the failed batch')
+  await store.applyRuleBatch({ ops: [upsert(ws, '203.0.113.1/32'), upsert(ws, '203.0.113.1/32', { action: 'allow' })] })
+  t.same(await rules(store, ws), ['203.0.113.1/32 allow'])
+})
+
+t.test('a format-4 directory opens as format 5 and its rules stored by target keep their identity', async (t) => {
+  const dir = await tempDir(t)
+  const ws = freshWorkspaceId()
+  // Written as format 4 wrote unkeyed rules: under their target key.
+  const env = new LmdbEnv(dir)
+  await env.write((dbs) => {
+    const w = new ByteWriter()
+    for (const value of ['192.0.2.10/32', '192.0.2.11/32']) {
+      w.reset()
+      encodeAccessRule(w, accessInput(ws, { target: ip(value) }), null, 1, 1)
+      dbs.accessRules.put(accessRuleKey(ws, null, ip(value)), Buffer.from(w.view()))
+    }
+    dbs.meta.put('format', 4)
+  })
+  await env.close()
+  const store = await openStore({ kind: 'embedded', dataDir: dir })
+  await store.applyRuleBatch({ ops: [upsert(ws, '192.0.2.10/32', { action: 'allow' }), upsert(ws, '192.0.2.12/32')] })
+  t.same(await rules(store, ws), ['192.0.2.10/32 allow', '192.0.2.11/32 block', '192.0.2.12/32 block'], 'the old rule updated, not stored twice')
+  t.equal(await store.rules.deleteAccessByTarget(ws, ip('192.0.2.11/32')), 1, 'an old rule deleted by its target')
+  t.same(await rules(store, ws), ['192.0.2.10/32 allow', '192.0.2.12/32 block'])
+  await store.close()
+  const layout = await keys(dir)
+  t.same(layout.map((k) => k.split('\u001f')[1]).sort(), ['a', 't'], 'the new target in arrival order, the old one where it was')
+  const check = new LmdbEnv(dir)
+  t.equal(check.read((dbs) => dbs.meta.get('format')), 5, 'format 5, which a format-4 version refuses')
+  await check.close()
+})
+
+t.test('a target has one identity whether read from a packed batch\'s key or from a stored rule', (t) => {
+  const ws = freshWorkspaceId()
+  const w = new ByteWriter()
+  const cases: Array<[string, Target, Parameters<typeof accessInput>[1]]> = [
+    ['IPv4', ip('192.0.2.1/32'), {}],
+    ['IPv6', { type: 'ip', value: '2001:db8::/48' }, { expiresAt: null }],
+    ['ASN', { type: 'asn', value: 'AS13335' }, { name: 'n', reason: 'r', labels: { a: 1 } }],
+    ['country', { type: 'country', value: 'NL' }, { expiresAt: 5 }],
+    ['an id that is not a UUID', ip('10.0.0.0/8'), {}],
+  ]
+  for (const [name, target, over] of cases) {
+    w.reset()
+    writeAccessRuleKey(w, ws, null, target)
+    const fromKey = targetIdentityOfKey(Buffer.from(w.view()), ws)
+    w.reset()
+    encodeAccessRule(w, accessInput(ws, { ...over, target }), name.startsWith('an id') ? 'not-a-uuid' : null, 1, 2)
+    t.equal(fromKey, targetIdentity(target), `${name}: from the key`)
+    t.equal(accessRuleTargetIdentity(Buffer.from(w.view())), targetIdentity(target), `${name}: from the stored rule`)
+  }
+  t.end()
+})
