@@ -28,7 +28,7 @@
  * `getSnapshot` is synchronous and never returns a snapshot past its expiresAt: it returns
  * null and starts the rebuild, which `awaitSnapshot` waits for.
  *
- *   poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at max(now, lastStart + interval)
+ *   poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at the next boundary of the interval
  *                                                  ▲                 or snapshot.expiresAt
  *   expiry timer / getSnapshot(stale) ─────────────┘                ──► build ──► swap ──► tick
  */
@@ -39,6 +39,7 @@ import type { Logger } from '../log.js'
 import type { AccessList, FeedFetch, Store, Workspace } from '../store/types.js'
 import { buildSnapshot, feedTargets, type FeedTasks } from './build-snapshot.js'
 import { LastModifiedKeeper } from './last-modified.js'
+import { geoBasis, nextRebuildAt } from './rebuild-schedule.js'
 import { WorkspaceRuleCache } from './rule-cache.js'
 import { runSliced } from './slices.js'
 import type { BuildReason, FeedMetrics } from './metrics.js'
@@ -526,7 +527,7 @@ export class FeedService {
     const expired = now >= expiresAt
     let due: number
     if (expired) due = f.snapshot === undefined ? Math.max(now, f.retryAt) : Math.max(expiresAt, f.retryAt)
-    else due = Math.min(f.dirty ? Math.max(f.lastStart + this.#config.feedRebuildMs, f.retryAt) : Infinity, expiresAt)
+    else due = Math.min(f.dirty ? Math.max(nextRebuildAt(f.lastStart, this.#config.feedRebuildMs), f.retryAt) : Infinity, expiresAt)
     if (due <= now) {
       this.#clearTimer(f)
       const reason: BuildReason = f.failures > 0 ? 'retry' : expired && f.snapshot !== undefined ? 'expiry' : f.snapshot === undefined ? (f.reason === 'start' ? 'start' : 'demand') : f.reason
@@ -600,7 +601,8 @@ export class FeedService {
     const targets = await ws.rules.read((table) => runSliced(feedTargets(table, list, now)))
     const result = await buildSnapshot({ workspaceId: ws.id, workspaceName: ws.name, list }, targets, {
       tasks: this.#pool,
-      lastModified: this.#lastModified,
+      // Recorded with what it was built from, so no node moves the version back (rebuild-schedule.ts).
+      lastModified: this.#lastModified.forBuild({ rulesRevision: ws.rulesRevision, adminRevision: this.#adminRevision, ...geoBasis(this.#geo), expiryCutoff: now }, () => { this.#markDirty(f, 'change') }),
       now,
       ...(f.caches !== undefined ? { caches: f.caches } : {}),
       ...(this.#gzipLevel !== undefined ? { gzipLevel: this.#gzipLevel } : {}),

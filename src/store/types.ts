@@ -368,6 +368,50 @@ export interface FeedVersion {
   since: number
 }
 
+/**
+ * What a feed's content was built from. Nodes build at different moments from what they last
+ * read, so a record only moves to a build from a newer state (compareBasis): a node that finishes
+ * a build from older rules cannot switch the record back (A→B→A would start a new Last-Modified
+ * and, through dialect_a's `generated` line, new bytes on every node).
+ */
+export interface FeedVersionBasis {
+  /** The workspace's rules revision (RuleStore#revisionOf) the rules were read at. */
+  readonly rulesRevision: number
+  /** revisions().admin when the lists and workspaces were last read. */
+  readonly adminRevision: number
+  /** Newest buildEpoch of the geo databases: a reload to a newer database moves it. */
+  readonly geoEpoch: number
+  /** Identity of the geo databases (type, build epoch and size of each). */
+  readonly geoDigest: string
+  /** Rules lapsed at this instant were left out (a lapse changes content, not the revisions). */
+  readonly expiryCutoff: number
+}
+
+/** A version is published (served) or held back by a publish guard; every version is published for now. */
+export const FEED_VERSION_STATES = ['published', 'held'] as const
+export type FeedVersionState = (typeof FEED_VERSION_STATES)[number]
+
+/** How many earlier runs a record keeps (a consumer's "versions behind" is counted in them). */
+export const FEED_VERSION_HISTORY = 32
+/** Resolution and reach of the change counts kept for charts: hourly, 30 days (at most 720). */
+export const FEED_CHANGE_BUCKET_MS = 3_600_000
+export const FEED_CHANGE_DAYS_MS = 30 * 86_400_000
+
+/**
+ * A feed version as stored: bounded in size whatever the rate of change. The shard key of a
+ * sharded store is `workspaceId` (every read and write of one record names it).
+ */
+export interface FeedVersionRecord extends FeedVersion {
+  readonly workspaceId: string
+  /** null: written before bases were recorded; any build replaces it. */
+  basis: FeedVersionBasis | null
+  state: FeedVersionState
+  /** Earlier runs, newest first, at most FEED_VERSION_HISTORY. */
+  history: FeedVersion[]
+  /** [start of hour, new runs in it], oldest first, over the last FEED_CHANGE_DAYS_MS. */
+  changes: Array<[number, number]>
+}
+
 /** One feed: a list, or the workspace feed ('*'). */
 export interface FeedRef {
   workspaceId: string
@@ -382,11 +426,17 @@ export interface FeedFetch extends FeedRef {
 export interface FeedVersionStore {
   /**
    * Atomically: when the stored hash equals `contentHash`, return the stored version unchanged;
-   * otherwise store `{contentHash, since: now}` and return it. So content A→B→A gets a new time.
-   * A new run keeps the record's fetch time.
+   * otherwise, when `basis` is newer than the stored one (compareBasis; any basis is newer than
+   * none stored, and a call without one is a single writer's, tools and tests), store
+   * `{contentHash, since: now}` and return it — so content A→B→A gets a new time. When the stored
+   * basis is as new or newer, return the stored version: its hash differs from `contentHash`,
+   * which tells the caller its build is behind. A new run keeps the record's fetch time and
+   * state, and pushes the old run onto its history.
    */
-  observe (key: FeedKey, contentHash: string, now: number): Promise<FeedVersion>
+  observe (key: FeedKey, contentHash: string, now: number, basis?: FeedVersionBasis): Promise<FeedVersion>
   get (key: FeedKey): Promise<FeedVersion | null>
+  /** The whole record (basis, state, history, change counts), or null. */
+  record (key: FeedKey): Promise<FeedVersionRecord | null>
   /**
    * Notes when feeds were served, on their version records (every family and action), keeping
    * the latest time per feed. A feed with no version record yet (never built) records nothing.

@@ -11,7 +11,7 @@
  */
 import { MongoServerError, type Collection, type Db, type Document, type IndexDescription } from 'mongodb'
 import type {
-  Confidence, FeedAction, Family, LabelValue, ListDefaults, RuleKind, Scope, Severity, Subscription, Target,
+  Confidence, FeedAction, Family, FeedVersion, FeedVersionBasis, FeedVersionState, LabelValue, ListDefaults, RuleKind, Scope, Severity, Subscription, Target,
 } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 
@@ -69,6 +69,10 @@ export interface ExpressionRuleDoc extends RuleDocCommon {
 /** _id is the seq: unique by construction, and the natural order of a range scan. */
 export interface StreamDoc { _id: number, workspaceId: string, schemaVersion?: number, payload: string, acceptedAt: number }
 export interface CheckpointDoc { _id: string, seq: number }
+/**
+ * One feed key's version record (types.ts FeedVersionRecord). Shard key, when sharded:
+ * `{ workspaceId: 1, _id: 1 }` — every single-record filter names both.
+ */
 export interface FeedVersionDoc {
   _id: string
   workspaceId: string
@@ -77,6 +81,10 @@ export interface FeedVersionDoc {
   action: FeedAction
   contentHash: string
   since: number
+  basis?: FeedVersionBasis | null
+  state?: FeedVersionState
+  history?: FeedVersion[]
+  changes?: Array<[number, number]>
   /** When the feed was last served (FeedVersionStore#recordFetches); absent until then. */
   fetchedAt?: number
 }
