@@ -448,6 +448,28 @@ export interface FeedVersionStore {
   fetchedSince (since: number): Promise<FeedFetch[]>
 }
 
+/** Who holds a lease, until when (the store's clock, ms since the epoch). */
+export interface Lease {
+  readonly owner: string
+  readonly expiresAt: number
+}
+
+/**
+ * Named leases with owner and expiry, shared by every process on the store: one node applies the
+ * stream while the others follow its checkpoint (stream/applier-lease.ts). A lease only saves
+ * work; correctness never rests on it (the checkpoint compare-and-set does), so a holder paused
+ * past its expiry costs a conflict, not a double apply.
+ */
+export interface LeaseStore {
+  /**
+   * Takes `name` for `owner` until ttlMs from now when it is free, lapsed, or `owner`'s already
+   * (a renewal); otherwise leaves it. Answers the holder after the call.
+   */
+  claim (name: string, owner: string, ttlMs: number): Promise<Lease>
+  /** Frees `name` if `owner` holds it: a clean stop hands over at once. */
+  release (name: string, owner: string): Promise<void>
+}
+
 export interface Store {
   readonly kind: 'embedded' | 'mongodb'
   readonly workspaces: WorkspaceStore
@@ -456,6 +478,8 @@ export interface Store {
   readonly rules: RuleStore
   readonly stream: StoredSignalStream
   readonly feedVersions: FeedVersionStore
+  /** Present on stores shared by several processes (both backends); absent on test doubles. */
+  readonly leases?: LeaseStore
   /**
    * Counters that rise on every change, seen from any process using the same store (the CLI
    * changes keys while the server runs). Polled by the server (cheap: one read each).

@@ -75,3 +75,34 @@ export function describeClusterContract (test: StoreTest): void {
     t.same(await store.feedVersions.observe(key, 'C', 300, basis(1)), { contentHash: 'C', since: 300 }, 'any basis is newer than none')
   })
 }
+
+/** Resolves after `ms`. */
+function sleep (ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+export function describeLeaseContract (test: StoreTest): void {
+  test('leases: one holder at a time, renewed by it, taken over when it lapses or is released', async (t, store) => {
+    const leases = store.leases
+    if (leases === undefined) throw new Error('a store shared by several processes has leases')
+    const name = `applier:${freshWorkspaceId()}`
+    const a = await leases.claim(name, 'node-a', 400)
+    t.equal(a.owner, 'node-a', 'a free lease is taken')
+    t.ok(a.expiresAt > Date.now() - 5_000, 'expires in the store\'s clock, about now + ttl')
+    t.equal((await leases.claim(name, 'node-b', 400)).owner, 'node-a', 'another claim leaves a live lease alone')
+    await sleep(250)
+    const renewed = await leases.claim(name, 'node-a', 400)
+    t.equal(renewed.owner, 'node-a')
+    t.ok(renewed.expiresAt > a.expiresAt, 'the holder\'s claim renews it')
+    await sleep(250)
+    t.equal((await leases.claim(name, 'node-b', 400)).owner, 'node-a', 'renewed: still live past the first expiry')
+    await sleep(450)
+    t.equal((await leases.claim(name, 'node-b', 400)).owner, 'node-b', 'lapsed: the next claim takes it (handover)')
+    await leases.release(name, 'node-a')
+    t.equal((await leases.claim(name, 'node-c', 400)).owner, 'node-b', 'a release by a non-holder changes nothing')
+    await leases.release(name, 'node-b')
+    t.equal((await leases.claim(name, 'node-c', 400)).owner, 'node-c', 'released: taken at once')
+    const racing = await Promise.all(['x', 'y', 'z'].map((o) => leases.claim(`${name}:race`, o, 5_000)))
+    t.equal(new Set(racing.map((l) => l.owner)).size, 1, 'concurrent first claims agree on one holder')
+  })
+}

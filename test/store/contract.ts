@@ -8,7 +8,7 @@
 import type { Test } from 'tap'
 import type { BatchingStore } from '../../src/store/batch-types.js'
 import { describeAdminContract } from './contract-admin.js'
-import { describeClusterContract } from './contract-cluster.js'
+import { describeClusterContract, describeLeaseContract } from './contract-cluster.js'
 import { describeRuleContract } from './contract-rules.js'
 import { describeStreamContract } from './contract-stream.js'
 import { describeSweepContract } from './contract-sweep.js'
@@ -55,4 +55,5 @@ export function runStoreContract (t: Test, name: string, makeStore: MakeStore): 
   describeStreamContract(storeTest)
   describeSweepContract(storeTest)
   describeClusterContract(storeTest)
+  describeLeaseContract(storeTest)
 }

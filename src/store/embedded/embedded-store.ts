@@ -11,6 +11,7 @@ import { ThreatfeedError } from '../../errors.js'
 import { TOMBSTONE_MAX, newHousekeepingCounters } from '../types.js'
 import { EmbeddedFeedVersionStore } from './feed-version-store.js'
 import { EmbeddedKeyStore } from './key-store.js'
+import { EmbeddedLeaseStore } from './lease-store.js'
 import { EmbeddedListStore } from './list-store.js'
 import { META } from './layout.js'
 import { LmdbEnv, type LmdbEnvOptions } from './lmdb-env.js'
@@ -29,6 +30,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
   readonly rules: EmbeddedRuleStore
   readonly stream: EmbeddedSignalStream
   readonly feedVersions: EmbeddedFeedVersionStore
+  readonly leases: EmbeddedLeaseStore
   readonly housekeeping = newHousekeepingCounters()
   readonly consumerThread: ConsumerThreadHandoff
   readonly #env: LmdbEnv
@@ -43,6 +45,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
     this.rules = new EmbeddedRuleStore(env, this.housekeeping, tombstoneMax)
     this.stream = new EmbeddedSignalStream(env, this.housekeeping)
     this.feedVersions = new EmbeddedFeedVersionStore(env)
+    this.leases = new EmbeddedLeaseStore(env)
   }
 
   async revisions (): Promise<{ admin: number, rules: number }> {

@@ -89,6 +89,8 @@ export interface FeedVersionDoc {
   fetchedAt?: number
 }
 export interface CounterDoc { _id: string, value: number }
+/** A lease (types.ts LeaseStore); expiresAt is the server's clock ($$NOW), so node clocks never matter. */
+export interface LeaseDoc { _id: string, owner: string, expiresAt: Date }
 /** A swept rule (types.ts LapsedTombstone); _id is its identity, so a later lapse replaces it. */
 export interface TombstoneDoc {
   _id: string
@@ -118,6 +120,7 @@ export interface Collections {
   readonly feedVersions: Collection<FeedVersionDoc>
   readonly meta: Collection<CounterDoc>
   readonly tombstones: Collection<TombstoneDoc>
+  readonly leases: Collection<LeaseDoc>
 }
 
 export function collectionsOf (db: Db): Collections {
@@ -132,6 +135,7 @@ export function collectionsOf (db: Db): Collections {
     feedVersions: db.collection('feed_versions'),
     meta: db.collection('meta'),
     tombstones: db.collection('lapsed_rules'),
+    leases: db.collection('leases'),
   }
 }
 

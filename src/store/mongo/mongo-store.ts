@@ -13,6 +13,7 @@ import { createClient, resolveDbName, toStoreError } from './mongo-client.js'
 import { MongoContext } from './mongo-context.js'
 import { MongoFeedVersionStore } from './feed-version-store.js'
 import { MongoKeyStore } from './key-store.js'
+import { MongoLeaseStore } from './lease-store.js'
 import { MongoListStore } from './list-store.js'
 import { MongoRuleStore } from './rule-store.js'
 import { MongoSignalStream } from './signal-stream.js'
@@ -28,6 +29,7 @@ export class MongoStore implements BatchingStore {
   readonly rules: MongoRuleStore
   readonly stream: MongoSignalStream
   readonly feedVersions: MongoFeedVersionStore
+  readonly leases: MongoLeaseStore
   readonly housekeeping = newHousekeepingCounters()
   readonly #ctx: MongoContext
 
@@ -40,6 +42,7 @@ export class MongoStore implements BatchingStore {
     this.rules = new MongoRuleStore(ctx, this.housekeeping, tombstoneMax)
     this.stream = new MongoSignalStream(ctx, this.housekeeping)
     this.feedVersions = new MongoFeedVersionStore(ctx)
+    this.leases = new MongoLeaseStore(ctx)
   }
 
   /** One round trip for both counters: the server polls this every ~250 ms. */
