@@ -41,6 +41,7 @@ import { buildSnapshot, feedTargets, type FeedTasks } from './build-snapshot.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { geoBasis, nextRebuildAt } from './rebuild-schedule.js'
 import { WorkspaceRuleCache } from './rule-cache.js'
+import { workspaceRevisions } from './workspace-revisions.js'
 import { runSliced } from './slices.js'
 import type { BuildReason, FeedMetrics } from './metrics.js'
 import type { ChunkCache } from '../pool/protocol.js'
@@ -389,10 +390,11 @@ export class FeedService {
         this.#adminRevision = r.admin
       }
       if (r.rules !== this.#rulesRevision) {
-        // Only workspaces whose own rules moved: one read each, where refetching every
+        // Only workspaces whose own rules moved: one read, where refetching every
         // workspace's rules cost 0.4–0.8 s of this thread per 100,000 rules (bench/snapshot.ts).
+        const revisions = await workspaceRevisions(this.#store.rules, [...this.#workspaces.keys()])
         for (const ws of this.#workspaces.values()) {
-          const revision = await this.#store.rules.revisionOf(ws.id)
+          const revision = revisions.get(ws.id) ?? ws.revision
           if (revision === ws.revision) continue
           ws.revision = revision
           for (const f of ws.feeds.values()) this.#markDirty(f, 'change')

@@ -191,6 +191,9 @@ export interface RuleStore {
    * only when its own counter moved, not on every change in any workspace (revisions().rules).
    */
   revisionOf (workspaceId: string): Promise<number>
+  /** revisionOf for many workspaces in one read (MongoDB: one query, where one each cost a round
+   *  trip per workspace on every move of the global revision). Absent: callers loop revisionOf. */
+  revisionsOf? (workspaceIds: readonly string[]): Promise<Map<string, number>>
   /**
    * What a cache of a workspace's access rules needs to catch up (the feed side's rebuild reads):
    * every access rule written with a seq above `since`, lapsed or not, handed to `each` one at a

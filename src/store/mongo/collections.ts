@@ -17,7 +17,8 @@ import { isDuplicateKey } from './mongo-client.js'
 
 export interface Pair<V> { k: string, v: V }
 
-export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null }
+/** childWrites: raised by every key or list creation, so that it conflicts with a delete (key-store.ts requireLiveWorkspace). */
+export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null, childWrites?: number }
 export interface KeyDoc { _id: string, workspaceId: string, hash: string, scopes: Scope[], createdAt: number, revokedAt: number | null }
 export interface ListDoc {
   _id: string
