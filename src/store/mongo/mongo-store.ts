@@ -76,7 +76,35 @@ export class MongoStore implements BatchingStore {
  * @example
  *   const store = await openMongoStore('mongodb://db1,db2,db3/?replicaSet=rs0', { dbName: 'threatfeed' })
  */
-export async function openMongoStore (uri: string, opts: { dbName?: string, tombstoneMax?: number } = {}): Promise<MongoStore> {
+export interface OpenMongoOptions {
+  dbName?: string
+  tombstoneMax?: number
+  /**
+   * Keep trying the first connection this long (default 0: one attempt). A server starting with
+   * its database (docker compose) waits for it instead of exiting; the CLI fails at once.
+   */
+  connectRetryMs?: number
+  /** Hears each failed attempt that will be retried (the server logs a line per attempt). */
+  onConnectRetry?: (attempt: number, error: unknown) => void
+}
+
+/** Between two attempts at the first connection (each fails within the 1.5 s server selection). */
+const CONNECT_RETRY_PAUSE_MS = 1000
+
+export async function openMongoStore (uri: string, opts: OpenMongoOptions = {}): Promise<MongoStore> {
+  const giveUpAt = Date.now() + (opts.connectRetryMs ?? 0)
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await connectOnce(uri, opts)
+    } catch (e) {
+      if (Date.now() + CONNECT_RETRY_PAUSE_MS >= giveUpAt) throw e
+      opts.onConnectRetry?.(attempt, e)
+      await new Promise((resolve) => setTimeout(resolve, CONNECT_RETRY_PAUSE_MS))
+    }
+  }
+}
+
+async function connectOnce (uri: string, opts: OpenMongoOptions): Promise<MongoStore> {
   const client = createClient(uri)
   try {
     await client.connect()

@@ -81,3 +81,14 @@ t.test('changed rules are read with a projection (no index-only fields)', async 
   const read = calls.find((c) => c.collection === 'accessRules' && c.op === 'find' && (c.filter as { seq?: unknown }).seq !== undefined)
   t.same(read?.options?.projection, { identity: 0, targetKey: 0 })
 })
+
+t.test('the first connection is retried for connectRetryMs, with a call per failed attempt (docker compose start-up)', async (t) => {
+  const { openMongoStore } = await import('../../../src/store/mongo/mongo-store.js')
+  const attempts: number[] = []
+  const started = Date.now()
+  await t.rejects(openMongoStore('mongodb://127.0.0.1:1/?directConnection=true', { connectRetryMs: 4000, onConnectRetry: (n) => { attempts.push(n) } }), { code: 'TF_ERR_STORE_UNAVAILABLE' })
+  const ms = Date.now() - started
+  t.ok(attempts.length >= 1, `retried (${attempts.length} logged attempts)`)
+  t.same(attempts, attempts.map((_, i) => i + 1), 'numbered from 1')
+  t.ok(ms >= 2500 && ms < 7000, `kept trying for about the time given (${ms} ms)`)
+})
