@@ -471,6 +471,8 @@ export interface LeaseStore {
   claim (name: string, owner: string, ttlMs: number): Promise<Lease>
   /** Frees `name` if `owner` holds it: a clean stop hands over at once. */
   release (name: string, owner: string): Promise<void>
+  /** The lease as stored (lapsed or not), or null: who applies, for tools and tests. */
+  get (name: string): Promise<Lease | null>
 }
 
 export interface Store {

@@ -102,6 +102,8 @@ export function describeLeaseContract (test: StoreTest): void {
     t.equal((await leases.claim(name, 'node-c', 400)).owner, 'node-b', 'a release by a non-holder changes nothing')
     await leases.release(name, 'node-b')
     t.equal((await leases.claim(name, 'node-c', 400)).owner, 'node-c', 'released: taken at once')
+    t.equal((await leases.get(name))?.owner, 'node-c', 'get names the holder')
+    t.equal(await leases.get(`${name}:none`), null)
     const racing = await Promise.all(['x', 'y', 'z'].map((o) => leases.claim(`${name}:race`, o, 5_000)))
     t.equal(new Set(racing.map((l) => l.owner)).size, 1, 'concurrent first claims agree on one holder')
   })

@@ -41,6 +41,7 @@ function node (store: BatchingStore): { store: BatchingStore, applied: () => num
         return {
           claim: async (name: string, owner: string, ttlMs: number) => { if (dead) throw new Error('node is dead'); return leases.claim(name, owner, ttlMs) },
           release: async (name: string, owner: string) => { if (dead) throw new Error('node is dead'); await leases.release(name, owner) },
+          get: async (name: string) => leases.get(name),
         }
       }
       return value

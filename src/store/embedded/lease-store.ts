@@ -44,4 +44,9 @@ export class EmbeddedLeaseStore implements LeaseStore {
       if (leases(dbs.meta).get(id)?.owner === owner) leases(dbs.meta).remove(id)
     })
   }
+
+  async get (name: string): Promise<Lease | null> {
+    this.#env.renew()
+    return this.#env.read((dbs) => leases(dbs.meta).get(PREFIX + name)) ?? null
+  }
 }

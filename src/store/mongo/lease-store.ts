@@ -44,6 +44,13 @@ export class MongoLeaseStore implements LeaseStore {
     })
   }
 
+  get (name: string): Promise<Lease | null> {
+    return this.#ctx.run(async () => {
+      const doc = await this.#ctx.c.leases.findOne({ _id: text(name) })
+      return doc === null ? null : toLease(doc)
+    })
+  }
+
   release (name: string, owner: string): Promise<void> {
     return this.#ctx.run(async () => {
       await this.#ctx.c.leases.deleteOne({ _id: text(name), owner: text(owner) })

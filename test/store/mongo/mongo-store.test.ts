@@ -76,6 +76,7 @@ t.test('during an outage every call rejects with TF_ERR_STORE_UNAVAILABLE within
     ['rules.revisionsOf', () => store.rules.revisionsOf([ws])],
     ['leases.claim', () => store.leases.claim('applier:rules', 'me', 1000)],
     ['leases.release', () => store.leases.release('applier:rules', 'me')],
+    ['leases.get', () => store.leases.get('applier:rules')],
     ['revisions', () => store.revisions()],
     ['ping', () => store.ping()],
   ]
