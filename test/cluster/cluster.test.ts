@@ -16,6 +16,10 @@ import { join } from 'node:path'
 import { openStore } from '../../src/store/open.js'
 import { get, post, seedCluster, startNode, stopNode, variants, type Answer, type Node } from '../helpers/cluster-nodes.js'
 
+// About 80 s on a quiet machine (expiries are floored at 60 s and must lapse mid-run); twice that
+// under load, past the suite's 180 s per file.
+t.setTimeout(420_000)
+
 const REBUILD_MS = 1000
 const SETTLE_MS = REBUILD_MS + 1000
 const ROUNDS = 16
