@@ -14,10 +14,11 @@ t.test('a change in one of many workspaces costs one revision read per poll, not
   const tmp = await tempStore()
   t.teardown(() => tmp.cleanup())
   const counts = { revisionOf: 0, revisionsOf: 0 }
+  const readOneByOne: string[] = []
   const rules = tmp.store.rules
   const counted = new Proxy(rules, {
     get (target, prop, receiver) {
-      if (prop === 'revisionOf') return async (id: string) => { counts.revisionOf++; return target.revisionOf(id) }
+      if (prop === 'revisionOf') return async (id: string) => { counts.revisionOf++; readOneByOne.push(id); return target.revisionOf(id) }
       if (prop === 'revisionsOf') {
         return async (ids: readonly string[]) => {
           counts.revisionsOf++
@@ -42,8 +43,11 @@ t.test('a change in one of many workspaces costs one revision read per poll, not
   for (const w of workspaces) await feeds.awaitSnapshot(w.id, '*')
   counts.revisionOf = 0
   counts.revisionsOf = 0
+  readOneByOne.length = 0
   await addRules(tmp.store, [rule(workspaces[0]!.id, '192.0.2.0/24')])
   await new Promise((resolve) => setTimeout(resolve, 300))
   t.ok(counts.revisionsOf >= 1, `the poll read the revisions at once (${counts.revisionsOf} calls)`)
-  t.equal(counts.revisionOf, 0, 'and none one by one')
+  // The changed workspace's own rebuild reads its revision (if a minute boundary falls in the
+  // wait); no other workspace's is read one by one.
+  t.same(readOneByOne.filter((id) => id !== workspaces[0]!.id), [], 'and no other workspace one by one')
 })
