@@ -65,7 +65,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   // A bad certificate or key stops the start before anything is opened (the listener reads them again).
   if (config.tls !== null) await loadTlsMaterial(config.tls)
   const store = await openStore(config.store === 'mongodb'
-    ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb, tombstoneMax: config.tombstoneMax }
+    // The database may still be starting (docker compose): retry for a minute, a line per attempt.
+    ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb, tombstoneMax: config.tombstoneMax, connectRetryMs: 60_000, onConnectRetry: (attempt, err) => { log.warn({ err, attempt }, 'MongoDB not reachable yet; retrying') } }
     : { kind: 'embedded', dataDir: config.dataDir, tombstoneMax: config.tombstoneMax })
   const metrics = new Metrics()
   const paths = await geoPaths(config, log)

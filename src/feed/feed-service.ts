@@ -28,7 +28,7 @@
  * `getSnapshot` is synchronous and never returns a snapshot past its expiresAt: it returns
  * null and starts the rebuild, which `awaitSnapshot` waits for.
  *
- *   catalog poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at max(now, lastStart + interval)
+ *   catalog poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at the next boundary of the interval
  *                                                  ▲                 or snapshot.expiresAt
  *   expiry timer / getSnapshot(stale) ─────────────┘                ──► build ──► swap ──► tick
  */
@@ -44,6 +44,8 @@ import { FeedState, WorkspaceState } from './feed-state.js'
 import { Slots } from './slots.js'
 import { FetchRecorder, RECORD_MS } from './fetch-recorder.js'
 import { syncAdmin } from './admin-sync.js'
+import { geoBasis, nextRebuildAt } from './rebuild-schedule.js'
+import { workspaceRevisions } from './workspace-revisions.js'
 import { runSliced } from './slices.js'
 import type { BuildReason, FeedMetrics } from './metrics.js'
 import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types.js'
@@ -324,10 +326,11 @@ export class FeedService {
       this.#applyAdmin()
       if (!poll.ok) throw poll.error
       if (poll.rules !== this.#rulesRevision) {
-        // Only workspaces whose own rules moved: one read each, where refetching every
+        // Only workspaces whose own rules moved: one read, where refetching every
         // workspace's rules cost 0.4–0.8 s of this thread per 100,000 rules (bench/snapshot.ts).
+        const revisions = await workspaceRevisions(this.#store.rules, [...this.#workspaces.keys()])
         for (const ws of this.#workspaces.values()) {
-          const revision = await this.#store.rules.revisionOf(ws.id)
+          const revision = revisions.get(ws.id) ?? ws.revision
           if (revision === ws.revision) continue
           ws.revision = revision
           for (const f of ws.feeds.values()) this.#markDirty(f, 'change')
@@ -421,7 +424,7 @@ export class FeedService {
     const expired = now >= expiresAt
     let due: number
     if (expired) due = f.snapshot === undefined ? Math.max(now, f.retryAt) : Math.max(expiresAt, f.retryAt)
-    else due = Math.min(f.dirty ? Math.max(f.lastStart + this.#config.feedRebuildMs, f.retryAt) : Infinity, expiresAt)
+    else due = Math.min(f.dirty ? Math.max(nextRebuildAt(f.lastStart, this.#config.feedRebuildMs), f.retryAt) : Infinity, expiresAt)
     if (due <= now) {
       this.#clearTimer(f)
       const reason: BuildReason = f.failures > 0 ? 'retry' : expired && f.snapshot !== undefined ? 'expiry' : f.snapshot === undefined ? (f.reason === 'start' ? 'start' : 'demand') : f.reason
@@ -495,7 +498,8 @@ export class FeedService {
     const targets = await ws.rules.read((table) => runSliced(feedTargets(table, list, now)))
     const result = await buildSnapshot({ workspaceId: ws.id, workspaceName: ws.name, list }, targets, {
       tasks: this.#pool,
-      lastModified: this.#lastModified,
+      // Recorded with what it was built from, so no node moves the version back (rebuild-schedule.ts).
+      lastModified: this.#lastModified.forBuild({ rulesRevision: ws.rulesRevision, adminRevision: this.#adminView?.revision ?? 0, ...geoBasis(this.#geo), expiryCutoff: now }, () => { this.#markDirty(f, 'change') }),
       now,
       ...(f.caches !== undefined ? { caches: f.caches } : {}),
       ...(this.#gzipLevel !== undefined ? { gzipLevel: this.#gzipLevel } : {}),

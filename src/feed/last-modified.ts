@@ -7,8 +7,13 @@
  * the store could not record starts its run now, in memory. When the store is back, the next
  * build records it there (with that build's time: the one place where two nodes may disagree, by
  * the length of the outage at most).
+ *
+ * Several nodes: each build records what it was built from (forBuild), and the store keeps the
+ * version of the newest basis. A build that finds a newer one recorded serves its content with
+ * that version's time until it catches up, and is told so (onBehind) to rebuild at the next
+ * boundary.
  */
-import type { FeedKey, FeedVersion, FeedVersionStore } from '../store/types.js'
+import type { FeedKey, FeedVersion, FeedVersionBasis, FeedVersionStore } from '../store/types.js'
 
 export interface LastModifiedOptions {
   /** Longest wait for the store before falling back to memory (a store outage must not stall builds). */
@@ -23,11 +28,24 @@ function keyString (k: FeedKey): string {
 export class LastModifiedKeeper {
   readonly #store: FeedVersionStore
   readonly #opts: LastModifiedOptions
-  readonly #seen = new Map<string, FeedVersion>()
+  readonly #seen: Map<string, FeedVersion>
+  readonly #basis: FeedVersionBasis | undefined
+  readonly #onBehind: (() => void) | undefined
 
-  constructor (store: FeedVersionStore, opts: LastModifiedOptions) {
+  constructor (store: FeedVersionStore, opts: LastModifiedOptions, shared?: { seen: Map<string, FeedVersion>, basis: FeedVersionBasis, onBehind: () => void }) {
     this.#store = store
     this.#opts = opts
+    this.#seen = shared?.seen ?? new Map()
+    this.#basis = shared?.basis
+    this.#onBehind = shared?.onBehind
+  }
+
+  /**
+   * The keeper for one build: the same memory, and every version it records carries `basis`;
+   * `onBehind` hears that the store holds a version built from a newer basis.
+   */
+  forBuild (basis: FeedVersionBasis, onBehind: () => void): LastModifiedKeeper {
+    return new LastModifiedKeeper(this.#store, this.#opts, { seen: this.#seen, basis, onBehind })
   }
 
   /**
@@ -41,12 +59,17 @@ export class LastModifiedKeeper {
     let timer: NodeJS.Timeout | undefined
     try {
       const v = await Promise.race([
-        this.#store.observe(key, contentHash, now),
+        this.#store.observe(key, contentHash, now, this.#basis),
         new Promise<never>((_resolve, reject) => {
           timer = setTimeout(() => reject(new Error(`feed version store did not answer within ${this.#opts.timeoutMs} ms`)), this.#opts.timeoutMs)
           timer.unref()
         }),
       ])
+      if (v.contentHash !== contentHash) {
+        // A newer build is recorded: serve this content with its time until the rebuild.
+        this.#onBehind?.()
+        return { contentHash, since: v.since }
+      }
       this.#seen.set(id, v)
       return v
     } catch (e) {

@@ -5,7 +5,7 @@ import type { BatchingStore } from './batch-types.js'
 
 export type StoreOptions =
   | { kind: 'embedded', dataDir: string, tombstoneMax?: number }
-  | { kind: 'mongodb', uri: string, dbName?: string, tombstoneMax?: number }
+  | { kind: 'mongodb', uri: string, dbName?: string, tombstoneMax?: number, connectRetryMs?: number, onConnectRetry?: (attempt: number, error: unknown) => void }
 
 /**
  * Opens the configured store. Rejects with TF_ERR_STORE_UNAVAILABLE when it cannot be reached
@@ -23,8 +23,6 @@ export async function openStore (opts: StoreOptions): Promise<BatchingStore> {
     return openEmbeddedStore(opts.dataDir, opts.tombstoneMax === undefined ? {} : { tombstoneMax: opts.tombstoneMax })
   }
   const { openMongoStore } = await import('./mongo/mongo-store.js')
-  return openMongoStore(opts.uri, {
-    ...(opts.dbName === undefined ? {} : { dbName: opts.dbName }),
-    ...(opts.tombstoneMax === undefined ? {} : { tombstoneMax: opts.tombstoneMax }),
-  })
+  const { kind: _kind, uri, ...rest } = opts
+  return openMongoStore(uri, rest)
 }

@@ -195,6 +195,9 @@ export interface RuleStore {
    * only when its own counter moved, not on every change in any workspace (revisions().rules).
    */
   revisionOf (workspaceId: string): Promise<number>
+  /** revisionOf for many workspaces in one read (MongoDB: one query, where one each cost a round
+   *  trip per workspace on every move of the global revision). Absent: callers loop revisionOf. */
+  revisionsOf? (workspaceIds: readonly string[]): Promise<Map<string, number>>
   /**
    * What a cache of a workspace's access rules needs to catch up (the feed side's rebuild reads):
    * every access rule written with a seq above `since`, lapsed or not, handed to `each` one at a
@@ -374,6 +377,50 @@ export interface FeedVersion {
   since: number
 }
 
+/**
+ * What a feed's content was built from. Nodes build at different moments from what they last
+ * read, so a record only moves to a build from a newer state (compareBasis): a node that finishes
+ * a build from older rules cannot switch the record back (A→B→A would start a new Last-Modified
+ * and, through dialect_a's `generated` line, new bytes on every node).
+ */
+export interface FeedVersionBasis {
+  /** The workspace's rules revision (RuleStore#revisionOf) the rules were read at. */
+  readonly rulesRevision: number
+  /** revisions().admin when the lists and workspaces were last read. */
+  readonly adminRevision: number
+  /** Newest buildEpoch of the geo databases: a reload to a newer database moves it. */
+  readonly geoEpoch: number
+  /** Identity of the geo databases (type, build epoch and size of each). */
+  readonly geoDigest: string
+  /** Rules lapsed at this instant were left out (a lapse changes content, not the revisions). */
+  readonly expiryCutoff: number
+}
+
+/** A version is published (served) or held back by a publish guard; every version is published for now. */
+export const FEED_VERSION_STATES = ['published', 'held'] as const
+export type FeedVersionState = (typeof FEED_VERSION_STATES)[number]
+
+/** How many earlier runs a record keeps (a consumer's "versions behind" is counted in them). */
+export const FEED_VERSION_HISTORY = 32
+/** Resolution and reach of the change counts kept for charts: hourly, 30 days (at most 720). */
+export const FEED_CHANGE_BUCKET_MS = 3_600_000
+export const FEED_CHANGE_DAYS_MS = 30 * 86_400_000
+
+/**
+ * A feed version as stored: bounded in size whatever the rate of change. The shard key of a
+ * sharded store is `workspaceId` (every read and write of one record names it).
+ */
+export interface FeedVersionRecord extends FeedVersion {
+  readonly workspaceId: string
+  /** null: written before bases were recorded; any build replaces it. */
+  basis: FeedVersionBasis | null
+  state: FeedVersionState
+  /** Earlier runs, newest first, at most FEED_VERSION_HISTORY. */
+  history: FeedVersion[]
+  /** [start of hour, new runs in it], oldest first, over the last FEED_CHANGE_DAYS_MS. */
+  changes: Array<[number, number]>
+}
+
 /** One feed: a list, or the workspace feed ('*'). */
 export interface FeedRef {
   workspaceId: string
@@ -388,11 +435,17 @@ export interface FeedFetch extends FeedRef {
 export interface FeedVersionStore {
   /**
    * Atomically: when the stored hash equals `contentHash`, return the stored version unchanged;
-   * otherwise store `{contentHash, since: now}` and return it. So content A→B→A gets a new time.
-   * A new run keeps the record's fetch time.
+   * otherwise, when `basis` is newer than the stored one (compareBasis; any basis is newer than
+   * none stored, and a call without one is a single writer's, tools and tests), store
+   * `{contentHash, since: now}` and return it — so content A→B→A gets a new time. When the stored
+   * basis is as new or newer, return the stored version: its hash differs from `contentHash`,
+   * which tells the caller its build is behind. A new run keeps the record's fetch time and
+   * state, and pushes the old run onto its history.
    */
-  observe (key: FeedKey, contentHash: string, now: number): Promise<FeedVersion>
+  observe (key: FeedKey, contentHash: string, now: number, basis?: FeedVersionBasis): Promise<FeedVersion>
   get (key: FeedKey): Promise<FeedVersion | null>
+  /** The whole record (basis, state, history, change counts), or null. */
+  record (key: FeedKey): Promise<FeedVersionRecord | null>
   /**
    * Notes when feeds were served, on their version records (every family and action), keeping
    * the latest time per feed. A feed with no version record yet (never built) records nothing.
@@ -402,6 +455,30 @@ export interface FeedVersionStore {
   recordFetches (fetches: readonly FeedFetch[]): Promise<void>
   /** The feeds whose recorded fetch time is at or after `since`, each once, with that time. */
   fetchedSince (since: number): Promise<FeedFetch[]>
+}
+
+/** Who holds a lease, until when (the store's clock, ms since the epoch). */
+export interface Lease {
+  readonly owner: string
+  readonly expiresAt: number
+}
+
+/**
+ * Named leases with owner and expiry, shared by every process on the store: one node applies the
+ * stream while the others follow its checkpoint (stream/applier-lease.ts). A lease only saves
+ * work; correctness never rests on it (the checkpoint compare-and-set does), so a holder paused
+ * past its expiry costs a conflict, not a double apply.
+ */
+export interface LeaseStore {
+  /**
+   * Takes `name` for `owner` until ttlMs from now when it is free, lapsed, or `owner`'s already
+   * (a renewal); otherwise leaves it. Answers the holder after the call.
+   */
+  claim (name: string, owner: string, ttlMs: number): Promise<Lease>
+  /** Frees `name` if `owner` holds it: a clean stop hands over at once. */
+  release (name: string, owner: string): Promise<void>
+  /** The lease as stored (lapsed or not), or null: who applies, for tools and tests. */
+  get (name: string): Promise<Lease | null>
 }
 
 export interface Store {
@@ -414,6 +491,8 @@ export interface Store {
   readonly feedVersions: FeedVersionStore
   /** Who polls the feeds (issue 20). */
   readonly consumers: ConsumerStore
+  /** Present on stores shared by several processes (both backends); absent on test doubles. */
+  readonly leases?: LeaseStore
   /**
    * Counters that rise on every change, seen from any process using the same store (the CLI
    * changes keys while the server runs). Polled by the server (cheap: one read each).

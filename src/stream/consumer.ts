@@ -12,7 +12,8 @@
  * (two servers on one data directory, several nodes on one MongoDB) each try every slice: the
  * checkpoint is a compare-and-set on the position the slice continues from, so one of them
  * applies it and the others learn the new position, drop what they had and read on from there —
- * nothing is applied twice or rolled back. Read-your-writes (DECISIONS §3, within 1 s): the ingest
+ * nothing is applied twice or rolled back. With the store's leases (the default) only one of them
+ * applies at a time and the others follow its checkpoint (applier-lease.ts). Read-your-writes (DECISIONS §3, within 1 s): the ingest
  * path nudges the consumer right after each append; a poll timer picks up records appended by
  * other processes (a CLI, another server on the same store).
  *
@@ -29,6 +30,7 @@
 import type { AppendedBatch } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
 import type { BatchingStore, RuleOp } from '../store/batch-types.js'
+import { ApplierLease } from './applier-lease.js'
 import { decodeRecord, toRuleOp } from './apply.js'
 import { HealthTracker, type ConsumerHealth } from './consumer-health.js'
 import { PositionWaiters } from './position-waiters.js'
@@ -58,6 +60,9 @@ export interface ConsumerOptions {
   /** Hears every failed pass: what failed, when, and the pass's first record when it was read
    *  from the stream (the consumer thread reports it to the server). */
   readonly onError?: (message: string, at: number, first: FailedRecord | null) => void
+  /** false: apply every slice whoever else does (the checkpoint compare-and-set alone); by
+   *  default one consumer of the name applies at a time when the store has leases (applier-lease.ts). */
+  readonly lease?: false
 }
 
 /** The first record of a pass that failed. */
@@ -158,6 +163,7 @@ export class StreamConsumer<Own = never> implements Consumer {
   #offered = new Map<number, OfferedBatch<Own>>()
   /** Records in #offered. */
   #offeredRecords = 0
+  readonly #lease: ApplierLease | null
 
   constructor (store: BatchingStore<RuleOp | Own>, options: ConsumerOptions) {
     this.#store = store
@@ -168,6 +174,7 @@ export class StreamConsumer<Own = never> implements Consumer {
     this.#onApplied = options.onApplied ?? null
     this.#gatherMs = options.gatherMs ?? 0
     this.#onError = options.onError ?? null
+    this.#lease = options.lease === false || store.leases === undefined ? null : new ApplierLease(store.leases, this.#name)
   }
 
   /** Loads the checkpoint, catches up with the stream, then polls. */
@@ -287,6 +294,7 @@ export class StreamConsumer<Own = never> implements Consumer {
     if (this.#timer !== null) clearInterval(this.#timer)
     this.#timer = null
     await this.#running
+    await this.#lease?.release()
   }
 
   async #loop (): Promise<void> {
@@ -330,6 +338,12 @@ export class StreamConsumer<Own = never> implements Consumer {
 
   /** Applies the next slice; false when there was nothing to apply. */
   async #pass (): Promise<boolean> {
+    if (this.#lease !== null && !await this.#lease.mayApply()) {
+      // Another node applies: follow the shared checkpoint (read-your-writes waits on it).
+      const checkpoint = await this.#store.stream.getCheckpoint(this.#name)
+      if (checkpoint > this.#position) this.#moved(checkpoint, checkpoint)
+      return false
+    }
     const from = this.#position + 1
     const ops: Array<RuleOp | Own> = []
     let last = from - 1
@@ -361,14 +375,18 @@ export class StreamConsumer<Own = never> implements Consumer {
     const result = await this.#store.applyRuleBatch({ ops, checkpoint: { consumer: this.#name, seq: last, expected: from - 1 } })
     // Applied: the position is `last`. Not applied: another consumer moved the checkpoint (or it
     // was reset); continue from where it stands, reading from the store what is not in memory.
-    const position = result.applied ? last : result.checkpoint ?? from - 1
-    this.#dropOffered(Math.max(last, position))
+    this.#moved(result.applied ? last : result.checkpoint ?? from - 1, last)
+    return true
+  }
+
+  /** The position is `position` (`read`: the last record this pass had in hand). */
+  #moved (position: number, read: number): void {
+    this.#dropOffered(Math.max(read, position))
     this.#position = position
     this.#head = Math.max(this.#head, position)
     this.#waiters.reached(position)
     this.#health.applied(position)
     this.#onApplied?.(position)
-    return true
   }
 
   /** Forgets the handed-over batches that begin at or before `to` (applied, by this consumer or

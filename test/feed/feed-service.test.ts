@@ -91,6 +91,7 @@ function countingFetches (store: Store): { store: Store, recorded: Map<string, n
   const feedVersions: Store['feedVersions'] = {
     observe: v.observe.bind(v),
     get: v.get.bind(v),
+    record: v.record.bind(v),
     fetchedSince: v.fetchedSince.bind(v),
     recordFetches: async (fetches) => {
       for (const f of fetches) recorded.set(`${f.workspaceId}/${f.listId}`, (recorded.get(`${f.workspaceId}/${f.listId}`) ?? 0) + 1)

@@ -9,6 +9,7 @@ import type { Test } from 'tap'
 import type { BatchingStore } from '../../src/store/batch-types.js'
 import { describeAdminContract } from './contract-admin.js'
 import { describeConsumerContract } from './contract-consumers.js'
+import { describeClusterContract, describeLeaseContract } from './contract-cluster.js'
 import { describeRuleContract } from './contract-rules.js'
 import { describeStreamContract } from './contract-stream.js'
 import { describeSweepContract } from './contract-sweep.js'
@@ -55,4 +56,6 @@ export function runStoreContract (t: Test, name: string, makeStore: MakeStore): 
   describeStreamContract(storeTest)
   describeSweepContract(storeTest)
   describeConsumerContract(storeTest)
+  describeClusterContract(storeTest)
+  describeLeaseContract(storeTest)
 }

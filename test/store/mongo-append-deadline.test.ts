@@ -92,3 +92,18 @@ t.test('through the ingester: 500 at the cutoff, and the transaction is aborted 
   t.same(mongo.calls, ['start', 'abort'], 'the transaction was aborted, not committed')
   t.same(mongo.committed, [])
 })
+
+t.test('endless conflicts: no retry starts once the cutoff has passed (an abandoned append stops contending)', async (t) => {
+  const mongo = fakeMongo({ insertMs: [30], conflicts: Array.from({ length: 10_000 }, (_, i) => i) })
+  const started = Date.now()
+  const gate = new CommitGate(started + 100)
+  const code = await mongo.stream.append(records, gate).then(() => 'ok', (e: ThreatfeedError) => e.code)
+  const ms = Date.now() - started
+  t.equal(code, 'TF_ERR_STORE_UNAVAILABLE')
+  // The attempt under way at the cutoff ends (30 ms of writes and a back-off), and no other starts.
+  t.ok(ms < 400, `gave up at the cutoff, not after the 10 s of conflict retries (${ms} ms)`)
+  t.same(mongo.committed, [])
+  const starts = mongo.calls.filter((c) => c === 'start').length
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  t.equal(mongo.calls.filter((c) => c === 'start').length, starts, 'nothing retried after the answer')
+})

@@ -41,7 +41,7 @@ function counting (store: BatchingStore): { store: BatchingStore, counts: { appl
 async function runChild (dataDir: string, head: number): Promise<void> {
   const opened = await openStore({ kind: 'embedded', dataDir })
   const { store, counts } = counting(opened)
-  const consumer = new StreamConsumer(store, { pollMs: 5, batchSize: 13 })
+  const consumer = new StreamConsumer(store, { pollMs: 5, batchSize: 13, lease: false })
   await consumer.start()
   process.stdout.write('started\n')
   while (!await consumer.waitFor(head, 1000)) { /* records are still being appended */ }
@@ -78,7 +78,7 @@ async function runTest (): Promise<void> {
     const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]()
     t.equal((await lines.next()).value, 'started')
 
-    const consumer = new StreamConsumer(store, { pollMs: 5, batchSize: 17 })
+    const consumer = new StreamConsumer(store, { pollMs: 5, batchSize: 17, lease: false })
     await consumer.start()
     t.teardown(() => consumer.stop())
     for (let i = 0; i < RECORDS; i += 40) {

@@ -194,8 +194,8 @@ t.test('two consumers of one name race over one stream: every record applied onc
       return Reflect.get(target, prop, receiver) as unknown
     },
   })
-  const a = new StreamConsumer(counting, { pollMs: 5, batchSize: 17 })
-  const b = new StreamConsumer(counting, { pollMs: 5, batchSize: 29 })
+  const a = new StreamConsumer(counting, { pollMs: 5, batchSize: 17, lease: false })
+  const b = new StreamConsumer(counting, { pollMs: 5, batchSize: 29, lease: false })
   await Promise.all([a.start(), b.start()])
   t.teardown(async () => { await a.stop(); await b.stop() })
   // Half the batches come through an ingester that hands them to `a` in memory (as a server's

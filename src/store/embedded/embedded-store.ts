@@ -12,6 +12,7 @@ import { TOMBSTONE_MAX, newHousekeepingCounters } from '../types.js'
 import { EmbeddedFeedVersionStore } from './feed-version-store.js'
 import { EmbeddedConsumerStore } from './consumer-store.js'
 import { EmbeddedKeyStore } from './key-store.js'
+import { EmbeddedLeaseStore } from './lease-store.js'
 import { EmbeddedListStore } from './list-store.js'
 import { META } from './layout.js'
 import { LmdbEnv, type LmdbEnvOptions } from './lmdb-env.js'
@@ -31,6 +32,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
   readonly stream: EmbeddedSignalStream
   readonly feedVersions: EmbeddedFeedVersionStore
   readonly consumers: EmbeddedConsumerStore
+  readonly leases: EmbeddedLeaseStore
   readonly housekeeping = newHousekeepingCounters()
   readonly consumerThread: ConsumerThreadHandoff
   readonly #env: LmdbEnv
@@ -46,6 +48,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
     this.stream = new EmbeddedSignalStream(env, this.housekeeping)
     this.feedVersions = new EmbeddedFeedVersionStore(env)
     this.consumers = new EmbeddedConsumerStore(env)
+    this.leases = new EmbeddedLeaseStore(env)
   }
 
   async revisions (): Promise<{ admin: number, rules: number }> {

@@ -1,17 +1,12 @@
 /** Feed versions (Last-Modified, DECISIONS §5) and feed fetch times (DECISIONS §6) on LMDB. */
-import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedVersion, type FeedVersionStore } from '../types.js'
+import { nextFeedVersion, normalizeRecord, versionOf } from '../feed-version-record.js'
+import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord as StoredVersion, type FeedVersionStore } from '../types.js'
 import { feedOfVersionKey, feedVersionKey } from './key-layout.js'
 import type { Databases } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
 
-/** A version record as kept: the version, and when its feed was last served. */
-interface FeedVersionRecord extends FeedVersion {
-  fetchedAt?: number
-}
-
-function versionOf (r: FeedVersionRecord): FeedVersion {
-  return { contentHash: r.contentHash, since: r.since }
-}
+/** A version record as kept: the record (older ones: the version alone), and when its feed was last served. */
+type FeedVersionRecord = FeedVersion & Partial<StoredVersion> & { fetchedAt?: number }
 
 /** Every version key of one feed: the builder records one per family and action. */
 function versionKeys (f: FeedFetch): string[] {
@@ -31,19 +26,19 @@ export class EmbeddedFeedVersionStore implements FeedVersionStore {
     this.#env = env
   }
 
-  async observe (key: FeedKey, contentHash: string, now: number): Promise<FeedVersion> {
+  async observe (key: FeedKey, contentHash: string, now: number, basis?: FeedVersionBasis): Promise<FeedVersion> {
     const id = feedVersionKey(key)
-    // Almost every rebuild finds its content unchanged: answer that from a read, without taking
-    // the cross-process write lock or waiting for a flush. Only a change is re-checked and
-    // written inside the transaction, which is what makes observe atomic.
+    // Almost every rebuild finds its content unchanged (or a newer build recorded): answer that
+    // from a read, without taking the cross-process write lock or waiting for a flush. Only a
+    // change is re-checked and written inside the transaction, which is what makes observe atomic.
     const seen: FeedVersionRecord | undefined = this.#env.read((dbs) => dbs.feedVersions.get(id))
-    if (seen !== undefined && seen.contentHash === contentHash) return versionOf(seen)
+    if (seen !== undefined && nextFeedVersion(key, normalizeRecord(key, seen), contentHash, now, basis) === null) return versionOf(seen)
     return this.#env.write((dbs) => {
       const current: FeedVersionRecord | undefined = dbs.feedVersions.get(id)
-      if (current !== undefined && current.contentHash === contentHash) return versionOf(current)
-      const next: FeedVersionRecord = { contentHash, since: now }
-      if (current?.fetchedAt !== undefined) next.fetchedAt = current.fetchedAt
-      dbs.feedVersions.put(id, next)
+      const next = nextFeedVersion(key, current === undefined ? null : normalizeRecord(key, current), contentHash, now, basis)
+      if (next === null) return versionOf(current!)
+      const stored: FeedVersionRecord = current?.fetchedAt === undefined ? next : { ...next, fetchedAt: current.fetchedAt }
+      dbs.feedVersions.put(id, stored)
       return versionOf(next)
     })
   }
@@ -51,6 +46,11 @@ export class EmbeddedFeedVersionStore implements FeedVersionStore {
   async get (key: FeedKey): Promise<FeedVersion | null> {
     const r: FeedVersionRecord | undefined = this.#env.read((dbs) => dbs.feedVersions.get(feedVersionKey(key)))
     return r === undefined ? null : versionOf(r)
+  }
+
+  async record (key: FeedKey): Promise<StoredVersion | null> {
+    const r: FeedVersionRecord | undefined = this.#env.read((dbs) => dbs.feedVersions.get(feedVersionKey(key)))
+    return r === undefined ? null : normalizeRecord(key, r)
   }
 
   async recordFetches (fetches: readonly FeedFetch[]): Promise<void> {

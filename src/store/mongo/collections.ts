@@ -11,13 +11,14 @@
  */
 import { MongoServerError, type Collection, type Db, type Document, type IndexDescription } from 'mongodb'
 import type {
-  Confidence, FeedAction, Family, LabelValue, ListDefaults, RuleKind, Scope, Severity, Subscription, Target,
+  Confidence, FeedAction, Family, FeedVersion, FeedVersionBasis, FeedVersionState, LabelValue, ListDefaults, RuleKind, Scope, Severity, Subscription, Target,
 } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 
 export interface Pair<V> { k: string, v: V }
 
-export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null }
+/** childWrites: raised by every key or list creation, so that it conflicts with a delete (key-store.ts requireLiveWorkspace). */
+export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null, childWrites?: number }
 export interface KeyDoc { _id: string, workspaceId: string, hash: string, scopes: Scope[], createdAt: number, revokedAt: number | null }
 export interface ListDoc {
   _id: string
@@ -69,6 +70,10 @@ export interface ExpressionRuleDoc extends RuleDocCommon {
 /** _id is the seq: unique by construction, and the natural order of a range scan. */
 export interface StreamDoc { _id: number, workspaceId: string, schemaVersion?: number, payload: string, acceptedAt: number }
 export interface CheckpointDoc { _id: string, seq: number }
+/**
+ * One feed key's version record (types.ts FeedVersionRecord). Shard key, when sharded:
+ * `{ workspaceId: 1, _id: 1 }` — every single-record filter names both.
+ */
 export interface FeedVersionDoc {
   _id: string
   workspaceId: string
@@ -77,10 +82,16 @@ export interface FeedVersionDoc {
   action: FeedAction
   contentHash: string
   since: number
+  basis?: FeedVersionBasis | null
+  state?: FeedVersionState
+  history?: FeedVersion[]
+  changes?: Array<[number, number]>
   /** When the feed was last served (FeedVersionStore#recordFetches); absent until then. */
   fetchedAt?: number
 }
 export interface CounterDoc { _id: string, value: number }
+/** A lease (types.ts LeaseStore); expiresAt is the server's clock ($$NOW), so node clocks never matter. */
+export interface LeaseDoc { _id: string, owner: string, expiresAt: Date }
 /** A swept rule (types.ts LapsedTombstone); _id is its identity, so a later lapse replaces it. */
 export interface TombstoneDoc {
   _id: string
@@ -139,6 +150,7 @@ export interface Collections {
   readonly meta: Collection<CounterDoc>
   readonly tombstones: Collection<TombstoneDoc>
   readonly consumers: Collection<ConsumerDoc>
+  readonly leases: Collection<LeaseDoc>
 }
 
 export function collectionsOf (db: Db): Collections {
@@ -154,6 +166,7 @@ export function collectionsOf (db: Db): Collections {
     meta: db.collection('meta'),
     tombstones: db.collection('lapsed_rules'),
     consumers: db.collection('feed_consumers'),
+    leases: db.collection('leases'),
   }
 }
 

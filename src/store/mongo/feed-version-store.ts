@@ -2,11 +2,14 @@
  * Feed versions (Last-Modified, DECISIONS §5) on MongoDB: one document per feed key, which also
  * holds when its feed was last served (DECISIONS §6).
  */
-import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedVersion, type FeedVersionStore } from '../types.js'
-import type { FeedVersionDoc } from './collections.js'
+import { nextFeedVersion, normalizeRecord, versionOf } from '../feed-version-record.js'
+import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord, type FeedVersionStore } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
+
+/** Most compare-and-set rounds of one observe: each lost round is another node's newer write. */
+const CAS_ATTEMPTS = 8
 
 export class MongoFeedVersionStore implements FeedVersionStore {
   readonly #ctx: MongoContext
@@ -16,39 +19,50 @@ export class MongoFeedVersionStore implements FeedVersionStore {
   }
 
   /**
-   * One conditional upsert: it matches only a document with ANOTHER hash. With the same hash
-   * stored nothing matches, the upsert's insert collides on _id (E11000) and the stored version
-   * is returned unchanged — so every node agrees on one `since` per run of content.
+   * A compare-and-set on the run read: the update matches only while the record still holds the
+   * version it was computed from, and an insert of a first record collides on _id (E11000) with a
+   * concurrent one; either way the record is read again and the decision made anew. So every node
+   * agrees on one `since` per run of content, and a build from an older basis never replaces one
+   * from a newer (feed-version-record.ts).
    */
-  observe (key: FeedKey, contentHash: string, now: number): Promise<FeedVersion> {
+  observe (key: FeedKey, contentHash: string, now: number, basis?: FeedVersionBasis): Promise<FeedVersion> {
     return this.#ctx.run(async () => {
       const id = feedKeyId(key)
+      const workspaceId = text(key.workspaceId)
       const hash = text(contentHash)
-      const seen = await this.#ctx.c.feedVersions.findOne({ _id: id })
-      if (seen !== null && seen.contentHash === hash) return toVersion(seen)
-      try {
-        const doc = await this.#ctx.c.feedVersions.findOneAndUpdate(
-          { _id: id, contentHash: { $ne: hash } },
-          {
-            $set: { contentHash: hash, since: num(now) },
-            $setOnInsert: { workspaceId: text(key.workspaceId), listId: text(key.listId), family: key.family, action: key.action },
-          },
-          { upsert: true, returnDocument: 'after' },
-        )
-        if (doc !== null) return toVersion(doc)
-      } catch (e) {
-        if (!isDuplicateKey(e)) throw e
+      for (let attempt = 0; ; attempt++) {
+        const seen = await this.#ctx.c.feedVersions.findOne({ _id: id, workspaceId })
+        const next = nextFeedVersion(key, seen === null ? null : normalizeRecord(key, seen), hash, num(now), basis)
+        if (next === null) return versionOf(seen!)
+        // Each lost race means another node recorded a newer state; a handful settles it.
+        if (attempt === CAS_ATTEMPTS) throw new Error(`feed version ${id} kept changing under ${CAS_ATTEMPTS} attempts`)
+        const fields = { contentHash: next.contentHash, since: next.since, basis: next.basis, state: next.state, history: next.history, changes: next.changes }
+        if (seen === null) {
+          try {
+            await this.#ctx.c.feedVersions.insertOne({ _id: id, workspaceId, listId: text(key.listId), family: key.family, action: key.action, ...fields })
+            return versionOf(next)
+          } catch (e) {
+            if (!isDuplicateKey(e)) throw e
+            continue
+          }
+        }
+        const r = await this.#ctx.c.feedVersions.updateOne({ _id: id, workspaceId, contentHash: seen.contentHash, since: seen.since }, { $set: fields })
+        if (r.matchedCount === 1) return versionOf(next)
       }
-      const stored = await this.#ctx.c.feedVersions.findOne({ _id: id })
-      if (stored === null) throw new Error('feed version vanished')
-      return toVersion(stored)
     })
   }
 
   get (key: FeedKey): Promise<FeedVersion | null> {
     return this.#ctx.run(async () => {
-      const doc = await this.#ctx.c.feedVersions.findOne({ _id: feedKeyId(key) })
-      return doc === null ? null : toVersion(doc)
+      const doc = await this.#ctx.c.feedVersions.findOne({ _id: feedKeyId(key), workspaceId: text(key.workspaceId) })
+      return doc === null ? null : versionOf(doc)
+    })
+  }
+
+  record (key: FeedKey): Promise<FeedVersionRecord | null> {
+    return this.#ctx.run(async () => {
+      const doc = await this.#ctx.c.feedVersions.findOne({ _id: feedKeyId(key), workspaceId: text(key.workspaceId) })
+      return doc === null ? null : normalizeRecord(key, doc)
     })
   }
 
@@ -86,6 +100,3 @@ function feedKeyId (key: FeedKey): string {
   return `${text(key.workspaceId)}:${text(key.listId)}:${text(key.family)}:${text(key.action)}`
 }
 
-function toVersion (d: FeedVersionDoc): FeedVersion {
-  return { contentHash: d.contentHash, since: d.since }
-}

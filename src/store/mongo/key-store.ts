@@ -67,9 +67,15 @@ export class MongoKeyStore implements KeyStore {
 }
 
 /** Keys and lists belong to a live workspace; checked inside the writing transaction. */
+/**
+ * Inside a transaction that creates something of a workspace (a key, a list): WRITES the live
+ * workspace's document, so that a concurrent `workspace delete` — which writes it too — conflicts
+ * with this transaction (one of them is retried and sees the other). A read alone does not
+ * conflict under snapshot isolation: the key of a deleted workspace could be created (write skew).
+ */
 export async function requireLiveWorkspace (ctx: MongoContext, workspaceId: string, session: ClientSession): Promise<void> {
-  const ws = await ctx.c.workspaces.findOne({ _id: workspaceId, deletedAt: null }, { session, projection: { _id: 1 } })
-  if (ws === null) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [workspaceId])
+  const res = await ctx.c.workspaces.updateOne({ _id: workspaceId, deletedAt: null }, { $inc: { childWrites: 1 } }, { session })
+  if (res.matchedCount === 0) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [workspaceId])
 }
 
 function toKey (d: KeyDoc): ApiKey {

@@ -77,9 +77,9 @@ export class CommitOutcomeUnknownError extends Error {
  * signal may wait during an outage. Here only conflicts the server reported are retried, and an
  * E11000 (two upserts inserting one identity at once) at most once more than that: the retry
  * finds the winner's document and updates it. A commit whose outcome is unknown is committed
- * again (see commit) rather than retried whole.
+ * again (see commit) rather than retried whole. `giveUp` ends the retries early when it answers true.
  */
-export async function runTransaction<T> (client: MongoClient, fn: (session: ClientSession) => Promise<T>, retryForMs = CONFLICT_RETRY_MS, unknownCommitRetryForMs = UNKNOWN_COMMIT_RETRY_MS): Promise<T> {
+export async function runTransaction<T> (client: MongoClient, fn: (session: ClientSession) => Promise<T>, retryForMs = CONFLICT_RETRY_MS, unknownCommitRetryForMs = UNKNOWN_COMMIT_RETRY_MS, giveUp?: () => boolean): Promise<T> {
   const session = client.startSession()
   const deadline = Date.now() + retryForMs
   let duplicates = 0
@@ -93,7 +93,9 @@ export async function runTransaction<T> (client: MongoClient, fn: (session: Clie
       } catch (e) {
         if (session.inTransaction()) await session.abortTransaction().catch(() => undefined)
         if (isDuplicateKey(e) && ++duplicates > 1) throw e
-        if (!isConflict(e) || Date.now() >= deadline) throw e
+        // `giveUp`: the caller has answered (an append past its deadline): a retry could only
+        // be rolled back at its gate, and would hold the stream counter from live appends meanwhile.
+        if (!isConflict(e) || Date.now() >= deadline || giveUp?.() === true) throw e
         await backOff(attempt)
       }
     }

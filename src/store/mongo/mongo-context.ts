@@ -24,9 +24,9 @@ export class MongoContext {
     }
   }
 
-  /** Runs `fn` in a durable transaction (see runTransaction for what is retried). */
-  write<T> (fn: (session: ClientSession) => Promise<T>): Promise<T> {
-    return this.run(() => runTransaction(this.client, fn))
+  /** Runs `fn` in a durable transaction (see runTransaction for what is retried, and `giveUp`). */
+  write<T> (fn: (session: ClientSession) => Promise<T>, giveUp?: () => boolean): Promise<T> {
+    return this.run(() => runTransaction(this.client, fn, undefined, undefined, giveUp))
   }
 
   /** Inside a transaction: raises a counter. The counters exist from start-up, so no upsert. */

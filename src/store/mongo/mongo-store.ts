@@ -14,6 +14,7 @@ import { MongoContext } from './mongo-context.js'
 import { MongoFeedVersionStore } from './feed-version-store.js'
 import { MongoConsumerStore } from './consumer-store.js'
 import { MongoKeyStore } from './key-store.js'
+import { MongoLeaseStore } from './lease-store.js'
 import { MongoListStore } from './list-store.js'
 import { MongoRuleStore } from './rule-store.js'
 import { MongoSignalStream } from './signal-stream.js'
@@ -30,6 +31,7 @@ export class MongoStore implements BatchingStore {
   readonly stream: MongoSignalStream
   readonly feedVersions: MongoFeedVersionStore
   readonly consumers: MongoConsumerStore
+  readonly leases: MongoLeaseStore
   readonly housekeeping = newHousekeepingCounters()
   readonly #ctx: MongoContext
 
@@ -43,6 +45,7 @@ export class MongoStore implements BatchingStore {
     this.stream = new MongoSignalStream(ctx, this.housekeeping)
     this.feedVersions = new MongoFeedVersionStore(ctx)
     this.consumers = new MongoConsumerStore(ctx)
+    this.leases = new MongoLeaseStore(ctx)
   }
 
   /** One round trip for both counters: the server polls this every ~250 ms. */
@@ -76,7 +79,35 @@ export class MongoStore implements BatchingStore {
  * @example
  *   const store = await openMongoStore('mongodb://db1,db2,db3/?replicaSet=rs0', { dbName: 'threatfeed' })
  */
-export async function openMongoStore (uri: string, opts: { dbName?: string, tombstoneMax?: number } = {}): Promise<MongoStore> {
+export interface OpenMongoOptions {
+  dbName?: string
+  tombstoneMax?: number
+  /**
+   * Keep trying the first connection this long (default 0: one attempt). A server starting with
+   * its database (docker compose) waits for it instead of exiting; the CLI fails at once.
+   */
+  connectRetryMs?: number
+  /** Hears each failed attempt that will be retried (the server logs a line per attempt). */
+  onConnectRetry?: (attempt: number, error: unknown) => void
+}
+
+/** Between two attempts at the first connection (each fails within the 1.5 s server selection). */
+const CONNECT_RETRY_PAUSE_MS = 1000
+
+export async function openMongoStore (uri: string, opts: OpenMongoOptions = {}): Promise<MongoStore> {
+  const giveUpAt = Date.now() + (opts.connectRetryMs ?? 0)
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await connectOnce(uri, opts)
+    } catch (e) {
+      if (Date.now() + CONNECT_RETRY_PAUSE_MS >= giveUpAt) throw e
+      opts.onConnectRetry?.(attempt, e)
+      await new Promise((resolve) => setTimeout(resolve, CONNECT_RETRY_PAUSE_MS))
+    }
+  }
+}
+
+async function connectOnce (uri: string, opts: OpenMongoOptions): Promise<MongoStore> {
   const client = createClient(uri)
   try {
     await client.connect()

@@ -17,9 +17,14 @@ import {
 } from './rule-docs.js'
 import { num, text } from './values.js'
 
+const REVISION_PREFIX = `${COUNTERS.rulesRevision}:`
+
 function workspaceRevisionId (workspaceId: string): string {
-  return `${COUNTERS.rulesRevision}:${text(workspaceId)}`
+  return REVISION_PREFIX + text(workspaceId)
 }
+
+/** What a feed's rule cache reads: the rule, without the index-only fields (identity, targetKey). */
+const CHANGED_RULE_PROJECTION = { identity: 0, targetKey: 0 } as const
 
 /** Rules per purge transaction: well inside what one transaction may hold. */
 const PURGE_CHUNK = 1000
@@ -184,12 +189,22 @@ export class MongoRuleStore implements RuleStore {
       const ws = text(workspaceId)
       const top = await this.#ctx.c.accessRules.find({ workspaceId: ws }, { projection: { seq: 1 } }).sort({ seq: -1 }).limit(1).toArray()
       let changed = 0
-      for await (const doc of this.#ctx.c.accessRules.find({ workspaceId: ws, seq: { $gt: num(since) } })) {
+      for await (const doc of this.#ctx.c.accessRules.find({ workspaceId: ws, seq: { $gt: num(since) } }, { projection: CHANGED_RULE_PROJECTION })) {
         changed++
         each(toAccessRule(doc))
       }
       const live = await this.#ctx.c.accessRules.countDocuments({ workspaceId: ws, ...liveAt(now) })
       return { changed, live, seq: Math.max(since, top[0]?.seq ?? since) }
+    })
+  }
+
+  revisionsOf (workspaceIds: readonly string[]): Promise<Map<string, number>> {
+    return this.#ctx.run(async () => {
+      const out = new Map<string, number>()
+      for (const id of workspaceIds) out.set(id, 0)
+      const docs = this.#ctx.c.meta.find({ _id: { $in: workspaceIds.map((id) => workspaceRevisionId(text(id))) } })
+      for await (const d of docs) out.set(d._id.slice(REVISION_PREFIX.length), d.value)
+      return out
     })
   }
 

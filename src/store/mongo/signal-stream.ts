@@ -43,7 +43,7 @@ export class MongoSignalStream implements StoredSignalStream {
       // aborts the transaction, so past its deadline it is never committed (commit-gate.ts).
       gate?.begin()
       return docs.map((d) => d._id)
-    })
+    }, gate === undefined ? undefined : () => gate.state === 'abandoned' || Date.now() >= gate.cutoff)
   }
 
   read (from: number, limit: number): Promise<StreamRecord[]> {

@@ -72,6 +72,11 @@ t.test('during an outage every call rejects with TF_ERR_STORE_UNAVAILABLE within
     ['feedVersions.get', () => store.feedVersions.get(feed)],
     ['feedVersions.recordFetches', () => store.feedVersions.recordFetches([{ workspaceId: ws, listId: '*', at: 1 }])],
     ['feedVersions.fetchedSince', () => store.feedVersions.fetchedSince(0)],
+    ['feedVersions.record', () => store.feedVersions.record(feed)],
+    ['rules.revisionsOf', () => store.rules.revisionsOf([ws])],
+    ['leases.claim', () => store.leases.claim('applier:rules', 'me', 1000)],
+    ['leases.release', () => store.leases.release('applier:rules', 'me')],
+    ['leases.get', () => store.leases.get('applier:rules')],
     ['revisions', () => store.revisions()],
     ['ping', () => store.ping()],
   ]

@@ -1,0 +1,34 @@
+import t from 'tap'
+import { nextRebuildAt } from '../../src/feed/rebuild-schedule.js'
+import { LastModifiedKeeper } from '../../src/feed/last-modified.js'
+import type { FeedVersionBasis, FeedVersionStore } from '../../src/store/types.js'
+
+t.test('rebuilds fall on the wall-clock boundaries of the interval, the same on every node', async (t) => {
+  const cases = [
+    { description: 'mid-interval', lastStart: 61_500, interval: 30_000, expected: 90_000 },
+    { description: 'on a boundary: the next one', lastStart: 60_000, interval: 30_000, expected: 90_000 },
+    { description: 'just before a boundary', lastStart: 89_999, interval: 30_000, expected: 90_000 },
+    { description: 'never built', lastStart: -Infinity, interval: 30_000, expected: -Infinity },
+    { description: 'no interval', lastStart: 1234, interval: 0, expected: 1234 },
+    { description: 'a 250 ms interval', lastStart: 1_700_000_000_130, interval: 250, expected: 1_700_000_000_250 },
+  ]
+  for (const c of cases) t.equal(nextRebuildAt(c.lastStart, c.interval), c.expected, c.description)
+  // Two nodes whose last builds started at different moments of one interval rebuild together.
+  t.equal(nextRebuildAt(30_010, 30_000), nextRebuildAt(59_990, 30_000))
+})
+
+t.test('a build that finds a newer basis recorded keeps its content, takes the recorded time and hears it is behind', async (t) => {
+  const calls: Array<FeedVersionBasis | undefined> = []
+  const store = {
+    observe: async (_key: unknown, _hash: string, _now: number, basis?: FeedVersionBasis) => { calls.push(basis); return { contentHash: 'newer', since: 5000 } },
+  } as unknown as FeedVersionStore
+  const keeper = new LastModifiedKeeper(store, { timeoutMs: 1000 })
+  let behind = 0
+  const basis = { rulesRevision: 3, adminRevision: 1, geoEpoch: 0, geoDigest: '', expiryCutoff: 7000 }
+  const key = { workspaceId: 'w', listId: '*', family: 'v4' as const, action: 'block' as const }
+  const v = await keeper.forBuild(basis, () => { behind++ }).observe(key, 'older', 7000)
+  t.same(v, { contentHash: 'older', since: 5000 })
+  t.equal(behind, 1)
+  t.same(calls, [basis], 'the basis went to the store')
+  t.equal(keeper.predict(key, 'older', 9000), 9000, 'a content the store did not take is not remembered as its version')
+})

@@ -1,0 +1,169 @@
+/**
+ * Several `threatfeed serve` processes on one data directory (LMDB is multi-process), and the raw
+ * HTTP a poller needs: exact body bytes (a gzip body is compared as sent), ETag, Last-Modified.
+ *
+ * @example
+ *   const seed = await seedCluster(dir)
+ *   const nodes = await Promise.all([0, 1, 2].map(() => startNode(dir, { THREATFEED_FEED_REBUILD_MS: '1000' })))
+ *   const r = await get(nodes[0]!.port, '/v1/threat/feeds?format=plain', { authorization: seed.auth })
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { Agent, request } from 'node:http'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+import { openStore } from '../../src/store/open.js'
+import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
+import { ASN_TEST_DB, COUNTRY_TEST_DB } from './server.js'
+
+const RUN = fileURLToPath(new URL('../../src/cli/run.ts', import.meta.url))
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+
+export interface Node {
+  readonly port: number
+  readonly pid: number
+  readonly child: ChildProcess
+  readonly exited: Promise<number | null>
+}
+
+export interface Seed {
+  readonly workspaceId: string
+  /** The Authorization header of a key with both scopes. */
+  readonly auth: string
+  /** Lists of the workspace: one selecting labels team=edge, one with its own defaults. */
+  readonly listIds: readonly string[]
+}
+
+/** A workspace, a key of both scopes and two lists in a new data directory. */
+export async function seedCluster (dataDir: string): Promise<Seed> {
+  const store = await openStore({ kind: 'embedded', dataDir })
+  try {
+    const key = generateApiKey()
+    const ws = await store.workspaces.create({ name: 'fleet', subscription: 'active' })
+    await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
+    const edge = await store.lists.create({ workspaceId: ws.id, name: 'edge', description: 'edge', defaults: {}, selector: { team: 'edge' } })
+    const small = await store.lists.create({ workspaceId: ws.id, name: 'small', description: 'capped', defaults: { maxEntries: 40 }, selector: {} })
+    return { workspaceId: ws.id, auth: `Bearer ${key}`, listIds: [edge.id, small.id] }
+  } finally {
+    await store.close()
+  }
+}
+
+/** Starts `threatfeed serve` on `dataDir`; resolves once it listens and answers /readyz 200. */
+export async function startNode (dataDir: string, env: Record<string, string> = {}): Promise<Node> {
+  const child = spawn(process.execPath, ['--import=tsx', RUN, 'serve'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      THREATFEED_DATA_DIR: dataDir,
+      THREATFEED_LOG_LEVEL: 'info',
+      THREATFEED_GEO_COUNTRY_DB: COUNTRY_TEST_DB,
+      THREATFEED_GEO_ASN_DB: ASN_TEST_DB,
+      THREATFEED_WORKERS: '1',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => { resolve(code) }))
+  const lines = createInterface({ input: child.stdout! })
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => { reject(new Error('no "listening" log line within 60 s')) }, 60_000)
+    void exited.then((code) => { clearTimeout(timer); reject(new Error(`node exited with ${code} before listening`)) })
+    lines.on('line', (line) => {
+      let rec: { msg?: string, port?: number }
+      try { rec = JSON.parse(line) as typeof rec } catch { return }
+      if (rec.msg === 'listening' && typeof rec.port === 'number') { clearTimeout(timer); resolve(rec.port) }
+    })
+  })
+  for (let i = 0; i < 600; i++) {
+    if ((await get(port, '/readyz')).status === 200) break
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  return { port, pid: child.pid!, child, exited }
+}
+
+/** Stops a node with SIGTERM (or SIGKILL) and waits for it. */
+export async function stopNode (node: Node, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (node.child.exitCode === null && node.child.signalCode === null) node.child.kill(signal)
+  await node.exited
+}
+
+export interface Answer {
+  readonly status: number
+  readonly etag: string | undefined
+  readonly lastModified: string | undefined
+  readonly body: Buffer
+  /** sha256 of the body, for messages. */
+  readonly digest: string
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: 16 })
+
+/** One GET with the exact bytes answered (no decompression). */
+export function get (port: number, path: string, headers: Record<string, string> = {}): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers, agent }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => {
+        const body = Buffer.concat(chunks)
+        resolve({
+          status: res.statusCode ?? 0,
+          etag: res.headers.etag,
+          lastModified: res.headers['last-modified'],
+          body,
+          digest: createHash('sha256').update(body).digest('hex').slice(0, 16),
+        })
+      })
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+/** Posts a JSON body; the status and the parsed answer. */
+export function post (port: number, path: string, headers: Record<string, string>, body: unknown): Promise<{ status: number, json: unknown }> {
+  return new Promise((resolve, reject) => {
+    const data = Buffer.from(JSON.stringify(body))
+    const req = request({ host: '127.0.0.1', port, path, method: 'POST', headers: { ...headers, 'content-type': 'application/json', 'content-length': String(data.length) }, agent }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        let json: unknown
+        try { json = JSON.parse(text) } catch { json = text }
+        resolve({ status: res.statusCode ?? 0, json })
+      })
+    })
+    req.on('error', reject)
+    req.end(data)
+  })
+}
+
+export const FORMATS = ['plain', 'dialect_a', 'dialect_b', 'nftables'] as const
+export const FAMILIES = ['v4', 'v6', 'both'] as const
+export const ACTIONS = ['block', 'allow'] as const
+
+/** Every variant of a feed a poller can ask for: path and headers. nftables has no `both`. */
+export function variants (workspaceFeeds: readonly string[]): Array<{ path: string, headers: Record<string, string> }> {
+  const out: Array<{ path: string, headers: Record<string, string> }> = []
+  for (const feed of workspaceFeeds) {
+    for (const format of FORMATS) {
+      for (const family of FAMILIES) {
+        if (format === 'nftables' && family === 'both') continue
+        for (const action of ACTIONS) {
+          for (const md5 of [false, true]) {
+            for (const gzip of [false, true]) {
+              const path = `/v1/threat/feeds${feed === '*' ? '' : `/${feed}`}?format=${format}&family=${family}&action=${action}${md5 ? '&checksum=md5' : ''}`
+              out.push({ path, headers: gzip ? { 'accept-encoding': 'gzip' } : {} })
+            }
+          }
+        }
+      }
+    }
+  }
+  return out
+}
