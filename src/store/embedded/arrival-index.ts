@@ -47,6 +47,19 @@ export class ArrivalIndex {
     return new ArrivalTxn(this, dbs)
   }
 
+  /**
+   * A read transaction's look-up (explain): the arrival key of the workspace's unkeyed rule of
+   * that target, if its record is in this snapshot. Catching up only adds committed keys, so it is
+   * safe outside a write; it never drops an entry, since an older snapshot may miss a record a
+   * later write already holds.
+   */
+  lookup (dbs: Databases, workspaceId: string, identity: string): string | undefined {
+    const n = this.workspace(dbs, workspaceId, false).numbers.get(identity)
+    if (n === undefined) return undefined
+    const key = arrivalKey(workspaceId, n)
+    return dbs.accessRules.doesExist(key) ? key : undefined
+  }
+
   /** After a failed transaction: forget everything (rebuilt on the next use). */
   clear (): void {
     this.#workspaces.clear()

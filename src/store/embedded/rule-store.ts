@@ -10,7 +10,7 @@ import {
 } from '../types.js'
 import { ArrivalIndex } from './arrival-index.js'
 import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
-import { accessRuleKey, expressionRuleRange, targetIndexRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
+import { accessRuleKey, expressionRuleRange, targetIdentity, targetIndexRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
 import { accessRuleExpiresAt, accessRuleSeq, decodeAccessRule } from './rule-codec.js'
@@ -192,8 +192,10 @@ export class EmbeddedRuleStore implements RuleStore {
     return this.#env.read((dbs) => {
       const found: AccessRule[] = []
       for (const target of targets) {
-        // The unkeyed rule's key is its target; keyed ones are in the target index.
-        const own = readAccessRule(dbs, accessRuleKey(workspaceId, null, target), workspaceId)
+        // The unkeyed rule is in arrival order (or, written before format 5, under its target
+        // key); keyed ones are in the target index.
+        const arrival = this.#arrivals.lookup(dbs, workspaceId, targetIdentity(target))
+        const own = readAccessRule(dbs, arrival ?? accessRuleKey(workspaceId, null, target), workspaceId)
         if (own !== undefined) found.push(own)
         for (const { value } of dbs.accessByTarget.getRange(targetIndexRange(workspaceId, target))) {
           const rule = readAccessRule(dbs, value, workspaceId)
