@@ -145,7 +145,8 @@ const FIRST_CHUNK = 2
 
 function representation (sources: readonly Uint8Array[], r: RenderedRepresentation, common: HeaderList, gzip: boolean, validators: boolean, lastModifiedHttp: string): Representation {
   const headers: Array<readonly [string, string]> = [...common]
-  if (validators) headers.push(['ETag', r.etag], ['Last-Modified', lastModifiedHttp])
+  // RFC 9530 §2: the digest of the content as sent, so a gzip answer carries that of the gzip bytes.
+  if (validators) headers.push(['ETag', r.etag], ['Last-Modified', lastModifiedHttp], ['Content-Digest', `sha-256=:${r.sha256}:`])
   if (gzip) headers.push(['Content-Encoding', 'gzip'])
   const notModified: HeaderList = validators ? [['ETag', r.etag], ['Last-Modified', lastModifiedHttp], ['Cache-Control', CACHE_CONTROL], ['Vary', VARY]] : []
   return new SpanRepresentation(sources, r, headers, notModified)

@@ -38,7 +38,7 @@
  * How to answer a request from a Variant `v` and its chosen representation `r`
  * (`v.gzip` when the client accepts gzip, else `v.identity`):
  * - `v.status` 200: write `r.headers` (Content-Type, ETag, Last-Modified, Cache-Control, Vary,
- *   X-Feed-Entry-Count, X-Feed-Entry-Limit and, for gzip, Content-Encoding) and `r.body`;
+ *   X-Feed-Entry-Count, X-Feed-Entry-Limit, Content-Digest and, for gzip, Content-Encoding) and `r.body`;
  *   a conditional hit answers 304 with `r.notModifiedHeaders` and no body.
  * - `v.status` 413: the entry cap is exceeded; `r.body` is the SPEC 2.9 error JSON
  *   (details {entries, limit, hint}), `r.headers` carry X-Feed-Entry-Count/-Limit and no

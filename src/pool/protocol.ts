@@ -202,6 +202,8 @@ export interface RenderedRepresentation {
   spans: number[]
   /** Content key of a body of several spans (identical bodies of several feeds are assembled once); null otherwise. */
   key: string | null
+  /** SHA-256 of the body as sent, base64: the Content-Digest field's value (RFC 9530 §2). */
+  sha256: string
 }
 
 export interface RenderedVariant {
