@@ -1,13 +1,14 @@
 /** `threatfeed list create|update|delete|show|ls` (DECISIONS §4): named feeds with stored defaults and a label selector. */
 import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
 import { checkText, requireWorkspace, withStore } from './open-store.js'
+import { MAX_SHARDS } from '../feed/render/shard-networks.js'
 import { CONFIDENCES, FAMILIES, FEED_ACTIONS, FORMATS, SEVERITIES, type AccessList, type ListDefaults } from '../store/types.js'
 
 const help = `Usage: threatfeed list <create|update|delete|show|ls> [options]
 
   create --workspace ID --name NAME [--description TEXT] [--format F] [--family F]
          [--action A] [--max-entries N] [--confidence C] [--severity S]
-         [--select key=value]... [--json]                        → {"id","name"}
+         [--shards N] [--select key=value]... [--json]            → {"id","name"}
   update --id ID [the options of create but the workspace] [--clear-select] [--json]
   delete --id ID [--json]
   show --id ID [--json]
@@ -19,6 +20,7 @@ const help = `Usage: threatfeed list <create|update|delete|show|ls> [options]
   --max-entries entry cap of the list's feeds (default 131072)
   --confidence  ${CONFIDENCES.join(' | ')}      default for dialect_b rows
   --severity    ${SEVERITIES.join(' | ')}
+  --shards      shard count N (1..${MAX_SHARDS}) for requests that send shard=I without of=N
   --select      repeatable; the list publishes the workspace's access rules whose labels
                 hold every key=value (no --select: all of them)`
 
@@ -34,6 +36,7 @@ const options = {
   family: { type: 'string' },
   action: { type: 'string' },
   'max-entries': { type: 'string' },
+  shards: { type: 'string' },
   confidence: { type: 'string' },
   severity: { type: 'string' },
   select: { type: 'string', multiple: true },
@@ -46,10 +49,10 @@ function oneOf<T extends string> (option: string, values: readonly T[], v: strin
   return v as T
 }
 
-function maxEntries (v: string | undefined): number | undefined {
+function wholeNumber (option: string, v: string | undefined, ceiling: number): number | undefined {
   if (v === undefined) return undefined
   const n = /^\d+$/.test(v) ? Number(v) : NaN
-  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_ENTRIES_CEILING) throw new CliError(`--max-entries must be a whole number from 1 to ${MAX_ENTRIES_CEILING}, got ${JSON.stringify(v)}`)
+  if (!Number.isSafeInteger(n) || n < 1 || n > ceiling) throw new CliError(`--${option} must be a whole number from 1 to ${ceiling}, got ${JSON.stringify(v)}`)
   return n
 }
 
@@ -73,7 +76,8 @@ function readDefaults (values: Record<string, unknown>): ListDefaults {
   const format = oneOf('format', FORMATS, values.format as string | undefined)
   const family = oneOf('family', FAMILIES, values.family as string | undefined)
   const action = oneOf('action', FEED_ACTIONS, values.action as string | undefined)
-  const max = maxEntries(values['max-entries'] as string | undefined)
+  const max = wholeNumber('max-entries', values['max-entries'] as string | undefined, MAX_ENTRIES_CEILING)
+  const shards = wholeNumber('shards', values.shards as string | undefined, MAX_SHARDS)
   const confidence = oneOf('confidence', CONFIDENCES, values.confidence as string | undefined)
   const severity = oneOf('severity', SEVERITIES, values.severity as string | undefined)
   if (format !== undefined) d.format = format
@@ -82,6 +86,7 @@ function readDefaults (values: Record<string, unknown>): ListDefaults {
   if (max !== undefined) d.maxEntries = max
   if (confidence !== undefined) d.confidence = confidence
   if (severity !== undefined) d.severity = severity
+  if (shards !== undefined) d.shards = shards
   if (d.format === 'nftables' && d.family === 'both') throw new CliError('--format nftables needs --family v4 or v6 (an nftables set holds one family)')
   return d
 }

@@ -41,6 +41,7 @@ import { buildSnapshot, feedTargets, type FeedTasks } from './build-snapshot.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { WorkspaceRuleCache } from './rule-cache.js'
 import { runSliced } from './slices.js'
+import { awaitShardCount, ShardDemand } from './shards.js'
 import type { BuildReason, FeedMetrics } from './metrics.js'
 import type { ChunkCache } from '../pool/protocol.js'
 import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types.js'
@@ -121,6 +122,7 @@ class FeedState {
   fetchedAt = -Infinity
   /** The fetchedAt last written to the store (recordFetches). */
   recordedAt = -Infinity
+  readonly shards = new ShardDemand()
 
   constructor (readonly workspaceId: string, readonly feedId: FeedId) {}
 }
@@ -302,6 +304,14 @@ export class FeedService {
     }
   }
 
+  /** A snapshot holding the shards of `of` (shards.ts): a new count is built at once, unless it evicts another. */
+  async awaitShards (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot> {
+    const feed = this.#knownFeed(workspaceId, feedId) ?? await this.#discoverList(workspaceId, feedId)
+    if (feed.shards.ask(of) === 'new') feed.lastStart = -Infinity
+    this.#markDirty(feed, 'change')
+    return awaitShardCount(of, () => this.awaitSnapshot(workspaceId, feedId), () => feed.building, this.#awaitMs)
+  }
+
   // --- internals -------------------------------------------------------------------------
 
   #installGeo (index: GeoIndex): void {
@@ -447,6 +457,7 @@ export class FeedService {
     f.reason = 'demand'
     f.failures = 0
     f.retryAt = 0
+    f.shards.clear()
     this.#metrics?.removeFeed(ws.id, f.feedId)
   }
 
@@ -589,7 +600,7 @@ export class FeedService {
       // Only the admin reload and #discoverList create list feeds, both with their list.
       throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`list feed ${f.feedId} without its list`) })
     }
-    const from = `${rules.fingerprint}|${f.list?.updatedAt ?? ''}|${ws.name}|${this.#geoVersion}`
+    const from = `${rules.fingerprint}|${f.list?.updatedAt ?? ''}|${ws.name}|${this.#geoVersion}|${f.shards.counts().join(',')}`
     if (f.snapshot !== undefined && from === f.builtFrom && now < f.snapshot.expiresAt) {
       this.#metrics?.observeBuild(reason, 'unchanged', (performance.now() - started) / 1000)
       return
@@ -602,6 +613,7 @@ export class FeedService {
       tasks: this.#pool,
       lastModified: this.#lastModified,
       now,
+      shards: f.shards.counts(),
       ...(f.caches !== undefined ? { caches: f.caches } : {}),
       ...(this.#gzipLevel !== undefined ? { gzipLevel: this.#gzipLevel } : {}),
     })

@@ -84,6 +84,8 @@ export interface ComputeTask {
   carve: TargetGroup
   /** Everything else a body shows besides networks (name, description); enters the content hash. */
   meta: string
+  /** Shard counts N to partition the networks into as well (src/feed/render/shard-networks.ts); absent or empty: none. */
+  shards?: number[]
 }
 
 /** Coalesced prefixes in the PackedPrefixes layout of src/net/packed.ts. */
@@ -109,6 +111,8 @@ export interface ActionNetworks {
   groups: GroupPrefixes[]
   /** Content hash per family: networks, groups and meta; format-independent (Last-Modified). */
   hash: Record<WireFamily, string>
+  /** The shards asked for (ComputeTask.shards): for each N, its N parts in order (shard I is parts[I - 1]). */
+  shards?: Array<{ of: number, parts: ActionNetworks[] }>
 }
 
 export interface ComputeResult {
@@ -174,6 +178,8 @@ export interface RenderTask {
   listFeed: boolean
   gzipLevel: number
   cache: ChunkCache | null
+  /** Set when `networks` are one shard of the feed: dialect_a's `# shard: I/N` line and the ETag name it. */
+  shard?: { index: number, of: number } | null
 }
 
 export interface Span { source: SpanSource, offset: number, length: number }

@@ -59,6 +59,8 @@ export interface ListDefaults {
   maxEntries?: number
   confidence?: Confidence
   severity?: Severity
+  /** Shard count N (1..64) a request with `shard=I` and no `of` uses (README "Shards"). */
+  shards?: number
 }
 
 export interface AccessList {

@@ -262,6 +262,7 @@ export function buildTestSnapshot (o: TestFeedOptions): FeedSnapshot {
     limit,
     builtAt: Date.now(),
     expiresAt: o.expiresAt ?? Infinity,
+    shardCounts: [],
     networks: { block: count(o.networks), allow: count(o.networks.slice(0, 1)) },
     variants,
   }

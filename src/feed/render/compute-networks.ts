@@ -18,6 +18,7 @@ import { readIpv4, readPrefixLength } from '../../net/ip.js'
 import { NetworkSet, NetworkSetBuilder } from '../../net/network-set.js'
 import type { GeoIndex } from '../../geo/geo-index.js'
 import type { ActionNetworks, ComputeResult, ComputeTask, GroupPrefixes, TargetGroup, WirePrefixes } from '../../pool/protocol.js'
+import { shardNetworks } from './shard-networks.js'
 
 const CH_NL = 0x0a
 
@@ -161,10 +162,16 @@ export function computeNetworks (task: ComputeTask, geo: GeoIndex | null): Compu
   if (!carve.isEmpty()) blockSets = blockSets.map((s) => s.subtract(carve))
   const allowSets = task.allow.map((g) => buildGroupSet(g, geo, counter))
   return {
-    block: toAction(blockSets, task.block, task.meta),
-    allow: toAction(allowSets, task.allow, task.meta),
+    block: withShards(toAction(blockSets, task.block, task.meta), task.shards, task.meta),
+    allow: withShards(toAction(allowSets, task.allow, task.meta), task.shards, task.meta),
     invalid: counter.invalid,
   }
+}
+
+/** The action's networks with its shards for each N asked for (shard-networks.ts). */
+function withShards (n: ActionNetworks, shards: readonly number[] | undefined, meta: string): ActionNetworks {
+  if (shards === undefined || shards.length === 0) return n
+  return { ...n, shards: shards.map((of) => ({ of, parts: shardNetworks(n, of, (total, groups) => hashAction(total, groups, meta)) })) }
 }
 
 /**
@@ -181,12 +188,17 @@ export function networksKey (task: ComputeTask): string {
     h.update(`${name}\0${groups.length}\0`)
     for (const g of groups) group(g)
   }
+  h.update(`shards\0${(task.shards ?? []).join(',')}`)
   return h.digest('base64url')
 }
 
 /** The same networks under another `meta`: only the content hashes change (they cover it). */
 export function withMeta (r: ComputeResult, meta: string): ComputeResult {
-  const action = (n: ActionNetworks): ActionNetworks => ({ ...n, hash: hashAction(n.total, n.groups, meta) })
+  const action = (n: ActionNetworks): ActionNetworks => {
+    const out: ActionNetworks = { ...n, hash: hashAction(n.total, n.groups, meta) }
+    if (n.shards !== undefined) out.shards = n.shards.map(({ of, parts }) => ({ of, parts: parts.map(action) }))
+    return out
+  }
   return { block: action(r.block), allow: action(r.allow), invalid: r.invalid }
 }
 
@@ -213,10 +225,14 @@ export function shareResult (r: ComputeResult): ComputeResult {
     }
     return c
   }
-  const action = (n: ActionNetworks): ActionNetworks => ({
-    total: { v4: share(n.total.v4), v6: share(n.total.v6) },
-    groups: n.groups.map((g) => ({ ...g, v4: share(g.v4), v6: share(g.v6) })),
-    hash: n.hash,
-  })
+  const action = (n: ActionNetworks): ActionNetworks => {
+    const out: ActionNetworks = {
+      total: { v4: share(n.total.v4), v6: share(n.total.v6) },
+      groups: n.groups.map((g) => ({ ...g, v4: share(g.v4), v6: share(g.v6) })),
+      hash: n.hash,
+    }
+    if (n.shards !== undefined) out.shards = n.shards.map(({ of, parts }) => ({ of, parts: parts.map(action) }))
+    return out
+  }
   return { block: action(r.block), allow: action(r.allow), invalid: r.invalid }
 }

@@ -211,8 +211,8 @@ class StreamRenderer {
       checksum,
       status,
       entries,
-      identity: { etag: formatEtag(format, family, action, checksum, 'identity', toTagDigest(digest)), length, spans: identity, key: identity.length > 3 ? `i:${pieceKey}` : null, sha256: sha256Of(pieces) },
-      gzip: { etag: formatEtag(format, family, action, checksum, 'gzip', toTagDigest(gz.digest())), length: gzLength, key: `g${this.#task.gzipLevel}:${pieceKey}`, sha256: gz256.digest('base64'), parts },
+      identity: { etag: formatEtag(format, family, action, checksum, 'identity', toTagDigest(digest), this.#task.shard), length, spans: identity, key: identity.length > 3 ? `i:${pieceKey}` : null, sha256: sha256Of(pieces) },
+      gzip: { etag: formatEtag(format, family, action, checksum, 'gzip', toTagDigest(gz.digest()), this.#task.shard), length: gzLength, key: `g${this.#task.gzipLevel}:${pieceKey}`, sha256: gz256.digest('base64'), parts },
     })
   }
 
@@ -282,7 +282,7 @@ function renderLinesStream (r: StreamRenderer, task: RenderTask): void {
   const c4 = r.textOf('lines', 4, lines, n4)
   const c6 = r.textOf('lines', 6, lines, n6)
   const header = (family: WireFamily, entries: number): Uint8Array => renderDialectAHeader({
-    name: task.name, description: task.description, action: task.action, family, generated: task.generated[family], entries,
+    name: task.name, description: task.description, action: task.action, family, generated: task.generated[family], entries, shard: task.shard,
   })
   const bothOk = n4 + n6 <= r.limit
   const l4 = r.text.add(c4)

@@ -112,6 +112,7 @@ export function copyDefaults (d: ListDefaults): ListDefaults {
   if (d.maxEntries !== undefined) out.maxEntries = d.maxEntries
   if (d.confidence !== undefined) out.confidence = d.confidence
   if (d.severity !== undefined) out.severity = d.severity
+  if (d.shards !== undefined) out.shards = d.shards
   return out
 }
 

@@ -93,6 +93,7 @@ function copyDefaults (d: ListDefaults): ListDefaults {
   if (d.maxEntries !== undefined) out.maxEntries = num(d.maxEntries)
   if (d.confidence !== undefined) out.confidence = text(d.confidence) as ListDefaults['confidence']
   if (d.severity !== undefined) out.severity = text(d.severity) as ListDefaults['severity']
+  if (d.shards !== undefined) out.shards = num(d.shards)
   return out
 }
 
