@@ -62,6 +62,8 @@ export interface BuildOptions {
   gzipLevel?: number
   /** Shard counts N to build besides the list's stored one (those requested lately: FeedService). */
   shards?: readonly number[]
+  /** Leave the IANA special-purpose space out of the feed (`--reject-special --guard-mode drop`: guards.ts). */
+  dropSpecial?: boolean
 }
 
 export interface BuildResult {
@@ -80,6 +82,11 @@ const WORKSPACE_DESCRIPTION = 'All access rules'
  * starts from them. Weak: the feed that built them keeps them (FeedService holds its caches).
  */
 const latestCaches = new Map<string, WeakRef<ChunkCache>>()
+
+/** What a feed's bodies show besides networks (dialect_a's name and description): the compute task's `meta`. */
+export function metaOf (def: FeedDefinition): string {
+  return `${def.list?.name ?? def.workspaceName}\n${def.list === null ? WORKSPACE_DESCRIPTION : def.list.description}`
+}
 
 export function feedIdOf (def: FeedDefinition): FeedId {
   return def.list?.id ?? '*'
@@ -302,8 +309,9 @@ export async function buildSnapshot (def: FeedDefinition, rules: RuleTable | Fee
     block: selection.block,
     allow: selection.allow,
     carve: selection.carve,
-    meta: `${name}\n${description}`,
+    meta: metaOf(def),
     ...(shardCounts.length > 0 ? { shards: [...shardCounts] } : {}),
+    ...(opts.dropSpecial === true ? { special: 'drop' as const } : {}),
   })
   const units = unitsOf(listId, networks, shardCounts)
 

@@ -36,8 +36,10 @@ import { ThreatfeedError } from '../errors.js'
 import type { GeoIndex } from '../geo/geo-index.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import type { Logger } from '../log.js'
-import type { AccessList, FeedFetch, Store, Workspace } from '../store/types.js'
-import { buildSnapshot, feedTargets, type FeedTasks } from './build-snapshot.js'
+import type { AccessList, FeedFetch, PublishState, Store, Workspace } from '../store/types.js'
+import { buildSnapshot, feedTargets, metaOf, type BuildResult, type FeedTargets, type FeedTasks } from './build-snapshot.js'
+import { FeedGuard, hasGuards } from './guards.js'
+import { guardedBuild } from './guards-run.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { WorkspaceRuleCache } from './rule-cache.js'
 import { runSliced } from './slices.js'
@@ -123,6 +125,7 @@ class FeedState {
   /** The fetchedAt last written to the store (recordFetches). */
   recordedAt = -Infinity
   readonly shards = new ShardDemand()
+  readonly guard = new FeedGuard()
 
   constructor (readonly workspaceId: string, readonly feedId: FeedId) {}
 }
@@ -608,15 +611,20 @@ export class FeedService {
     // In slices, while no refresh changes the table: a workspace of millions of rules does not
     // hold up the polls of every other feed.
     const list = f.list
-    const targets = await ws.rules.read((table) => runSliced(feedTargets(table, list, now)))
-    const result = await buildSnapshot({ workspaceId: ws.id, workspaceName: ws.name, list }, targets, {
+    const def = { workspaceId: ws.id, workspaceName: ws.name, list }
+    const build = (targets: FeedTargets, dropSpecial = false): Promise<BuildResult> => buildSnapshot(def, targets, {
       tasks: this.#pool,
       lastModified: this.#lastModified,
       now,
       shards: f.shards.counts(),
+      dropSpecial,
       ...(f.caches !== undefined ? { caches: f.caches } : {}),
       ...(this.#gzipLevel !== undefined ? { gzipLevel: this.#gzipLevel } : {}),
     })
+    const settings = list?.defaults.guards
+    const result = hasGuards(settings)
+      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, onState: (s) => { this.#guardState(f, s) } })
+      : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, now))))
     // The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix.
     f.snapshot = result.snapshot
     f.caches = result.caches
@@ -625,6 +633,15 @@ export class FeedService {
     this.#metrics?.observeBuild(reason, 'built', (performance.now() - started) / 1000)
     this.#metrics?.setSnapshot(result.snapshot)
     this.#metrics?.setAge(ws.id, f.feedId, 0)
+  }
+
+  /** A guard's new state: logged, counted in /metrics, and recorded with the list (guards.ts). */
+  #guardState (f: FeedState, state: PublishState): void {
+    if (state.held !== null) this.#log.warn({ workspace: f.workspaceId, feed: f.feedId, guards: state.held.guards, digest: state.held.digest }, 'feed build held by a publish guard')
+    let held = 0
+    for (const ws of this.#workspaces.values()) for (const g of ws.feeds.values()) if (g.guard.state.held !== null) held++
+    this.#metrics?.setHeld?.(held)
+    if (f.feedId !== WORKSPACE_FEED) this.#store.lists.setPublishState(f.feedId, state).catch((e: unknown) => { this.#log.warn({ err: e, feed: f.feedId }, 'publish state not recorded') })
   }
 
   /**

@@ -86,6 +86,11 @@ export interface ComputeTask {
   meta: string
   /** Shard counts N to partition the networks into as well (src/feed/render/shard-networks.ts); absent or empty: none. */
   shards?: number[]
+  /**
+   * The IANA special-purpose space (src/feed/render/special-ranges.ts): 'detect' counts the
+   * networks of it the feed would publish, 'drop' also leaves them out (publish guards, issue 21).
+   */
+  special?: 'detect' | 'drop'
 }
 
 /** Coalesced prefixes in the PackedPrefixes layout of src/net/packed.ts. */
@@ -120,6 +125,8 @@ export interface ComputeResult {
   allow: ActionNetworks
   /** Targets that could not be read (a corrupt rule): left out, reported for the log. */
   invalid: number
+  /** With ComputeTask.special: networks of the special space per action (found, or left out when dropped). */
+  special?: { block: number, allow: number }
 }
 
 /** Which dialects a render task writes: the ones that share their text. */

@@ -26,6 +26,8 @@ import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Store, type Workspace
 
 export interface FeedServer {
   readonly base: string
+  /** The data directory of the store (for a CLI run against it). */
+  readonly dir: string
   readonly port: number
   readonly store: EmbeddedStore
   readonly metrics: Metrics
@@ -101,6 +103,7 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
   const http: HttpServer = await startHttpServer(ctx, [feedRoutes({ feeds: await feeds(store, ctx), lists }), ...extra])
   return {
     base: `http://127.0.0.1:${http.port}`,
+    dir,
     port: http.port,
     store,
     metrics,

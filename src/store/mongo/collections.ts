@@ -11,7 +11,7 @@
  */
 import { MongoServerError, type Collection, type Db, type Document, type IndexDescription } from 'mongodb'
 import type {
-  Confidence, FeedAction, Family, LabelValue, ListDefaults, RuleKind, Scope, Severity, Subscription, Target,
+  Confidence, FeedAction, Family, LabelValue, ListDefaults, PublishState, RuleKind, Scope, Severity, Subscription, Target,
 } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 
@@ -28,6 +28,7 @@ export interface ListDoc {
   selector: Array<Pair<string>>
   createdAt: number
   updatedAt: number
+  publishState?: PublishState
 }
 
 interface RuleDocCommon {
