@@ -36,7 +36,7 @@ import { ThreatfeedError } from '../errors.js'
 import type { GeoIndex } from '../geo/geo-index.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import type { Logger } from '../log.js'
-import type { AccessList, FeedFetch, PublishState, Store, Workspace } from '../store/types.js'
+import type { AccessList, FeedFetch, GuardSettings, PublishState, Store, Workspace } from '../store/types.js'
 import { buildSnapshot, feedTargets, metaOf, type BuildResult, type FeedTargets, type FeedTasks } from './build-snapshot.js'
 import { FeedGuard, hasGuards } from './guards.js'
 import { guardedBuild } from './guards-run.js'
@@ -158,6 +158,9 @@ class Slots {
 class WorkspaceState {
   name: string | null = null
   active = true
+  /** Publish guards of the workspace feed (guards.ts), and their JSON to notice a change. */
+  guards: GuardSettings | undefined = undefined
+  guardsJson = ''
   /** As last read, caught up by what changed (rule-cache.ts). */
   readonly rules: WorkspaceRuleCache
   /** The workspace's rules revision (RuleStore#revisionOf) `rules` was read at. */
@@ -481,6 +484,12 @@ export class FeedService {
     for (const w of live.values()) {
       const ws = this.#workspace(w.id)
       ws.active = w.subscription === 'active'
+      const guardsJson = JSON.stringify(w.feedGuards ?? null)
+      if (guardsJson !== ws.guardsJson) {
+        if (ws.guardsJson !== '') this.#markDirty(ws.feeds.get(WORKSPACE_FEED)!, 'change')
+        ws.guards = w.feedGuards
+        ws.guardsJson = guardsJson
+      }
       if (ws.name !== w.name) {
         if (ws.name !== null) this.#markDirty(ws.feeds.get(WORKSPACE_FEED)!, 'change')
         ws.name = w.name
@@ -603,7 +612,7 @@ export class FeedService {
       // Only the admin reload and #discoverList create list feeds, both with their list.
       throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`list feed ${f.feedId} without its list`) })
     }
-    const from = `${rules.fingerprint}|${f.list?.updatedAt ?? ''}|${ws.name}|${this.#geoVersion}|${f.shards.counts().join(',')}`
+    const from = `${rules.fingerprint}|${f.list?.updatedAt ?? ''}|${ws.name}|${this.#geoVersion}|${f.shards.counts().join(',')}|${f.list === null ? ws.guardsJson : ''}`
     if (f.snapshot !== undefined && from === f.builtFrom && now < f.snapshot.expiresAt) {
       this.#metrics?.observeBuild(reason, 'unchanged', (performance.now() - started) / 1000)
       return
@@ -621,7 +630,7 @@ export class FeedService {
       ...(f.caches !== undefined ? { caches: f.caches } : {}),
       ...(this.#gzipLevel !== undefined ? { gzipLevel: this.#gzipLevel } : {}),
     })
-    const settings = list?.defaults.guards
+    const settings = list === null ? ws.guards : list.defaults.guards
     const result = hasGuards(settings)
       ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, onState: (s) => { this.#guardState(f, s) } })
       : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, now))))

@@ -40,6 +40,8 @@ export interface Workspace {
   createdAt: number
   /** Set when the workspace is deleted; its keys then answer 401. */
   deletedAt: number | null
+  /** Publish guards of the workspace feed (/v1/threat/feeds); none when absent. */
+  feedGuards?: GuardSettings
 }
 
 export interface ApiKey {
@@ -166,7 +168,8 @@ export type ExpressionRuleInput = Omit<ExpressionRule, 'id' | 'createdAt' | 'upd
 export interface WorkspaceStore {
   create (input: { name: string, subscription: Subscription }): Promise<Workspace>
   get (id: string): Promise<Workspace | null>
-  update (id: string, patch: { name?: string, subscription?: Subscription }): Promise<Workspace | null>
+  /** `feedGuards` null removes them. */
+  update (id: string, patch: { name?: string, subscription?: Subscription, feedGuards?: GuardSettings | null }): Promise<Workspace | null>
   /** Marks deleted; returns false when there was no such live workspace. */
   delete (id: string): Promise<boolean>
   list (): Promise<Workspace[]>

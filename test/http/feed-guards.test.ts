@@ -230,3 +230,39 @@ t.test('--guard-mode drop leaves out exactly the special ranges of the IANA regi
   t.ok(NetworkSet.parse(r.body.toString().split('\n').filter((l) => l !== '')).subtract(fixtureSpecial()).equals(NetworkSet.parse(r.body.toString().split('\n').filter((l) => l !== ''))), 'nothing special left')
   t.match(r.body.toString(), '192.0.0.9/32', 'a globally reachable row inside a special one stays')
 })
+
+t.test('workspace update sets the workspace feed\'s guards', async (t) => {
+  const first = await rawRequest(server.base, '/v1/threat/feeds', { headers: auth })
+  t.equal(first.status, 200)
+  const set = await cli('workspace', 'update', '--workspace', ws, '--max-grow-pct', '0', '--json')
+  t.equal(set.code, 0, set.stderr)
+  t.same(JSON.parse(set.stdout).feedGuards, { maxGrowPct: 0 })
+  await server.store.rules.upsertAccessRule(rule('11.70.0.1/32', 'workspace-feed'))
+  await until('the workspace feed to hold', async () => (await rawRequest(server.base, '/v1/threat/feeds', { headers: auth })).headers['x-feed-held'] === 'max-grow-pct')
+  const held = await rawRequest(server.base, '/v1/threat/feeds', { headers: auth })
+  t.notMatch(held.body.toString(), '11.70.0.1/32', 'the new rule waits')
+  const clear = await cli('workspace', 'update', '--workspace', ws, '--clear-guards', '--json')
+  t.equal(clear.code, 0, clear.stderr)
+  t.equal(JSON.parse(clear.stdout).feedGuards, undefined)
+  await until('the workspace feed to publish', async () => (await rawRequest(server.base, '/v1/threat/feeds', { headers: auth })).body.toString().includes('11.70.0.1/32'))
+  t.equal((await rawRequest(server.base, '/v1/threat/feeds', { headers: auth })).headers['x-feed-held'], undefined)
+})
+
+t.test('bad guard and shard options: usage errors', async (t) => {
+  const cases: Array<{ description: string, args: string[], stderr: RegExp }> = [
+    { description: 'min-entries 0', args: ['--min-entries', '0'], stderr: /--min-entries must be a whole number from 1 to 100000000, got "0"/ },
+    { description: 'shrink over 100', args: ['--max-shrink-pct', '101'], stderr: /--max-shrink-pct must be a whole number from 0 to 100, got "101"/ },
+    { description: 'grow not a number', args: ['--max-grow-pct', '5%'], stderr: /--max-grow-pct must be a whole number from 0 to 1000000, got "5%"/ },
+    { description: 'v4 prefix 33', args: ['--min-prefix-v4', '33'], stderr: /--min-prefix-v4 must be a whole number from 0 to 32, got "33"/ },
+    { description: 'v6 prefix 129', args: ['--min-prefix-v6', '129'], stderr: /--min-prefix-v6 must be a whole number from 0 to 128, got "129"/ },
+    { description: 'unknown mode', args: ['--guard-mode', 'warn'], stderr: /--guard-mode must be one of hold, drop, got "warn"/ },
+    { description: 'shards 0', args: ['--shards', '0'], stderr: /--shards must be a whole number from 1 to 64, got "0"/ },
+    { description: 'shards 65', args: ['--shards', '65'], stderr: /--shards must be a whole number from 1 to 64, got "65"/ },
+  ]
+  for (const c of cases) {
+    const r = await cli('list', 'create', '--workspace', ws, '--name', 'bad', ...c.args)
+    t.equal(r.code, 2, c.description)
+    t.match(r.stderr, c.stderr, c.description)
+  }
+  t.equal((await server.store.lists.findByName(ws, 'bad')).length, 0, 'nothing created')
+})

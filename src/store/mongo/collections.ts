@@ -11,13 +11,13 @@
  */
 import { MongoServerError, type Collection, type Db, type Document, type IndexDescription } from 'mongodb'
 import type {
-  Confidence, FeedAction, Family, LabelValue, ListDefaults, PublishState, RuleKind, Scope, Severity, Subscription, Target,
+  Confidence, FeedAction, Family, GuardSettings, LabelValue, ListDefaults, PublishState, RuleKind, Scope, Severity, Subscription, Target,
 } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 
 export interface Pair<V> { k: string, v: V }
 
-export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null }
+export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null, feedGuards?: GuardSettings }
 export interface KeyDoc { _id: string, workspaceId: string, hash: string, scopes: Scope[], createdAt: number, revokedAt: number | null }
 export interface ListDoc {
   _id: string
