@@ -62,8 +62,12 @@ export interface BuildOptions {
   gzipLevel?: number
   /** Shard counts N to build besides the list's stored one (those requested lately: FeedService). */
   shards?: readonly number[]
-  /** Leave the IANA special-purpose space out of the feed (`--reject-special --guard-mode drop`: guards.ts). */
-  dropSpecial?: boolean
+  /**
+   * The IANA special-purpose space: 'drop' leaves it out (`--reject-special --guard-mode drop`),
+   * 'detect' only counts it (guards.ts), so the compute task is the one the guard sent: a worker
+   * that computed it answers from memory.
+   */
+  special?: 'detect' | 'drop'
 }
 
 export interface BuildResult {
@@ -233,7 +237,7 @@ interface Unit {
 interface Job { u: number, unit: Unit, action: FeedAction, stream: WireStream, key: string }
 
 /** The list's stored shard count and the extra ones, each once, in order; N = 1 is a shard set of one. */
-function shardCountsOf (list: AccessList | null, extra: readonly number[] | undefined): number[] {
+export function shardCountsOf (list: AccessList | null, extra: readonly number[] | undefined): number[] {
   const all = new Set<number>()
   if (list?.defaults.shards !== undefined) all.add(list.defaults.shards)
   for (const n of extra ?? []) all.add(n)
@@ -311,7 +315,7 @@ export async function buildSnapshot (def: FeedDefinition, rules: RuleTable | Fee
     carve: selection.carve,
     meta: metaOf(def),
     ...(shardCounts.length > 0 ? { shards: [...shardCounts] } : {}),
-    ...(opts.dropSpecial === true ? { special: 'drop' as const } : {}),
+    ...(opts.special !== undefined ? { special: opts.special } : {}),
   })
   const units = unitsOf(listId, networks, shardCounts)
 

@@ -621,18 +621,20 @@ export class FeedService {
     // hold up the polls of every other feed.
     const list = f.list
     const def = { workspaceId: ws.id, workspaceName: ws.name, list }
-    const build = (targets: FeedTargets, dropSpecial = false): Promise<BuildResult> => buildSnapshot(def, targets, {
+    const build = (targets: FeedTargets, special?: 'detect' | 'drop'): Promise<BuildResult> => buildSnapshot(def, targets, {
       tasks: this.#pool,
       lastModified: this.#lastModified,
       now,
       shards: f.shards.counts(),
-      dropSpecial,
+      ...(special !== undefined ? { special } : {}),
       ...(f.caches !== undefined ? { caches: f.caches } : {}),
       ...(this.#gzipLevel !== undefined ? { gzipLevel: this.#gzipLevel } : {}),
     })
     const settings = list === null ? ws.guards : list.defaults.guards
+    const released = hasGuards(settings) ? undefined : f.guard.reset()
+    if (released !== undefined) this.#guardState(f, released)
     const result = hasGuards(settings)
-      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, onState: (s) => { this.#guardState(f, s) } })
+      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) } })
       : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, now))))
     // The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix.
     f.snapshot = result.snapshot

@@ -6,9 +6,8 @@
 import { ThreatfeedError } from '../errors.js'
 import type { AccessList, GuardSettings, PublishState } from '../store/types.js'
 import type { ComputeResult, ComputeTask } from '../pool/protocol.js'
-import { feedTargets, type BuildResult, type FeedTargets } from './build-snapshot.js'
-import type { FeedGuard} from './guards.js';
-import { freezeRows, markHeld, type GuardName } from './guards.js'
+import { feedTargets, shardCountsOf, type BuildResult, type FeedTargets } from './build-snapshot.js'
+import { freezeRows, markHeld, specialMode, type FeedGuard, type GuardName } from './guards.js'
 import { allTargeting, grouping, selecting, type RuleTable } from './rule-table.js'
 import { runSliced, runWhole } from './slices.js'
 
@@ -21,7 +20,9 @@ export interface GuardedBuildIo {
   now: number
   read: <T>(fn: (table: RuleTable) => Promise<T>) => Promise<T>
   compute: (task: Omit<ComputeTask, 'geo'>) => Promise<ComputeResult>
-  build: (targets: FeedTargets, dropSpecial: boolean) => Promise<BuildResult>
+  build: (targets: FeedTargets, special: 'detect' | 'drop' | undefined) => Promise<BuildResult>
+  /** Shard counts asked for besides the list's stored one (BuildOptions.shards). */
+  shards: readonly number[]
   /** Called when the guard's state changed (to record it with the list, log it, count it). */
   onState: (state: PublishState) => void
 }
@@ -53,6 +54,7 @@ export async function guardedBuild (io: GuardedBuildIo): Promise<BuildResult> {
     compute: io.compute,
     meta: io.meta,
     defaultAction: io.list?.defaults.action ?? 'block',
+    shards: shardCountsOf(io.list, io.shards),
   })
   if (decision.state !== undefined) io.onState(decision.state)
   if (decision.targets === null) {
@@ -60,7 +62,7 @@ export async function guardedBuild (io: GuardedBuildIo): Promise<BuildResult> {
     const guards = Object.values(decision.held).join(', ')
     throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error(`first build held by publish guard ${guards}`) })
   }
-  const result = await io.build(decision.targets, io.settings.rejectSpecial === true && io.settings.mode === 'drop')
+  const result = await io.build(decision.targets, specialMode(io.settings))
   const held = decision.held as Partial<Record<'block' | 'allow', GuardName>>
   if (Object.keys(held).length === 0) return result
   return { ...result, snapshot: markHeld(result.snapshot, held) }

@@ -184,6 +184,13 @@ export interface GuardInputs {
   meta: string
   /** The action the feed answers without `action=` (the list's default, else block). */
   defaultAction: FeedAction
+  /** The shard counts the build will ask for: the candidate's task is then the build's own. */
+  shards: readonly number[]
+}
+
+/** What the compute tasks of a guarded feed do with the special space. */
+export function specialMode (g: GuardSettings): 'detect' | 'drop' | undefined {
+  return g.rejectSpecial === true ? (g.mode === 'drop' ? 'drop' : 'detect') : undefined
 }
 
 export interface GuardDecision {
@@ -203,8 +210,12 @@ export class FeedGuard {
 
   /** Decides what to publish; null targets means nothing may be served (a first build that trips). */
   async decide (io: GuardInputs): Promise<GuardDecision> {
-    const special = io.settings.rejectSpecial === true ? (io.settings.mode === 'drop' ? 'drop' : 'detect') : undefined
-    const task = (t: FeedTargets): Omit<ComputeTask, 'geo'> => ({ block: t.block, allow: t.allow, carve: t.carve, meta: io.meta, ...(special !== undefined ? { special } : {}) })
+    const special = specialMode(io.settings)
+    const task = (t: FeedTargets): Omit<ComputeTask, 'geo'> => ({
+      block: t.block, allow: t.allow, carve: t.carve, meta: io.meta,
+      ...(io.shards.length > 0 ? { shards: [...io.shards] } : {}),
+      ...(special !== undefined ? { special } : {}),
+    })
     const cand = await io.compute(task(io.candidate.targets))
     const digest = digestOf(cand)
     const pubTargets = this.published === null ? null : io.publishedTargets(this.published)
@@ -242,6 +253,15 @@ export class FeedGuard {
       expiresAt: Math.min(pubTargets.expiresAt, c.expiresAt),
     }
     return { targets, held, state }
+  }
+
+  /**
+   * The guards were removed: nothing is held any more, and the next guarded build starts afresh.
+   * Answers the new state when something was held (to record), else undefined.
+   */
+  reset (): PublishState | undefined {
+    this.published = null
+    return this.state.held === null ? undefined : this.#record({ held: null, publishedDigest: null })
   }
 
   /** The new state when it differs from the last one recorded, else undefined. */

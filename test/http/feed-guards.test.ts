@@ -266,3 +266,16 @@ t.test('bad guard and shard options: usage errors', async (t) => {
   }
   t.equal((await server.store.lists.findByName(ws, 'bad')).length, 0, 'nothing created')
 })
+
+t.test('removing the guards publishes what they held, and list show says nothing is held', async (t) => {
+  const id = await guardedList('cleared', { maxGrowPct: 0 }, hosts('11.80.1', 3))
+  t.equal((await feed(id)).status, 200)
+  await server.store.rules.upsertAccessRule(rule('11.80.2.1/32', 'cleared'))
+  await until('the hold', async () => (await feed(id)).headers['x-feed-held'] === 'max-grow-pct')
+  const r = await cli('list', 'update', '--id', id, '--clear-guards', '--json')
+  t.equal(r.code, 0, r.stderr)
+  t.equal(JSON.parse(r.stdout).defaults.guards, undefined)
+  await until('the publish', async () => (await feed(id)).body.toString().includes('11.80.2.1/32'))
+  t.equal((await feed(id)).headers['x-feed-held'], undefined)
+  await until('list show', async () => JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout).held === null, 15_000)
+})
