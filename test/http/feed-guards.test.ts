@@ -15,6 +15,7 @@ import { inProcessTasks } from '../../src/feed/in-process-tasks.js'
 import { registerFeedMetrics } from '../../src/feed/metrics.js'
 import { buildGeoIndex } from '../../src/geo/load.js'
 import { NetworkSet } from '../../src/net/network-set.js'
+import { specialSpace } from '../../src/feed/render/special-ranges.js'
 import type { AccessRuleInput, GuardSettings } from '../../src/store/types.js'
 import { NO_COVERAGE, THREATFEED_BIN } from '../helpers/cli.js'
 import { bearer, rawRequest, startFeedServer, syncLists, type RawResponse } from '../helpers/feed-server.js'
@@ -216,6 +217,12 @@ function fixtureSpecial (): NetworkSet {
   const blocks = (reachable: string): string[] => rows.filter((r) => r[8]!.startsWith(reachable)).flatMap((r) => r[0]!.replace(/ \[\d+\]/, '').split(', ')).filter((b) => b !== '::ffff:0:0/96')
   return NetworkSet.parse(blocks('False')).subtract(NetworkSet.parse(blocks('True'))).union(NetworkSet.parse(['224.0.0.0/4', 'ff00::/8']))
 }
+
+t.test('the guard\'s special space is the one the registry fixture gives', async (t) => {
+  t.ok(specialSpace().equals(fixtureSpecial()), 'src/feed/render/special-ranges.ts matches test/fixtures/iana/')
+  for (const ip of ['10.1.2.3', '100.64.0.1', '192.0.0.8', '224.0.0.1', '255.255.255.255', 'fe80::1', '2001:db8::1', '3fff::1', '100:0:0:1::5']) t.ok(specialSpace().has(ip), `${ip} is special`)
+  for (const ip of ['8.8.8.8', '192.0.0.9', '192.31.196.1', '2001:4:112::1', '64:ff9b::808:808', '2606:4700::1']) t.notOk(specialSpace().has(ip), `${ip} is not`)
+})
 
 t.test('--guard-mode drop leaves out exactly the special ranges of the IANA registries', async (t) => {
   const targets = ['10.0.0.0/8', '8.8.8.0/24', '100.64.0.0/10', '192.0.0.0/24', '192.0.0.9/32', '1.1.1.1/32', '169.254.1.0/24', '172.15.0.0/16',

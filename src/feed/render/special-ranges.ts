@@ -7,7 +7,7 @@
  * Transcribed from the registries' CSV files as of 2026-07-18:
  * @see https://www.iana.org/assignments/iana-ipv4-special-registry/iana-ipv4-special-registry-1.csv
  * @see https://www.iana.org/assignments/iana-ipv6-special-registry/iana-ipv6-special-registry-1.csv
- * test/fixtures/iana/ holds those files; test/feed/guards.test.ts derives these lists from them.
+ * test/fixtures/iana/ holds those files; test/http/feed-guards.test.ts checks specialSpace() against the set derived from them.
  * Rows whose Globally Reachable is N/A (6to4, Teredo) or blank (terminated rows) are not here, nor
  * is ::ffff:0:0/96: a feed never holds IPv4-mapped addresses (targets are stored as IPv4, DECISIONS
  * §3), and address parsing reads that block as IPv4 itself, 0.0.0.0/0.
