@@ -15,18 +15,21 @@
  * Environment:
  * - BENCH_SNAPSHOT_RUNS: runs per case (default 5);
  * - BENCH_SNAPSHOT_CASES: which cases, comma-separated, of `full` (full rebuild and the anchor),
- *   `incremental` (one added IP), `levels` (the gzip level table), `rss` (ten lists in a fresh
+ *   `incremental` (one added IP), `sharded` (a list of 8 shards with every publish guard, against
+ *   the unsharded feed), `levels` (the gzip level table), `rss` (ten lists in a fresh
  *   process); default all. A subset writes its rows to bench/results/snapshot.json all the same.
  */
 import { createHash } from 'node:crypto'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
 import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { median, repoDir, report, type Ratio, type Row } from './lib/report.js'
-import { buildSnapshot, type FeedDefinition, type FeedTasks } from '../src/feed/build-snapshot.js'
+import { buildSnapshot, metaOf, type BuildResult, type FeedDefinition, type FeedTasks } from '../src/feed/build-snapshot.js'
+import { FeedGuard } from '../src/feed/guards.js'
+import { guardedBuild } from '../src/feed/guards-run.js'
 import { inProcessTasks } from '../src/feed/in-process-tasks.js'
 import { LastModifiedKeeper } from '../src/feed/last-modified.js'
 import { computeNetworks } from '../src/feed/render/compute-networks.js'
@@ -43,7 +46,7 @@ import type { AccessRule, AccessRuleInput } from '../src/store/types.js'
 import { allTargets, groupTargets, selectRules, toRuleTable, type RuleTable } from '../src/feed/rule-table.js'
 
 const RUNS = Number(process.env.BENCH_SNAPSHOT_RUNS ?? 5)
-const CASES = new Set((process.env.BENCH_SNAPSHOT_CASES ?? 'full,incremental,levels,rss').split(',').map((c) => c.trim()))
+const CASES = new Set((process.env.BENCH_SNAPSHOT_CASES ?? 'full,incremental,sharded,levels,rss').split(',').map((c) => c.trim()))
 const TARGET_ENTRIES = 131_072
 const COUNTRIES = 20
 const ASNS = 50
@@ -162,6 +165,15 @@ async function timed<T> (fn: () => Promise<T>): Promise<{ ms: number, cpu: numbe
   return { ms: performance.now() - t0, cpu: (c.user + c.system) / 1000, value }
 }
 
+/** The host's steal time so far, in clock ticks (/proc/stat; 0 where there is none). */
+function stealTicks (): number {
+  try {
+    return Number(readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/)[8] ?? 0)
+  } catch {
+    return 0
+  }
+}
+
 function loadAverage (): string {
   return os.loadavg().map((x) => x.toFixed(1)).join(' ')
 }
@@ -268,6 +280,48 @@ async function main (): Promise<void> {
       rows.push({ case: 'rebuild after one added IP', subject: 'threatfeed (in-process, one thread)', value: median(incrementalLocal), unit: 'ms', runs: incrementalLocal, extra: { cpuMs: median(incrementalCpu) } })
       ratios.push({ case: 'rebuild after one added IP', label: 'threatfeed pool ms / 200 ms budget', value: median(incremental) / 200, target: '≤ 1', pass: median(incremental) <= 200 })
       if (full.length > 0) ratios.push({ case: 'rebuild after one added IP', label: 'incremental / full rebuild (pool)', value: median(incremental) / median(full) })
+    }
+
+    // A sharded list (N = 8) with every publish guard on, against the unsharded workspace feed,
+    // alternating: a full rebuild through the guard (two compute tasks, the candidate's rows
+    // frozen) and 6 × 9 render tasks (the whole feed and its 8 shards). CPU is the process's (all
+    // threads); steal is the host's, from /proc/stat, over the same runs.
+    if (CASES.has('sharded')) {
+      const guards = { minEntries: 1, maxShrinkPct: 50, maxGrowPct: 50, rejectSpecial: true, mode: 'drop' as const, minPrefixV4: 8, minPrefixV6: 12 }
+      const list = { id: 'bench-sharded', workspaceId: ws.id, name: 'sharded', description: '', defaults: { shards: 8, guards }, selector: {}, createdAt: 0, updatedAt: 0 }
+      const shardedDef: FeedDefinition = { ...def, list }
+      const guard = new FeedGuard()
+      const guarded = (table: RuleTable): Promise<BuildResult> => guardedBuild({
+        guard, settings: guards, list, meta: metaOf(shardedDef), now: Date.now(),
+        read: (fn) => fn(table),
+        compute: (t) => pool.compute(t),
+        build: (targets, special) => buildSnapshot(shardedDef, targets, { tasks: pool, lastModified, now: Date.now(), reuseOtherFeeds: false, ...(special !== undefined ? { special } : {}) }),
+        shards: [],
+        onState: () => {},
+      })
+      await guarded(withAnotherIp())
+      const plainMs: number[] = []
+      const plainCpu: number[] = []
+      const shardMs: number[] = []
+      const shardCpu: number[] = []
+      const steal0 = stealTicks()
+      let variants = 0
+      for (let i = 0; i < RUNS; i++) {
+        const table = withAnotherIp()
+        const p = await timed(() => build(pool, table))
+        plainMs.push(p.ms)
+        plainCpu.push(p.cpu)
+        const g = await timed(() => guarded(table))
+        shardMs.push(g.ms)
+        shardCpu.push(g.cpu)
+        variants = g.value.snapshot.variants.size
+      }
+      const steal = stealTicks() - steal0
+      const shardCase = `full rebuild, ${entries} entries: sharded list (N = 8, ${variants} variants) with every guard vs the unsharded feed`
+      rows.push({ case: shardCase, subject: 'unsharded, no guards (pool)', value: median(plainMs), unit: 'ms', runs: plainMs, extra: { cpuMs: median(plainCpu), cpuUsPerEntry: median(plainCpu) * 1000 / entries } })
+      rows.push({ case: shardCase, subject: 'N = 8 + guards (pool)', value: median(shardMs), unit: 'ms', runs: shardMs, extra: { cpuMs: median(shardCpu), cpuUsPerEntry: median(shardCpu) * 1000 / entries, stealTicks: steal } })
+      ratios.push({ case: 'sharded + guards', label: 'CPU sharded+guards / unsharded', value: median(shardCpu) / median(plainCpu) })
+      ratios.push({ case: 'sharded + guards', label: 'pool ms / 1000 ms budget', value: median(shardMs) / 1000, target: '≤ 1', pass: median(shardMs) <= 1000 })
     }
 
     // The gzip level table: full in-process builds (one thread), so CPU time is the work itself,

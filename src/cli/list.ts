@@ -1,16 +1,21 @@
 /** `threatfeed list create|update|delete|show|ls` (DECISIONS §4): named feeds with stored defaults and a label selector. */
 import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
 import { checkText, requireWorkspace, withStore } from './open-store.js'
+import { GUARD_HELP, GUARD_OPTIONS, mergeGuards, readGuards } from './guard-flags.js'
+import { MAX_SHARDS } from '../feed/render/shard-networks.js'
 import { CONFIDENCES, FAMILIES, FEED_ACTIONS, FORMATS, SEVERITIES, type AccessList, type ListDefaults } from '../store/types.js'
 
-const help = `Usage: threatfeed list <create|update|delete|show|ls> [options]
+const help = `Usage: threatfeed list <create|update|delete|show|accept|ls> [options]
 
   create --workspace ID --name NAME [--description TEXT] [--format F] [--family F]
          [--action A] [--max-entries N] [--confidence C] [--severity S]
-         [--select key=value]... [--json]                        → {"id","name"}
-  update --id ID [the options of create but the workspace] [--clear-select] [--json]
+         [--shards N] [--select key=value]... [--json]            → {"id","name"}
+         [--min-entries N] [--max-shrink-pct P] [--max-grow-pct P] [--reject-special]
+         [--guard-mode hold|drop] [--min-prefix-v4 L] [--min-prefix-v6 L]
+  update --id ID [the options of create but the workspace] [--clear-select] [--clear-guards] [--json]
   delete --id ID [--json]
-  show --id ID [--json]
+  show --id ID [--json]                       with the build a guard holds, if any, and its diff
+  accept --id ID [--digest D] [--json]        publish the held build (D: only if it is that one)
   ls --workspace ID [--json]
 
   --format      ${FORMATS.join(' | ')}
@@ -19,6 +24,8 @@ const help = `Usage: threatfeed list <create|update|delete|show|ls> [options]
   --max-entries entry cap of the list's feeds (default 131072)
   --confidence  ${CONFIDENCES.join(' | ')}      default for dialect_b rows
   --severity    ${SEVERITIES.join(' | ')}
+${GUARD_HELP}
+  --shards      shard count N (1..${MAX_SHARDS}) for requests that send shard=I without of=N
   --select      repeatable; the list publishes the workspace's access rules whose labels
                 hold every key=value (no --select: all of them)`
 
@@ -34,10 +41,13 @@ const options = {
   family: { type: 'string' },
   action: { type: 'string' },
   'max-entries': { type: 'string' },
+  shards: { type: 'string' },
   confidence: { type: 'string' },
   severity: { type: 'string' },
   select: { type: 'string', multiple: true },
   'clear-select': { type: 'boolean' },
+  digest: { type: 'string' },
+  ...GUARD_OPTIONS,
 } as const
 
 function oneOf<T extends string> (option: string, values: readonly T[], v: string | undefined): T | undefined {
@@ -46,10 +56,10 @@ function oneOf<T extends string> (option: string, values: readonly T[], v: strin
   return v as T
 }
 
-function maxEntries (v: string | undefined): number | undefined {
+function wholeNumber (option: string, v: string | undefined, ceiling: number): number | undefined {
   if (v === undefined) return undefined
   const n = /^\d+$/.test(v) ? Number(v) : NaN
-  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_ENTRIES_CEILING) throw new CliError(`--max-entries must be a whole number from 1 to ${MAX_ENTRIES_CEILING}, got ${JSON.stringify(v)}`)
+  if (!Number.isSafeInteger(n) || n < 1 || n > ceiling) throw new CliError(`--${option} must be a whole number from 1 to ${ceiling}, got ${JSON.stringify(v)}`)
   return n
 }
 
@@ -73,7 +83,8 @@ function readDefaults (values: Record<string, unknown>): ListDefaults {
   const format = oneOf('format', FORMATS, values.format as string | undefined)
   const family = oneOf('family', FAMILIES, values.family as string | undefined)
   const action = oneOf('action', FEED_ACTIONS, values.action as string | undefined)
-  const max = maxEntries(values['max-entries'] as string | undefined)
+  const max = wholeNumber('max-entries', values['max-entries'] as string | undefined, MAX_ENTRIES_CEILING)
+  const shards = wholeNumber('shards', values.shards as string | undefined, MAX_SHARDS)
   const confidence = oneOf('confidence', CONFIDENCES, values.confidence as string | undefined)
   const severity = oneOf('severity', SEVERITIES, values.severity as string | undefined)
   if (format !== undefined) d.format = format
@@ -82,12 +93,20 @@ function readDefaults (values: Record<string, unknown>): ListDefaults {
   if (max !== undefined) d.maxEntries = max
   if (confidence !== undefined) d.confidence = confidence
   if (severity !== undefined) d.severity = severity
+  if (shards !== undefined) d.shards = shards
   if (d.format === 'nftables' && d.family === 'both') throw new CliError('--format nftables needs --family v4 or v6 (an nftables set holds one family)')
   return d
 }
 
 export function showList (l: AccessList): Record<string, unknown> {
-  return { id: l.id, workspace: l.workspaceId, name: l.name, description: l.description, defaults: l.defaults, selector: l.selector, createdAt: new Date(l.createdAt).toISOString(), updatedAt: new Date(l.updatedAt).toISOString() }
+  const out: Record<string, unknown> = { id: l.id, workspace: l.workspaceId, name: l.name, description: l.description, defaults: l.defaults, selector: l.selector, createdAt: new Date(l.createdAt).toISOString(), updatedAt: new Date(l.updatedAt).toISOString() }
+  // What the server's publish guards did last (src/feed/guards.ts): the held build and its diff.
+  if (l.publishState !== undefined) {
+    const { held, publishedDigest } = l.publishState
+    out.published = publishedDigest
+    out.held = held === null ? null : { ...held, since: new Date(held.since).toISOString() }
+  }
+  return out
 }
 
 export const listCommand: Command = {
@@ -105,6 +124,8 @@ export const listCommand: Command = {
         const name = checkText('name', requireOption(values, 'name'))
         const description = checkText('description', values.description ?? '', 1000)
         const defaults = readDefaults(values)
+        const guards = mergeGuards(undefined, readGuards(values))
+        if (guards !== undefined) defaults.guards = guards
         const selector = parseSelector(values.select ?? [])
         const l = await withStore(io, async (s) => {
           await requireWorkspace(s, workspaceId)
@@ -121,11 +142,15 @@ export const listCommand: Command = {
         if (values.name !== undefined) patch.name = checkText('name', values.name)
         if (values.description !== undefined) patch.description = checkText('description', values.description, 1000)
         const defaults = readDefaults(values)
+        const guardUpdate = readGuards(values)
         const l = await withStore(io, async (s) => {
           const current = await s.lists.get(id)
           if (current === null) throw new CliError(`no list with id ${id}`, 1)
-          if (Object.keys(defaults).length > 0) {
+          if (Object.keys(defaults).length > 0 || guardUpdate.clear || Object.keys(guardUpdate.guards).length > 0) {
             patch.defaults = { ...current.defaults, ...defaults }
+            const guards = mergeGuards(current.defaults.guards, guardUpdate)
+            if (guards === undefined) delete patch.defaults.guards
+            else patch.defaults.guards = guards
             if (patch.defaults.format === 'nftables' && patch.defaults.family === 'both') throw new CliError('--format nftables needs --family v4 or v6 (an nftables set holds one family)')
           }
           if (values['clear-select'] === true) patch.selector = {}
@@ -152,6 +177,22 @@ export const listCommand: Command = {
         if (l === null) throw new CliError(`no list with id ${id}`, 1)
         if (json) writeJson(io, showList(l))
         else io.stdout.write(JSON.stringify(showList(l), null, 2) + '\n')
+        return 0
+      }
+      case 'accept': {
+        const id = requireOption(values, 'id')
+        const digest = await withStore(io, async (s) => {
+          const current = await s.lists.get(id)
+          if (current === null) throw new CliError(`no list with id ${id}`, 1)
+          const held = current.publishState?.held ?? null
+          if (held === null) throw new CliError(`list ${id} has no held build`, 1)
+          if (values.digest !== undefined && values.digest !== held.digest) throw new CliError(`the held build of list ${id} is ${held.digest}, not ${values.digest}; nothing accepted`, 1)
+          // Recorded by digest: every node publishes this build, and a newer one is judged anew.
+          await s.lists.update(id, { defaults: { ...current.defaults, guards: { ...current.defaults.guards, accepted: held.digest } } })
+          return held.digest
+        })
+        if (json) writeJson(io, { id, accepted: digest })
+        else io.stdout.write(`accepted build ${digest} of list ${id}\n`)
         return 0
       }
       case 'ls': {

@@ -1,16 +1,22 @@
 /** `threatfeed workspace create|update|delete|ls` (DECISIONS §2). */
 import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
 import { checkText, withStore } from './open-store.js'
-import { SUBSCRIPTIONS, type Subscription, type Workspace } from '../store/types.js'
+import { GUARD_HELP, GUARD_OPTIONS, mergeGuards, readGuards } from './guard-flags.js'
+import { SUBSCRIPTIONS, type GuardSettings, type Subscription, type Workspace } from '../store/types.js'
 
 const help = `Usage: threatfeed workspace <create|update|delete|ls> [options]
 
   create --name NAME [--subscription active|inactive] [--json]   → {"id","name"}
   update --workspace ID [--name NAME] [--subscription active|inactive] [--json]
+         [--min-entries N] [--max-shrink-pct P] [--max-grow-pct P] [--reject-special]
+         [--guard-mode hold|drop] [--min-prefix-v4 L] [--min-prefix-v6 L] [--clear-guards]
   delete --workspace ID [--json]      keys of a deleted workspace answer 401
   ls [--json]
 
-Changes reach a running server within 1 second.`
+Changes reach a running server within 1 second. The publish guards are those of the
+workspace feed (/v1/threat/feeds), as \`list create\` sets them for a list:
+
+${GUARD_HELP}`
 
 function subscription (v: unknown): Subscription | undefined {
   if (v === undefined) return undefined
@@ -19,13 +25,16 @@ function subscription (v: unknown): Subscription | undefined {
 }
 
 function show (w: Workspace): Record<string, unknown> {
-  return { id: w.id, name: w.name, subscription: w.subscription, createdAt: new Date(w.createdAt).toISOString() }
+  const out: Record<string, unknown> = { id: w.id, name: w.name, subscription: w.subscription, createdAt: new Date(w.createdAt).toISOString() }
+  if (w.feedGuards !== undefined) out.feedGuards = w.feedGuards
+  return out
 }
 
 const options = {
   name: { type: 'string' },
   subscription: { type: 'string' },
   workspace: { type: 'string' },
+  ...GUARD_OPTIONS,
 } as const
 
 export const workspaceCommand: Command = {
@@ -47,12 +56,21 @@ export const workspaceCommand: Command = {
       }
       case 'update': {
         const id = requireOption(values, 'workspace')
-        const patch: { name?: string, subscription?: Subscription } = {}
+        const patch: { name?: string, subscription?: Subscription, feedGuards?: GuardSettings | null } = {}
         if (values.name !== undefined) patch.name = checkText('name', values.name)
         const sub = subscription(values.subscription)
         if (sub !== undefined) patch.subscription = sub
-        if (Object.keys(patch).length === 0) throw new CliError('nothing to update: give --name or --subscription')
-        const w = await withStore(io, (s) => s.workspaces.update(id, patch))
+        const guardUpdate = readGuards(values)
+        const guarding = guardUpdate.clear || Object.keys(guardUpdate.guards).length > 0
+        if (Object.keys(patch).length === 0 && !guarding) throw new CliError('nothing to update: give --name, --subscription or a guard option')
+        const w = await withStore(io, async (s) => {
+          if (guarding) {
+            const current = await s.workspaces.get(id)
+            if (current === null || current.deletedAt !== null) return null
+            patch.feedGuards = mergeGuards(current.feedGuards, guardUpdate) ?? null
+          }
+          return s.workspaces.update(id, patch)
+        })
         if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${id}`, 1)
         if (values.json === true) writeJson(io, show(w))
         else io.stdout.write(`updated workspace ${w.id}: subscription ${w.subscription}\n`)

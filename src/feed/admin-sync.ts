@@ -36,6 +36,12 @@ export function syncAdmin (view: CatalogView, to: AdminTarget): void {
   for (const w of live.values()) {
     const ws = to.workspace(w.id)
     ws.active = w.subscription === 'active'
+    const guardsJson = JSON.stringify(w.feedGuards ?? null)
+    if (guardsJson !== ws.guardsJson) {
+      if (ws.guardsJson !== '') to.markDirty(ws.feeds.get(WORKSPACE_FEED)!, 'change')
+      ws.guards = w.feedGuards
+      ws.guardsJson = guardsJson
+    }
     if (ws.name !== w.name) {
       if (ws.name !== null) to.markDirty(ws.feeds.get(WORKSPACE_FEED)!, 'change')
       ws.name = w.name

@@ -30,8 +30,9 @@ import type { LastModifiedKeeper } from './last-modified.js'
 import { sharedContent } from './shared-content.js'
 import {
   CACHE_CONTROL, CONTENT_TYPES, DEFAULT_ENTRY_LIMIT, VARY, variantKey,
-  type FeedId, type FeedSnapshot, type HeaderList, type PublishedNetworks, type Representation, type Variant,
+  type FeedId, type FeedSnapshot, type HeaderList, type PublishedNetworks, type Representation, type ShardRef, type Variant,
 } from './snapshot-types.js'
+import { MAX_SHARDS } from './render/shard-networks.js'
 
 /** What runs the O(networks) work: the pool (src/pool/pool.ts) or in-process (in-process-tasks.ts). */
 export interface FeedTasks {
@@ -59,6 +60,14 @@ export interface BuildOptions {
    */
   reuseOtherFeeds?: boolean
   gzipLevel?: number
+  /** Shard counts N to build besides the list's stored one (those requested lately: FeedService). */
+  shards?: readonly number[]
+  /**
+   * The IANA special-purpose space: 'drop' leaves it out (`--reject-special --guard-mode drop`),
+   * 'detect' only counts it (guards.ts), so the compute task is the one the guard sent: a worker
+   * that computed it answers from memory.
+   */
+  special?: 'detect' | 'drop'
 }
 
 export interface BuildResult {
@@ -77,6 +86,11 @@ const WORKSPACE_DESCRIPTION = 'All access rules'
  * starts from them. Weak: the feed that built them keeps them (FeedService holds its caches).
  */
 const latestCaches = new Map<string, WeakRef<ChunkCache>>()
+
+/** What a feed's bodies show besides networks (dialect_a's name and description): the compute task's `meta`. */
+export function metaOf (def: FeedDefinition): string {
+  return `${def.list?.name ?? def.workspaceName}\n${def.list === null ? WORKSPACE_DESCRIPTION : def.list.description}`
+}
 
 export function feedIdOf (def: FeedDefinition): FeedId {
   return def.list?.id ?? '*'
@@ -145,7 +159,8 @@ const FIRST_CHUNK = 2
 
 function representation (sources: readonly Uint8Array[], r: RenderedRepresentation, common: HeaderList, gzip: boolean, validators: boolean, lastModifiedHttp: string): Representation {
   const headers: Array<readonly [string, string]> = [...common]
-  if (validators) headers.push(['ETag', r.etag], ['Last-Modified', lastModifiedHttp])
+  // RFC 9530 §2: the digest of the content as sent, so a gzip answer carries that of the gzip bytes.
+  if (validators) headers.push(['ETag', r.etag], ['Last-Modified', lastModifiedHttp], ['Content-Digest', `sha-256=:${r.sha256}:`])
   if (gzip) headers.push(['Content-Encoding', 'gzip'])
   const notModified: HeaderList = validators ? [['ETag', r.etag], ['Last-Modified', lastModifiedHttp], ['Cache-Control', CACHE_CONTROL], ['Vary', VARY]] : []
   return new SpanRepresentation(sources, r, headers, notModified)
@@ -178,7 +193,7 @@ function resolveChunks (r: RenderResult, previous: ChunkCache | null): Uint8Arra
   })
 }
 
-function assemble (action: FeedAction, result: RenderResult, previous: ChunkCache | null, since: Readonly<Record<WireFamily, number>>, limit: number, into: Map<string, Variant>): ChunkCache {
+function assemble (action: FeedAction, shard: ShardRef | null, result: RenderResult, previous: ChunkCache | null, since: Readonly<Record<WireFamily, number>>, limit: number, into: Map<string, Variant>): ChunkCache {
   const text = sharedContent.intern(`t:${result.textKey}`, () => new Uint8Array(result.text))
   const chunks = resolveChunks(result, previous)
   const sources = [text, new Uint8Array(result.local), ...chunks]
@@ -194,7 +209,7 @@ function assemble (action: FeedAction, result: RenderResult, previous: ChunkCach
       ['X-Feed-Entry-Count', String(v.entries)],
       ['X-Feed-Entry-Limit', String(limit)],
     ]
-    into.set(variantKey({ format: v.format, family: v.family, action, checksum: v.checksum }), {
+    into.set(variantKey({ format: v.format, family: v.family, action, checksum: v.checksum, shard }), {
       status: v.status,
       contentType,
       identity: representation(sources, v.identity, common, false, ok, lastModifiedHttp),
@@ -206,6 +221,47 @@ function assemble (action: FeedAction, result: RenderResult, previous: ChunkCach
     })
   }
   return { keys: result.chunkKeys, chunks, text: { key: result.textKey, bytes: text, pieces: result.textPieces } }
+}
+
+/**
+ * What one set of render tasks publishes: the whole feed, or one shard of it. A shard has its own
+ * feed-version records (Last-Modified), under the list id followed by `#I/N`, and its own caches.
+ */
+interface Unit {
+  readonly shard: ShardRef | null
+  readonly versionId: string
+  readonly cacheSuffix: string
+  readonly networks: Record<FeedAction, ActionNetworks>
+}
+
+interface Job { u: number, unit: Unit, action: FeedAction, stream: WireStream, key: string }
+
+/** The list's stored shard count and the extra ones, each once, in order; N = 1 is a shard set of one. */
+export function shardCountsOf (list: AccessList | null, extra: readonly number[] | undefined): number[] {
+  const all = new Set<number>()
+  if (list?.defaults.shards !== undefined) all.add(list.defaults.shards)
+  for (const n of extra ?? []) all.add(n)
+  return [...all].filter((n) => Number.isInteger(n) && n >= 1 && n <= MAX_SHARDS).sort((a, b) => a - b)
+}
+
+function unitsOf (listId: FeedId, networks: ComputeResult, shardCounts: readonly number[]): Unit[] {
+  // Render tasks get the networks without their shards: the shard arrays have tasks of their own.
+  const whole = (n: ActionNetworks): ActionNetworks => ({ total: n.total, groups: n.groups, hash: n.hash })
+  const units: Unit[] = [{ shard: null, versionId: listId, cacheSuffix: '', networks: { block: whole(networks.block), allow: whole(networks.allow) } }]
+  for (const of of shardCounts) {
+    const block = networks.block.shards?.find((s) => s.of === of)
+    const allow = networks.allow.shards?.find((s) => s.of === of)
+    if (block === undefined || allow === undefined) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`compute result lacks the shards of ${of}`) })
+    for (let index = 1; index <= of; index++) {
+      units.push({
+        shard: { index, of },
+        versionId: `${listId}#${index}/${of}`,
+        cacheSuffix: `|${index}/${of}`,
+        networks: { block: block.parts[index - 1]!, allow: allow.parts[index - 1]! },
+      })
+    }
+  }
+  return units
 }
 
 function countOf (n: ActionNetworks): { v4: number, v6: number } {
@@ -257,66 +313,72 @@ export async function buildSnapshot (def: FeedDefinition, rules: RuleTable | Fee
   const limit = list?.defaults.maxEntries ?? DEFAULT_ENTRY_LIMIT
   const listId = feedIdOf(def)
 
+  const shardCounts = shardCountsOf(list, opts.shards)
   const networks = await opts.tasks.compute({
     block: selection.block,
     allow: selection.allow,
     carve: selection.carve,
-    meta: `${name}\n${description}`,
+    meta: metaOf(def),
+    ...(shardCounts.length > 0 ? { shards: [...shardCounts] } : {}),
+    ...(opts.special !== undefined ? { special: opts.special } : {}),
   })
+  const units = unitsOf(listId, networks, shardCounts)
 
   // Last-Modified comes from the store, but only dialect_a's header needs it to render: rendering
   // starts at once with the time the keeper predicts, and the store's answer arrives meanwhile.
   // When it differs (another node saw the content first, or this process just started), the
   // lines stream of that action is rendered again with the store's time.
   const perFamily = (f: (family: WireFamily) => number): Record<WireFamily, number> => ({ v4: f('v4'), v6: f('v6'), both: f('both') })
-  const keyOf = (action: FeedAction, family: WireFamily): FeedKey => ({ workspaceId, listId, family, action })
-  const predicted = {
-    block: perFamily((family) => opts.lastModified.predict(keyOf('block', family), networks.block.hash[family], now)),
-    allow: perFamily((family) => opts.lastModified.predict(keyOf('allow', family), networks.allow.hash[family], now)),
-  }
-  const observed = Promise.all(FEED_ACTIONS.flatMap((action) => FAMILIES.map(async (family) => {
-    const v = await opts.lastModified.observe(keyOf(action, family), networks[action].hash[family], now)
-    return { action, family, since: v.since }
-  })))
+  const keyOf = (unit: Unit, action: FeedAction, family: WireFamily): FeedKey => ({ workspaceId, listId: unit.versionId, family, action })
+  const predicted = units.map((unit) => ({
+    block: perFamily((family) => opts.lastModified.predict(keyOf(unit, 'block', family), unit.networks.block.hash[family], now)),
+    allow: perFamily((family) => opts.lastModified.predict(keyOf(unit, 'allow', family), unit.networks.allow.hash[family], now)),
+  }))
+  const observed = Promise.all(units.flatMap((unit, u) => FEED_ACTIONS.flatMap((action) => FAMILIES.map(async (family) => {
+    const v = await opts.lastModified.observe(keyOf(unit, action, family), unit.networks[action].hash[family], now)
+    return { u, action, family, since: v.since }
+  }))))
 
   const level = opts.gzipLevel ?? GZIP_LEVEL
-  const jobs = FEED_ACTIONS.flatMap((action) => STREAMS.map((stream) => ({ action, stream })))
+  const jobs = units.flatMap((unit, u) => FEED_ACTIONS.flatMap((action) => STREAMS.map((stream) => ({ u, unit, action, stream, key: `${action}|${stream}${unit.cacheSuffix}` }))))
   // What each task may reuse: the feed's previous build, or for a first build the latest build of
   // any feed (lists of a workspace mostly select the same networks). Only a hint: chunks are
   // reused by content key, and everything in it is shared memory, so a useless one costs nothing.
-  const reuse = new Map(jobs.map(({ action, stream }) => {
-    const key = `${action}|${stream}`
-    return [key, opts.caches?.get(key) ?? (opts.reuseOtherFeeds === false ? null : latestCaches.get(key)?.deref() ?? null)]
+  const reuse = new Map(jobs.map(({ unit, key }) => {
+    const latest = unit.shard === null && opts.reuseOtherFeeds !== false ? latestCaches.get(key)?.deref() ?? null : null
+    return [key, opts.caches?.get(key) ?? latest]
   }))
-  const render = (action: FeedAction, stream: WireStream, generated: Record<WireFamily, number>): Promise<RenderResult> => opts.tasks.render({
-    stream,
-    action,
-    networks: networks[action],
+  const render = (job: Job, generated: Record<WireFamily, number>): Promise<RenderResult> => opts.tasks.render({
+    stream: job.stream,
+    action: job.action,
+    networks: job.unit.networks[job.action],
     name,
     description,
     generated,
     limit,
     listFeed: list !== null,
     gzipLevel: level,
-    cache: reuse.get(`${action}|${stream}`)!,
+    cache: reuse.get(job.key)!,
+    shard: job.unit.shard,
   })
-  const [versions, results] = await Promise.all([observed, Promise.all(jobs.map(({ action, stream }) => render(action, stream, predicted[action])))])
-  const since = { block: { ...predicted.block }, allow: { ...predicted.allow } }
-  for (const v of versions) since[v.action][v.family] = v.since
-  await Promise.all(FEED_ACTIONS.map(async (action) => {
+  const [versions, results] = await Promise.all([observed, Promise.all(jobs.map((job) => render(job, predicted[job.u]![job.action])))])
+  const since = predicted.map((p) => ({ block: { ...p.block }, allow: { ...p.allow } }))
+  for (const v of versions) since[v.u]![v.action][v.family] = v.since
+  await Promise.all(jobs.map(async (job, i) => {
+    if (job.stream !== 'lines') return
+    const p = predicted[job.u]![job.action]
+    const s = since[job.u]![job.action]
     // dialect_a prints whole seconds: a guess off by less than that renders the same bytes.
-    if (FAMILIES.every((f) => Math.floor(since[action][f] / 1000) === Math.floor(predicted[action][f] / 1000))) return
-    const i = jobs.findIndex((j) => j.action === action && j.stream === 'lines')
-    results[i] = await render(action, 'lines', since[action])
+    if (FAMILIES.every((f) => Math.floor(s[f] / 1000) === Math.floor(p[f] / 1000))) return
+    results[i] = await render(job, s)
   }))
 
   const variants = new Map<string, Variant>()
   const caches = new Map<string, ChunkCache>()
-  jobs.forEach(({ action, stream }, i) => {
-    const key = `${action}|${stream}`
-    const cache = assemble(action, results[i]!, reuse.get(key)!, since[action], limit, variants)
-    caches.set(key, cache)
-    latestCaches.set(key, new WeakRef(cache))
+  jobs.forEach((job, i) => {
+    const cache = assemble(job.action, job.unit.shard, results[i]!, reuse.get(job.key)!, since[job.u]![job.action], limit, variants)
+    caches.set(job.key, cache)
+    if (job.unit.shard === null) latestCaches.set(job.key, new WeakRef(cache))
   })
 
   const snapshot: FeedSnapshot = {
@@ -327,6 +389,7 @@ export async function buildSnapshot (def: FeedDefinition, rules: RuleTable | Fee
     limit,
     builtAt: now,
     expiresAt: selection.expiresAt,
+    shardCounts,
     networks: { block: countOf(networks.block), allow: countOf(networks.allow) },
     variants,
     published: { block: publishedOf(networks.block), allow: publishedOf(networks.allow) },

@@ -36,9 +36,11 @@ import { ThreatfeedError } from '../errors.js'
 import type { GeoIndex } from '../geo/geo-index.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import type { Logger } from '../log.js'
-import type { FeedFetch, Store } from '../store/types.js'
+import type { FeedFetch, PublishState, Store } from '../store/types.js'
 import { StoreCatalog, type CatalogPoll, type CatalogView, type PolledCatalog } from './catalog.js'
-import { buildSnapshot, feedTargets, type FeedTasks } from './build-snapshot.js'
+import { buildSnapshot, feedTargets, metaOf, type BuildResult, type FeedTargets, type FeedTasks } from './build-snapshot.js'
+import { hasGuards } from './guards.js'
+import { guardedBuild } from './guards-run.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { FeedState, WorkspaceState } from './feed-state.js'
 import { Slots } from './slots.js'
@@ -47,6 +49,7 @@ import { syncAdmin } from './admin-sync.js'
 import { geoBasis, nextRebuildAt } from './rebuild-schedule.js'
 import { workspaceRevisions } from './workspace-revisions.js'
 import { runSliced } from './slices.js'
+import { awaitShardCount } from './shards.js'
 import type { BuildReason, FeedMetrics } from './metrics.js'
 import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types.js'
 
@@ -243,6 +246,14 @@ export class FeedService {
     }
   }
 
+  /** A snapshot holding the shards of `of` (shards.ts): a new count is built at once, unless it evicts another. */
+  async awaitShards (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot> {
+    const feed = this.#knownFeed(workspaceId, feedId) ?? await this.#discoverList(workspaceId, feedId)
+    if (feed.shards.ask(of) === 'new') feed.lastStart = -Infinity
+    this.#markDirty(feed, 'change')
+    return awaitShardCount(of, () => this.awaitSnapshot(workspaceId, feedId), () => feed.building, this.#awaitMs)
+  }
+
   // --- internals -------------------------------------------------------------------------
 
   #installGeo (index: GeoIndex): void {
@@ -373,6 +384,7 @@ export class FeedService {
     f.reason = 'demand'
     f.failures = 0
     f.retryAt = 0
+    f.shards.clear()
     this.#metrics?.removeFeed(ws.id, f.feedId)
   }
 
@@ -487,7 +499,7 @@ export class FeedService {
       // Only the admin reload and #discoverList create list feeds, both with their list.
       throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`list feed ${f.feedId} without its list`) })
     }
-    const from = `${rules.fingerprint}|${f.list?.updatedAt ?? ''}|${ws.name}|${this.#geoVersion}`
+    const from = `${rules.fingerprint}|${f.list?.updatedAt ?? ''}|${ws.name}|${this.#geoVersion}|${f.shards.counts().join(',')}|${f.list === null ? ws.guardsJson : ''}`
     if (f.snapshot !== undefined && from === f.builtFrom && now < f.snapshot.expiresAt) {
       this.#metrics?.observeBuild(reason, 'unchanged', (performance.now() - started) / 1000)
       return
@@ -495,15 +507,23 @@ export class FeedService {
     // In slices, while no refresh changes the table: a workspace of millions of rules does not
     // hold up the polls of every other feed.
     const list = f.list
-    const targets = await ws.rules.read((table) => runSliced(feedTargets(table, list, now)))
-    const result = await buildSnapshot({ workspaceId: ws.id, workspaceName: ws.name, list }, targets, {
+    const def = { workspaceId: ws.id, workspaceName: ws.name, list }
+    const build = (targets: FeedTargets, special?: 'detect' | 'drop'): Promise<BuildResult> => buildSnapshot(def, targets, {
       tasks: this.#pool,
       // Recorded with what it was built from, so no node moves the version back (rebuild-schedule.ts).
       lastModified: this.#lastModified.forBuild({ rulesRevision: ws.rulesRevision, adminRevision: this.#adminView?.revision ?? 0, ...geoBasis(this.#geo), expiryCutoff: now }, () => { this.#markDirty(f, 'change') }),
       now,
+      shards: f.shards.counts(),
+      ...(special !== undefined ? { special } : {}),
       ...(f.caches !== undefined ? { caches: f.caches } : {}),
       ...(this.#gzipLevel !== undefined ? { gzipLevel: this.#gzipLevel } : {}),
     })
+    const settings = list === null ? ws.guards : list.defaults.guards
+    const released = hasGuards(settings) ? undefined : f.guard.reset()
+    if (released !== undefined) this.#guardState(f, released)
+    const result = hasGuards(settings)
+      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) } })
+      : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, now))))
     // The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix.
     f.snapshot = result.snapshot
     f.caches = result.caches
@@ -512,5 +532,14 @@ export class FeedService {
     this.#metrics?.observeBuild(reason, 'built', (performance.now() - started) / 1000)
     this.#metrics?.setSnapshot(result.snapshot)
     this.#metrics?.setAge(ws.id, f.feedId, 0)
+  }
+
+  /** A guard's new state: logged, counted in /metrics, and recorded with the list (guards.ts). */
+  #guardState (f: FeedState, state: PublishState): void {
+    if (state.held !== null) this.#log.warn({ workspace: f.workspaceId, feed: f.feedId, guards: state.held.guards, digest: state.held.digest }, 'feed build held by a publish guard')
+    let held = 0
+    for (const ws of this.#workspaces.values()) for (const g of ws.feeds.values()) if (g.guard.state.held !== null) held++
+    this.#metrics?.setHeld?.(held)
+    if (f.feedId !== WORKSPACE_FEED) this.#store.lists.setPublishState(f.feedId, state).catch((e: unknown) => { this.#log.warn({ err: e, feed: f.feedId }, 'publish state not recorded') })
   }
 }

@@ -4,9 +4,11 @@
  */
 import type { ChunkCache } from '../pool/protocol.js'
 import type { Logger } from '../log.js'
-import type { AccessList, RuleStore } from '../store/types.js'
+import type { AccessList, GuardSettings, RuleStore } from '../store/types.js'
+import { FeedGuard } from './guards.js'
 import type { BuildReason } from './metrics.js'
 import { WorkspaceRuleCache } from './rule-cache.js'
+import { ShardDemand } from './shards.js'
 import type { FeedId, FeedSnapshot } from './snapshot-types.js'
 
 export class FeedState {
@@ -34,6 +36,8 @@ export class FeedState {
   fetchedAt = -Infinity
   /** The fetchedAt last written to the store (recordFetches). */
   recordedAt = -Infinity
+  readonly shards = new ShardDemand()
+  readonly guard = new FeedGuard()
 
   constructor (readonly workspaceId: string, readonly feedId: FeedId) {}
 }
@@ -45,6 +49,9 @@ export class WorkspaceState {
   readonly rules: WorkspaceRuleCache
   /** The workspace's rules revision (RuleStore#revisionOf) `rules` was read at. */
   rulesRevision = -1
+  /** Publish guards of the workspace feed (guards.ts), and their JSON to notice a change. */
+  guards: GuardSettings | undefined = undefined
+  guardsJson = ''
   /** Its latest rules revision known (polled when the store's rules revision moves). */
   revision = 0
   fetching: Promise<void> | null = null

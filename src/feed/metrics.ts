@@ -26,6 +26,8 @@ export interface FeedMetrics {
   setSnapshot (s: FeedSnapshot): void
   setAge (workspaceId: string, feedId: string, seconds: number): void
   removeFeed (workspaceId: string, feedId: string): void
+  /** Feeds whose latest build a publish guard holds (a count, not a label per feed). */
+  setHeld? (count: number): void
 }
 
 /**
@@ -39,7 +41,11 @@ export function registerFeedMetrics (sink: MetricsSink): FeedMetrics {
   const builds = sink.counter('threatfeed_feed_builds_total', 'Feed snapshot builds by trigger and outcome', ['reason', 'outcome'])
   const durations = sink.histogram('threatfeed_feed_build_duration_seconds', 'Feed snapshot build time (rules to swapped snapshot)',
     [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], ['outcome'])
+  const held = sink.gauge('threatfeed_feed_held', 'Feeds whose latest build a publish guard holds')
   return {
+    setHeld (count) {
+      held.set({}, count)
+    },
     observeBuild (reason, outcome, seconds) {
       builds.inc({ reason, outcome })
       if (outcome !== 'unchanged') durations.observe({ outcome }, seconds)

@@ -38,7 +38,7 @@
  * How to answer a request from a Variant `v` and its chosen representation `r`
  * (`v.gzip` when the client accepts gzip, else `v.identity`):
  * - `v.status` 200: write `r.headers` (Content-Type, ETag, Last-Modified, Cache-Control, Vary,
- *   X-Feed-Entry-Count, X-Feed-Entry-Limit and, for gzip, Content-Encoding) and `r.body`;
+ *   X-Feed-Entry-Count, X-Feed-Entry-Limit, Content-Digest and, for gzip, Content-Encoding) and `r.body`;
  *   a conditional hit answers 304 with `r.notModifiedHeaders` and no body.
  * - `v.status` 413: the entry cap is exceeded; `r.body` is the SPEC 2.9 error JSON
  *   (details {entries, limit, hint}), `r.headers` carry X-Feed-Entry-Count/-Limit and no
@@ -56,11 +56,23 @@ export interface VariantParams {
   family: Family
   action: FeedAction
   checksum: boolean
+  /** One shard of the feed (`?shard=I&of=N`); absent or null: the whole feed. */
+  shard?: ShardRef | null
 }
 
-/** `${format}|${family}|${action}|${checksum ? 'md5' : ''}`: a small string, built once per request. */
+/** Shard `index` (1-based) of `of` (README "Shards"). */
+export interface ShardRef {
+  readonly index: number
+  readonly of: number
+}
+
+/**
+ * `${format}|${family}|${action}|${checksum ? 'md5' : ''}`, then `|${I}/${N}` for a shard: a small
+ * string, built once per request.
+ */
 export function variantKey (p: VariantParams): string {
-  return `${p.format}|${p.family}|${p.action}|${p.checksum ? 'md5' : ''}`
+  const base = `${p.format}|${p.family}|${p.action}|${p.checksum ? 'md5' : ''}`
+  return p.shard === undefined || p.shard === null ? base : `${base}|${p.shard.index}/${p.shard.of}`
 }
 
 export type HeaderList = ReadonlyArray<readonly [string, string]>
@@ -104,6 +116,8 @@ export interface FeedSnapshot {
   readonly builtAt: number
   /** Earliest expiresAt of any rule in it (Infinity when none): the snapshot must not be served past it. */
   readonly expiresAt: number
+  /** The shard counts N whose shards are variants of this snapshot (the list's default N and those asked for). */
+  readonly shardCounts: readonly number[]
   /** Networks per action and family (what the plain variants count); for metrics and logs. */
   readonly networks: Readonly<Record<FeedAction, { readonly v4: number, readonly v6: number }>>
   readonly variants: ReadonlyMap<string, Variant>

@@ -1,6 +1,6 @@
 /**
  * Feed query parameters (SPEC §4.3, DECISIONS §5): `format`, `family`, `action`, `checksum`, and
- * `client` (issue 20).
+ * `client` (issue 20), and the shard parameters `shard` and `of` (issue 21, README "Shards").
  *
  * - Unknown parameters are ignored; a repeated known one, or an unsupported value, is a 400 whose
  *   `details.supported` lists what is accepted.
@@ -13,7 +13,8 @@
  * each keeps its resolution without list defaults: the workspace feed then costs one Map lookup.
  */
 import { ThreatfeedError } from '../errors.js'
-import { variantKey, type VariantParams } from '../feed/snapshot-types.js'
+import { variantKey, type ShardRef, type VariantParams } from '../feed/snapshot-types.js'
+import { MAX_SHARDS } from '../feed/render/shard-networks.js'
 import { FAMILIES, FEED_ACTIONS, FORMATS, type FeedAction, type FeedFormat, type Family, type ListDefaults } from '../store/types.js'
 
 const FORMAT_ALIASES: Readonly<Record<string, FeedFormat>> = { txt: 'plain', alias_c: 'plain', alias_d: 'plain' }
@@ -21,7 +22,7 @@ const FORMAT_VALUES: readonly string[] = [...FORMATS, ...Object.keys(FORMAT_ALIA
 const CHECKSUM_VALUES: readonly string[] = ['md5']
 const NFTABLES_FAMILIES: readonly string[] = ['v4', 'v6']
 
-const PARAMETERS = ['format', 'family', 'action', 'checksum', 'client'] as const
+const PARAMETERS = ['format', 'family', 'action', 'checksum', 'client', 'shard', 'of'] as const
 type Parameter = (typeof PARAMETERS)[number]
 
 /**
@@ -32,11 +33,19 @@ type Parameter = (typeof PARAMETERS)[number]
 const CLIENT_NAME = /^[A-Za-z0-9._:@-]{1,64}$/
 const CLIENT_RULE = '1 to 64 letters, digits, ".", "_", "-", ":" or "@"'
 
+/** '1'…'n': what `shard` accepts given N, and `of` accepts (n = MAX_SHARDS). */
+function counting (n: number): readonly string[] {
+  return Array.from({ length: n }, (_, i) => String(i + 1))
+}
+const SHARD_VALUES = counting(MAX_SHARDS)
+
 const SUPPORTED: Readonly<Record<Exclude<Parameter, 'client'>, readonly string[]>> = {
   format: FORMAT_VALUES,
   family: FAMILIES,
   action: FEED_ACTIONS,
   checksum: CHECKSUM_VALUES,
+  shard: SHARD_VALUES,
+  of: SHARD_VALUES,
 }
 
 /** A resolved variant: its parameters and its key in FeedSnapshot.variants. */
@@ -53,6 +62,9 @@ export interface FeedQuery {
   readonly checksum: boolean
   /** The `client` name; '' when absent. */
   readonly client: string
+  /** `shard` (1-based) and `of`, as sent; null where absent. */
+  readonly shard: number | null
+  readonly of: number | null
   /** Resolution with no list defaults, computed on first use. */
   base: ResolvedVariant | null
   /** Why that resolution failed, kept and rethrown (a poll then skips an instanceof). */
@@ -117,6 +129,8 @@ function parse (raw: string): FeedQuery {
   let action: FeedAction | null = null
   let checksum = false
   let client = ''
+  let shard: number | null = null
+  let of: number | null = null
   const seen = new Set<Parameter>()
   let i = 0
   while (i <= raw.length) {
@@ -135,13 +149,15 @@ function parse (raw: string): FeedQuery {
         else if (parameter === 'format') format = FORMAT_ALIASES[value] ?? value as FeedFormat
         else if (parameter === 'family') family = value as Family
         else if (parameter === 'action') action = value as FeedAction
+        else if (parameter === 'shard') shard = Number(value)
+        else if (parameter === 'of') of = Number(value)
         else checksum = true
       }
     }
     i = end + 1
     if (raw.charCodeAt(end) !== AMP) break
   }
-  return { format, family, action, checksum, client, base: null, baseError: null }
+  return { format, family, action, checksum, client, shard, of, base: null, baseError: null }
 }
 
 /**
@@ -163,12 +179,38 @@ export function parseFeedQuery (raw: string): FeedQuery {
   return query
 }
 
+/**
+ * The shard asked for: `shard=I&of=N`, or `shard=I` with the list's stored N. `of` alone, `shard`
+ * with no N, or I > N is a 400 whose details.supported lists the values that would do.
+ */
+function resolveShard (query: FeedQuery, defaults: ListDefaults | null): ShardRef | null {
+  if (query.shard === null && query.of === null) return null
+  if (query.shard === null) {
+    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`of=${query.of} without shard: ask for shard=I&of=${query.of}, 1 ≤ I ≤ ${query.of}`], {
+      details: { parameter: 'shard', supported: counting(query.of!) },
+    })
+  }
+  const of = query.of ?? defaults?.shards ?? null
+  if (of === null) {
+    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`shard=${query.shard} without of, and the feed stores no shard count: ask for shard=I&of=N, 1 ≤ I ≤ N ≤ ${MAX_SHARDS}`], {
+      details: { parameter: 'of', supported: SHARD_VALUES },
+    })
+  }
+  if (query.shard > of) {
+    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`shard=${query.shard} of ${of}: 1 ≤ shard ≤ of`], {
+      details: { parameter: 'shard', value: String(query.shard), supported: counting(of) },
+    })
+  }
+  return { index: query.shard, of }
+}
+
 function resolve (query: FeedQuery, defaults: ListDefaults | null): ResolvedVariant {
   const params: VariantParams = {
     format: query.format ?? defaults?.format ?? 'plain',
     family: query.family ?? defaults?.family ?? 'both',
     action: query.action ?? defaults?.action ?? 'block',
     checksum: query.checksum,
+    shard: resolveShard(query, defaults),
   }
   if (params.format === 'nftables' && params.family === 'both') {
     throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', ['family "both" with format nftables: an nftables set holds one family'], {
@@ -186,7 +228,7 @@ function resolve (query: FeedQuery, defaults: ListDefaults | null): ResolvedVari
  *   resolveVariant(parseFeedQuery('family=v6'), { format: 'nftables', family: 'v4' }).key // 'nftables|v6|block|'
  */
 export function resolveVariant (query: FeedQuery, defaults: ListDefaults | null): ResolvedVariant {
-  if (defaults === null || (defaults.format === undefined && defaults.family === undefined && defaults.action === undefined)) {
+  if (defaults === null || (defaults.format === undefined && defaults.family === undefined && defaults.action === undefined && defaults.shards === undefined)) {
     if (query.base !== null) return query.base
     if (query.baseError !== null) throw query.baseError
     try {

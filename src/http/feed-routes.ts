@@ -36,6 +36,8 @@ export interface FeedSource {
   getSnapshot (workspaceId: string, feedId: FeedId, now: number): FeedSnapshot | null
   /** Builds (or joins a build of) the snapshot and resolves with it. */
   awaitSnapshot (workspaceId: string, feedId: FeedId, now: number): Promise<FeedSnapshot>
+  /** Resolves with a snapshot holding the shards of `of`, building them first when none does. */
+  awaitShards? (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot>
 }
 
 export interface FeedRouteDeps {
@@ -120,9 +122,14 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     if (consumers !== null && !ex.aborted) consumers.tracker.count(r, status, etag, since)
   }
 
-  const answer = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot): void | Promise<void> => {
+  const answer = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, retried = false): void | Promise<void> => {
     const variant = snapshot.variants.get(r.variant!.key)
-    if (variant === undefined) throw missingVariant(r)
+    if (variant === undefined) {
+      // A shard count this feed has not built yet: its first request waits for one build.
+      const shard = r.variant!.params.shard
+      if (shard == null || retried || feeds.awaitShards === undefined) throw missingVariant(r)
+      return feeds.awaitShards(r.workspaceId, r.feedId, shard.of).then((s) => ex.aborted ? undefined : answer(ex, r, s, true))
+    }
     const prepared = prepareVariant(variant)
     const rep = r.gzip ? prepared.gzip : prepared.identity
     if (rep.notModified !== null && isNotModified(r.ifNoneMatch, r.ifModifiedSince, rep.etag, variant.lastModifiedHttp, variant.lastModified)) {

@@ -85,6 +85,13 @@ export interface ComputeTask {
   carve: TargetGroup
   /** Everything else a body shows besides networks (name, description); enters the content hash. */
   meta: string
+  /** Shard counts N to partition the networks into as well (src/feed/render/shard-networks.ts); absent or empty: none. */
+  shards?: number[]
+  /**
+   * The IANA special-purpose space (src/feed/render/special-ranges.ts): 'detect' counts the
+   * networks of it the feed would publish, 'drop' also leaves them out (publish guards, issue 21).
+   */
+  special?: 'detect' | 'drop'
 }
 
 /** Coalesced prefixes in the PackedPrefixes layout of src/net/packed.ts. */
@@ -110,6 +117,8 @@ export interface ActionNetworks {
   groups: GroupPrefixes[]
   /** Content hash per family: networks, groups and meta; format-independent (Last-Modified). */
   hash: Record<WireFamily, string>
+  /** The shards asked for (ComputeTask.shards): for each N, its N parts in order (shard I is parts[I - 1]). */
+  shards?: Array<{ of: number, parts: ActionNetworks[] }>
 }
 
 export interface ComputeResult {
@@ -117,6 +126,8 @@ export interface ComputeResult {
   allow: ActionNetworks
   /** Targets that could not be read (a corrupt rule): left out, reported for the log. */
   invalid: number
+  /** With ComputeTask.special: networks of the special space per action (found, or left out when dropped). */
+  special?: { block: number, allow: number }
 }
 
 /** Which dialects a render task writes: the ones that share their text. */
@@ -175,6 +186,8 @@ export interface RenderTask {
   listFeed: boolean
   gzipLevel: number
   cache: ChunkCache | null
+  /** Set when `networks` are one shard of the feed: dialect_a's `# shard: I/N` line and the ETag name it. */
+  shard?: { index: number, of: number } | null
 }
 
 export interface Span { source: SpanSource, offset: number, length: number }
@@ -203,6 +216,8 @@ export interface RenderedRepresentation {
   spans: number[]
   /** Content key of a body of several spans (identical bodies of several feeds are assembled once); null otherwise. */
   key: string | null
+  /** SHA-256 of the body as sent, base64: the Content-Digest field's value (RFC 9530 §2). */
+  sha256: string
 }
 
 export interface RenderedVariant {

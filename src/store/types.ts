@@ -41,6 +41,8 @@ export interface Workspace {
   createdAt: number
   /** Set when the workspace is deleted; its keys then answer 401. */
   deletedAt: number | null
+  /** Publish guards of the workspace feed (/v1/threat/feeds); none when absent. */
+  feedGuards?: GuardSettings
 }
 
 export interface ApiKey {
@@ -60,6 +62,40 @@ export interface ListDefaults {
   maxEntries?: number
   confidence?: Confidence
   severity?: Severity
+  /** Shard count N (1..64) a request with `shard=I` and no `of` uses (README "Shards"). */
+  shards?: number
+  /** Publish guards (src/feed/guards.ts, README "Publish guards"); none when absent. */
+  guards?: GuardSettings
+}
+
+/** Publish guards of a feed; every guard is off unless set. */
+export interface GuardSettings {
+  minEntries?: number
+  maxShrinkPct?: number
+  maxGrowPct?: number
+  rejectSpecial?: boolean
+  minPrefixV4?: number
+  minPrefixV6?: number
+  /** What a `rejectSpecial` trip does: hold the build (default) or leave the special networks out. */
+  mode?: 'hold' | 'drop'
+  /** Digest of a held build an operator accepted (`threatfeed list accept`): published as it is. */
+  accepted?: string
+}
+
+/** What a feed's guards did last, recorded by the server for `list show` and `list accept`. */
+export interface PublishState {
+  held: {
+    /** Digest of the held build: what `list accept` names. */
+    digest: string
+    /** The guard tripped, per held action. */
+    guards: Partial<Record<FeedAction, string>>
+    /** When this build was first held (ms). */
+    since: number
+    /** The held build against the published one, per action: counts and a sample of networks. */
+    diff: Record<FeedAction, { published: number, held: number, added: number, removed: number, addedSample: string[], removedSample: string[] }>
+  } | null
+  /** Digest of the build published last (null before the first). */
+  publishedDigest: string | null
 }
 
 export interface AccessList {
@@ -72,6 +108,8 @@ export interface AccessList {
   selector: Record<string, string>
   createdAt: number
   updatedAt: number
+  /** Set by the server when guards judged a build (src/feed/guards.ts); absent until then. */
+  publishState?: PublishState
 }
 
 export type TargetType = 'ip' | 'asn' | 'country'
@@ -131,7 +169,8 @@ export type ExpressionRuleInput = Omit<ExpressionRule, 'id' | 'createdAt' | 'upd
 export interface WorkspaceStore {
   create (input: { name: string, subscription: Subscription }): Promise<Workspace>
   get (id: string): Promise<Workspace | null>
-  update (id: string, patch: { name?: string, subscription?: Subscription }): Promise<Workspace | null>
+  /** `feedGuards` null removes them. */
+  update (id: string, patch: { name?: string, subscription?: Subscription, feedGuards?: GuardSettings | null }): Promise<Workspace | null>
   /** Marks deleted; returns false when there was no such live workspace. */
   delete (id: string): Promise<boolean>
   list (): Promise<Workspace[]>
@@ -153,6 +192,11 @@ export interface ListStore {
   list (workspaceId?: string): Promise<AccessList[]>
   /** Lists of one workspace whose name equals `name` exactly (names need not be unique). */
   findByName (workspaceId: string, name: string): Promise<AccessList[]>
+  /**
+   * Records what a list's guards did. Neither updatedAt nor the admin revision moves: it is the
+   * server's report, not a change of the list. False when there is no such list.
+   */
+  setPublishState (id: string, state: PublishState): Promise<boolean>
 }
 
 export interface RuleStore {

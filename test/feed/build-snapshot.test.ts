@@ -101,6 +101,7 @@ t.test('headers, content types and representations', async (t) => {
     'X-Feed-Entry-Limit': '131072',
     ETag: plain.gzip.etag,
     'Last-Modified': plain.lastModifiedHttp,
+    'Content-Digest': `sha-256=:${createHash('sha256').update(plain.gzip.body).digest('base64')}:`,
     'Content-Encoding': 'gzip',
   })
   t.notOk(new Map(plain.identity.headers).has('Content-Encoding'))

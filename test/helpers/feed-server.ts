@@ -27,6 +27,8 @@ import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Workspace } from '../
 
 export interface FeedServer {
   readonly base: string
+  /** The data directory of the store (for a CLI run against it). */
+  readonly dir: string
   readonly port: number
   readonly store: EmbeddedStore
   readonly metrics: Metrics
@@ -102,6 +104,7 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
   const http: HttpServer = await startHttpServer(ctx, [feedRoutes({ feeds: await feeds(store, ctx), lists }), ...extra])
   return {
     base: `http://127.0.0.1:${http.port}`,
+    dir,
     port: http.port,
     store,
     metrics,
@@ -263,6 +266,7 @@ export function buildTestSnapshot (o: TestFeedOptions): FeedSnapshot {
     limit,
     builtAt: Date.now(),
     expiresAt: o.expiresAt ?? Infinity,
+    shardCounts: [],
     networks: { block: count(o.networks), allow: count(o.networks.slice(0, 1)) },
     variants,
     // Hand-set bodies have no computed networks: explain is tested over built snapshots.

@@ -128,6 +128,28 @@ export function describeAdminContract (test: StoreTest): void {
     await t.rejects(store.lists.create({ ...input, workspaceId: randomUUID() }), { code: 'TF_ERR_WORKSPACE_NOT_FOUND' })
   })
 
+  test('publish settings: list shards and guards, publish state, workspace feed guards (issue 21)', async (t, store) => {
+    const ws = await store.workspaces.create({ name: 'acme', subscription: 'active' })
+    const guards = { minEntries: 5, maxShrinkPct: 10, maxGrowPct: 50, rejectSpecial: true, mode: 'drop' as const, minPrefixV4: 8, minPrefixV6: 16, accepted: 'abc' }
+    const l = await store.lists.create({ workspaceId: ws.id, name: 'edge', description: '', defaults: { shards: 8, guards: { ...guards, $where: 'x' } as never }, selector: {} })
+    t.same(l.defaults, { shards: 8, guards }, 'known guard fields only')
+    t.same((await store.lists.get(l.id))?.defaults, { shards: 8, guards })
+    const revision = (await store.revisions()).admin
+    const state = { held: { digest: 'd1', guards: { block: 'min-entries' }, since: 5, diff: { block: { published: 3, held: 1, added: 0, removed: 2, addedSample: [], removedSample: ['10.0.0.1/32', '10.0.0.3/32'] }, allow: { published: 0, held: 0, added: 0, removed: 0, addedSample: [], removedSample: [] } } }, publishedDigest: 'd0' }
+    t.equal(await store.lists.setPublishState(l.id, state), true)
+    const got = await store.lists.get(l.id)
+    t.same(got?.publishState, state)
+    t.equal(got?.updatedAt, l.updatedAt, 'a publish state is no change of the list')
+    t.equal((await store.revisions()).admin, revision, 'nor of the admin revision')
+    t.equal(await store.lists.setPublishState(randomUUID(), state), false)
+    const w = await store.workspaces.update(ws.id, { feedGuards: { maxGrowPct: 0 } })
+    t.same(w?.feedGuards, { maxGrowPct: 0 })
+    t.same((await store.workspaces.get(ws.id))?.feedGuards, { maxGrowPct: 0 })
+    const cleared = await store.workspaces.update(ws.id, { feedGuards: null })
+    t.equal(cleared?.feedGuards, undefined)
+    t.equal((await store.workspaces.get(ws.id))?.feedGuards, undefined)
+  })
+
   test('selectors and labels are stored as data, never as query operators', async (t, store) => {
     const ws = await store.workspaces.create({ name: 'acme', subscription: 'active' })
     // Ingest and the CLI refuse such keys; the store must still never interpret them.

@@ -18,6 +18,8 @@ import { readIpv4, readPrefixLength } from '../../net/ip.js'
 import { NetworkSet, NetworkSetBuilder } from '../../net/network-set.js'
 import type { GeoIndex } from '../../geo/geo-index.js'
 import type { ActionNetworks, ComputeResult, ComputeTask, GroupPrefixes, TargetGroup, WirePrefixes } from '../../pool/protocol.js'
+import { shardNetworks } from './shard-networks.js'
+import { specialSpace } from './special-ranges.js'
 
 const CH_NL = 0x0a
 
@@ -173,12 +175,39 @@ export function computeNetworks (task: ComputeTask, geo: GeoIndex | null): Compu
   const carve = buildGroupSet(task.carve, geo, counter)
   let blockSets = task.block.map((g) => buildGroupSet(g, geo, counter))
   if (!carve.isEmpty()) blockSets = blockSets.map((s) => s.subtract(carve))
-  const allowSets = task.allow.map((g) => buildGroupSet(g, geo, counter))
-  return {
-    block: toAction(blockSets, task.block, task.meta),
-    allow: toAction(allowSets, task.allow, task.meta),
+  let allowSets = task.allow.map((g) => buildGroupSet(g, geo, counter))
+  let special: ComputeResult['special']
+  if (task.special !== undefined) {
+    const block = specialOf(blockSets, task.special === 'drop')
+    const allow = specialOf(allowSets, task.special === 'drop')
+    blockSets = block.sets
+    allowSets = allow.sets
+    special = { block: block.count, allow: allow.count }
+  }
+  const result: ComputeResult = {
+    block: withShards(toAction(blockSets, task.block, task.meta), task.shards, task.meta),
+    allow: withShards(toAction(allowSets, task.allow, task.meta), task.shards, task.meta),
     invalid: counter.invalid,
   }
+  if (special !== undefined) result.special = special
+  return result
+}
+
+/**
+ * The networks of the special space in some groups (counted as the prefixes of their union with
+ * it), and the groups without them when `drop`: a lossless carve, like the allow rules'.
+ */
+function specialOf (sets: NetworkSet[], drop: boolean): { sets: NetworkSet[], count: number } {
+  const space = specialSpace()
+  const kept = sets.map((s) => s.subtract(space))
+  const found = unionAll(sets).subtract(unionAll(kept))
+  return { sets: drop ? kept : sets, count: found.count() }
+}
+
+/** The action's networks with its shards for each N asked for (shard-networks.ts). */
+function withShards (n: ActionNetworks, shards: readonly number[] | undefined, meta: string): ActionNetworks {
+  if (shards === undefined || shards.length === 0) return n
+  return { ...n, shards: shards.map((of) => ({ of, parts: shardNetworks(n, of, (total, groups) => hashAction(total, groups, meta)) })) }
 }
 
 /**
@@ -195,13 +224,18 @@ export function networksKey (task: ComputeTask): string {
     h.update(`${name}\0${groups.length}\0`)
     for (const g of groups) group(g)
   }
+  h.update(`shards\0${(task.shards ?? []).join(',')}\0special\0${task.special ?? ''}`)
   return h.digest('base64url')
 }
 
 /** The same networks under another `meta`: only the content hashes change (they cover it). */
 export function withMeta (r: ComputeResult, meta: string): ComputeResult {
-  const action = (n: ActionNetworks): ActionNetworks => ({ ...n, hash: hashAction(n.total, n.groups, meta) })
-  return { block: action(r.block), allow: action(r.allow), invalid: r.invalid }
+  const action = (n: ActionNetworks): ActionNetworks => {
+    const out: ActionNetworks = { ...n, hash: hashAction(n.total, n.groups, meta) }
+    if (n.shards !== undefined) out.shards = n.shards.map(({ of, parts }) => ({ of, parts: parts.map(action) }))
+    return out
+  }
+  return { ...r, block: action(r.block), allow: action(r.allow) }
 }
 
 /** True when any group of the task names an ASN or a country (the task then needs the geo index). */
@@ -227,10 +261,14 @@ export function shareResult (r: ComputeResult): ComputeResult {
     }
     return c
   }
-  const action = (n: ActionNetworks): ActionNetworks => ({
-    total: { v4: share(n.total.v4), v6: share(n.total.v6) },
-    groups: n.groups.map((g) => ({ ...g, v4: share(g.v4), v6: share(g.v6) })),
-    hash: n.hash,
-  })
-  return { block: action(r.block), allow: action(r.allow), invalid: r.invalid }
+  const action = (n: ActionNetworks): ActionNetworks => {
+    const out: ActionNetworks = {
+      total: { v4: share(n.total.v4), v6: share(n.total.v6) },
+      groups: n.groups.map((g) => ({ ...g, v4: share(g.v4), v6: share(g.v6) })),
+      hash: n.hash,
+    }
+    if (n.shards !== undefined) out.shards = n.shards.map(({ of, parts }) => ({ of, parts: parts.map(action) }))
+    return out
+  }
+  return { ...r, block: action(r.block), allow: action(r.allow) }
 }

@@ -24,7 +24,9 @@ export function formatGenerated (ms: number): string {
  *   renderDialectAHeader({ name: 'edge', description: 'All access rules', action: 'block', family: 'v4', generated: 0, entries: 2 })
  *   // '# edge\n# All access rules\n# action: block\n# family: v4\n# generated: 1970-01-01T00:00:00Z\n# entries: 2\n'
  */
-export function renderDialectAHeader (h: { name: string, description: string, action: WireAction, family: WireFamily, generated: number, entries: number }): Uint8Array {
-  const text = `# ${h.name.replace(CONTROL, ' ')}\n# ${h.description.replace(CONTROL, ' ')}\n# action: ${h.action}\n# family: ${h.family}\n# generated: ${formatGenerated(h.generated)}\n# entries: ${h.entries}\n`
+export function renderDialectAHeader (h: { name: string, description: string, action: WireAction, family: WireFamily, generated: number, entries: number, shard?: { index: number, of: number } | null }): Uint8Array {
+  let text = `# ${h.name.replace(CONTROL, ' ')}\n# ${h.description.replace(CONTROL, ' ')}\n# action: ${h.action}\n# family: ${h.family}\n# generated: ${formatGenerated(h.generated)}\n# entries: ${h.entries}\n`
+  // An extension (issue 21): one line after SPEC 4.5's six, on sharded bodies only.
+  if (h.shard !== undefined && h.shard !== null) text += `# shard: ${h.shard.index}/${h.shard.of}\n`
   return Buffer.from(text, 'utf8')
 }

@@ -114,7 +114,14 @@ function spansOf (...spans: Span[]): Spans {
 }
 
 interface PendingVariant extends Omit<RenderedVariant, 'gzip'> {
-  gzip: { etag: string, length: number, key: string, parts: Array<{ key: string, length: number } | Span> }
+  gzip: { etag: string, length: number, key: string, sha256: string, parts: Array<{ key: string, length: number } | Span> }
+}
+
+/** SHA-256 of a body's pieces, base64 (RFC 9530 Content-Digest; computed once per build, never per request). */
+function sha256Of (pieces: readonly Uint8Array[]): string {
+  const h = createHash('sha256')
+  for (const p of pieces) h.update(p)
+  return h.digest('base64')
 }
 
 class StreamRenderer {
@@ -186,10 +193,12 @@ class StreamRenderer {
     let length = 0
     for (const p of pieces) length += p.length
     const gz = createHash('sha1')
+    const gz256 = createHash('sha256')
     let gzLength = 0
     const parts: Array<{ key: string, length: number } | Span> = []
     for (const p of gzipParts(pieces, this.compressor)) {
       gz.update(p.bytes)
+      gz256.update(p.bytes)
       gzLength += p.bytes.length
       parts.push(p.key !== null ? { key: p.key, length: p.bytes.length } : this.local.add([p.bytes]))
     }
@@ -202,8 +211,8 @@ class StreamRenderer {
       checksum,
       status,
       entries,
-      identity: { etag: formatEtag(format, family, action, checksum, 'identity', toTagDigest(digest)), length, spans: identity, key: identity.length > 3 ? `i:${pieceKey}` : null },
-      gzip: { etag: formatEtag(format, family, action, checksum, 'gzip', toTagDigest(gz.digest())), length: gzLength, key: `g${this.#task.gzipLevel}:${pieceKey}`, parts },
+      identity: { etag: formatEtag(format, family, action, checksum, 'identity', toTagDigest(digest), this.#task.shard), length, spans: identity, key: identity.length > 3 ? `i:${pieceKey}` : null, sha256: sha256Of(pieces) },
+      gzip: { etag: formatEtag(format, family, action, checksum, 'gzip', toTagDigest(gz.digest()), this.#task.shard), length: gzLength, key: `g${this.#task.gzipLevel}:${pieceKey}`, sha256: gz256.digest('base64'), parts },
     })
   }
 
@@ -231,7 +240,7 @@ class StreamRenderer {
         else spans.push(...spansOf(p))
       }
       const merged = mergeSpans(spans)
-      return { ...v, gzip: { etag: v.gzip.etag, length: v.gzip.length, spans: merged, key: merged.length > 3 ? v.gzip.key : null } }
+      return { ...v, gzip: { etag: v.gzip.etag, length: v.gzip.length, spans: merged, key: merged.length > 3 ? v.gzip.key : null, sha256: v.gzip.sha256 } }
     })
     const pieces = this.text.pieces
     const offsets = new Uint32Array(pieces.length + 1)
@@ -273,7 +282,7 @@ function renderLinesStream (r: StreamRenderer, task: RenderTask): void {
   const c4 = r.textOf('lines', 4, lines, n4)
   const c6 = r.textOf('lines', 6, lines, n6)
   const header = (family: WireFamily, entries: number): Uint8Array => renderDialectAHeader({
-    name: task.name, description: task.description, action: task.action, family, generated: task.generated[family], entries,
+    name: task.name, description: task.description, action: task.action, family, generated: task.generated[family], entries, shard: task.shard,
   })
   const bothOk = n4 + n6 <= r.limit
   const l4 = r.text.add(c4)

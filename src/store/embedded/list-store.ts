@@ -4,7 +4,8 @@
  */
 import { randomUUID } from 'node:crypto'
 import { ThreatfeedError } from '../../errors.js'
-import type { AccessList, ListDefaults, ListStore } from '../types.js'
+import type { AccessList, ListDefaults, ListStore, PublishState } from '../types.js'
+import { copyGuards, copyPublishState } from '../guard-settings.js'
 import { listNameKey, listNameRange, workspaceRange, type KeyRange } from './key-layout.js'
 import { META, type Databases } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
@@ -71,6 +72,15 @@ export class EmbeddedListStore implements ListStore {
     })
   }
 
+  setPublishState (id: string, state: PublishState): Promise<boolean> {
+    return this.#env.write((dbs) => {
+      const current = dbs.lists.get(id)
+      if (current === undefined) return false
+      dbs.lists.put(id, { ...current, publishState: copyPublishState(state) })
+      return true
+    })
+  }
+
   delete (id: string): Promise<boolean> {
     return this.#env.write((dbs) => {
       const current = dbs.lists.get(id)
@@ -112,6 +122,8 @@ export function copyDefaults (d: ListDefaults): ListDefaults {
   if (d.maxEntries !== undefined) out.maxEntries = d.maxEntries
   if (d.confidence !== undefined) out.confidence = d.confidence
   if (d.severity !== undefined) out.severity = d.severity
+  if (d.shards !== undefined) out.shards = d.shards
+  if (d.guards !== undefined) out.guards = copyGuards(d.guards)
   return out
 }
 

@@ -1,6 +1,7 @@
 /** Workspaces on LMDB. Every change raises the admin revision in the same transaction. */
 import { randomUUID } from 'node:crypto'
-import type { Subscription, Workspace, WorkspaceStore } from '../types.js'
+import type { Subscription, Workspace, WorkspaceStore, GuardSettings } from '../types.js'
+import { copyGuards } from '../guard-settings.js'
 import { META } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
 import { byCreation } from './sort.js'
@@ -31,7 +32,7 @@ export class EmbeddedWorkspaceStore implements WorkspaceStore {
     return this.#env.read((dbs) => dbs.workspaces.get(id) ?? null)
   }
 
-  update (id: string, patch: { name?: string, subscription?: Subscription }): Promise<Workspace | null> {
+  update (id: string, patch: { name?: string, subscription?: Subscription, feedGuards?: GuardSettings | null }): Promise<Workspace | null> {
     return this.#env.write((dbs) => {
       const current = dbs.workspaces.get(id)
       // A deleted workspace stays deleted: updating it would suggest its keys work again.
@@ -41,6 +42,8 @@ export class EmbeddedWorkspaceStore implements WorkspaceStore {
         name: patch.name ?? current.name,
         subscription: patch.subscription ?? current.subscription,
       }
+      if (patch.feedGuards === null) delete next.feedGuards
+      else if (patch.feedGuards !== undefined) next.feedGuards = copyGuards(patch.feedGuards)
       dbs.workspaces.put(id, next)
       this.#env.bump(META.adminRevision)
       return next

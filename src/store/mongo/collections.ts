@@ -11,14 +11,14 @@
  */
 import { MongoServerError, type Collection, type Db, type Document, type IndexDescription } from 'mongodb'
 import type {
-  Confidence, FeedAction, Family, FeedVersion, FeedVersionBasis, FeedVersionState, LabelValue, ListDefaults, RuleKind, Scope, Severity, Subscription, Target,
+  Confidence, FeedAction, Family, FeedVersion, FeedVersionBasis, FeedVersionState, GuardSettings, LabelValue, ListDefaults, PublishState, RuleKind, Scope, Severity, Subscription, Target,
 } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 
 export interface Pair<V> { k: string, v: V }
 
 /** childWrites: raised by every key or list creation, so that it conflicts with a delete (key-store.ts requireLiveWorkspace). */
-export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null, childWrites?: number }
+export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null, childWrites?: number, feedGuards?: GuardSettings }
 export interface KeyDoc { _id: string, workspaceId: string, hash: string, scopes: Scope[], createdAt: number, revokedAt: number | null }
 export interface ListDoc {
   _id: string
@@ -29,6 +29,7 @@ export interface ListDoc {
   selector: Array<Pair<string>>
   createdAt: number
   updatedAt: number
+  publishState?: PublishState
 }
 
 interface RuleDocCommon {

@@ -1,6 +1,7 @@
 /** Access-rule lists on MongoDB; {workspaceId, name} serves both listing and lookup by name. */
 import { randomUUID } from 'node:crypto'
-import type { AccessList, ListDefaults, ListStore } from '../types.js'
+import type { AccessList, ListDefaults, ListStore, PublishState } from '../types.js'
+import { copyGuards, copyPublishState } from '../guard-settings.js'
 import { COUNTERS, type ListDoc } from './collections.js'
 import { requireLiveWorkspace } from './key-store.js'
 import type { MongoContext } from './mongo-context.js'
@@ -60,6 +61,13 @@ export class MongoListStore implements ListStore {
     })
   }
 
+  setPublishState (id: string, state: PublishState): Promise<boolean> {
+    return this.#ctx.write(async (session) => {
+      const res = await this.#ctx.c.lists.updateOne({ _id: text(id) }, { $set: { publishState: copyPublishState(state) } }, { session })
+      return res.matchedCount > 0
+    })
+  }
+
   delete (id: string): Promise<boolean> {
     return this.#ctx.write(async (session) => {
       const res = await this.#ctx.c.lists.deleteOne({ _id: text(id) }, { session })
@@ -93,6 +101,8 @@ function copyDefaults (d: ListDefaults): ListDefaults {
   if (d.maxEntries !== undefined) out.maxEntries = num(d.maxEntries)
   if (d.confidence !== undefined) out.confidence = text(d.confidence) as ListDefaults['confidence']
   if (d.severity !== undefined) out.severity = text(d.severity) as ListDefaults['severity']
+  if (d.shards !== undefined) out.shards = num(d.shards)
+  if (d.guards !== undefined) out.guards = copyGuards(d.guards)
   return out
 }
 
@@ -106,5 +116,6 @@ function toList (d: ListDoc): AccessList {
     selector: fromPairs(d.selector),
     createdAt: d.createdAt,
     updatedAt: d.updatedAt,
+    ...(d.publishState !== undefined ? { publishState: copyPublishState(d.publishState) } : {}),
   }
 }

@@ -1,6 +1,7 @@
 /** Workspaces on MongoDB. Each change and its admin-revision bump commit in one transaction. */
 import { randomUUID } from 'node:crypto'
-import type { Subscription, Workspace, WorkspaceStore } from '../types.js'
+import type { Subscription, Workspace, WorkspaceStore, GuardSettings } from '../types.js'
+import { copyGuards } from '../guard-settings.js'
 import { COUNTERS, type WorkspaceDoc } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
 import { text } from './values.js'
@@ -30,16 +31,18 @@ export class MongoWorkspaceStore implements WorkspaceStore {
     })
   }
 
-  async update (id: string, patch: { name?: string, subscription?: Subscription }): Promise<Workspace | null> {
+  async update (id: string, patch: { name?: string, subscription?: Subscription, feedGuards?: GuardSettings | null }): Promise<Workspace | null> {
     const set: Partial<WorkspaceDoc> = {}
     if (patch.name !== undefined) set.name = text(patch.name)
     if (patch.subscription !== undefined) set.subscription = text(patch.subscription) as Subscription
+    if (patch.feedGuards !== undefined && patch.feedGuards !== null) set.feedGuards = copyGuards(patch.feedGuards)
+    const unset = patch.feedGuards === null ? { $unset: { feedGuards: '' as const } } : {}
     return this.#ctx.write(async (session) => {
       // Only a live workspace is updated: deletedAt null is part of the filter.
       const filter = { _id: text(id), deletedAt: null }
-      const doc = Object.keys(set).length === 0
+      const doc = Object.keys(set).length === 0 && patch.feedGuards !== null
         ? await this.#ctx.c.workspaces.findOne(filter, { session })
-        : await this.#ctx.c.workspaces.findOneAndUpdate(filter, { $set: set }, { session, returnDocument: 'after' })
+        : await this.#ctx.c.workspaces.findOneAndUpdate(filter, { ...(Object.keys(set).length > 0 ? { $set: set } : {}), ...unset }, { session, returnDocument: 'after' })
       if (doc === null) return null
       await this.#ctx.bump(COUNTERS.adminRevision, session)
       return toWorkspace(doc)
@@ -61,5 +64,7 @@ export class MongoWorkspaceStore implements WorkspaceStore {
 }
 
 function toWorkspace (d: WorkspaceDoc): Workspace {
-  return { id: d._id, name: d.name, subscription: d.subscription, createdAt: d.createdAt, deletedAt: d.deletedAt }
+  const w: Workspace = { id: d._id, name: d.name, subscription: d.subscription, createdAt: d.createdAt, deletedAt: d.deletedAt }
+  if (d.feedGuards !== undefined) w.feedGuards = copyGuards(d.feedGuards)
+  return w
 }

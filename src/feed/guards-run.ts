@@ -1,0 +1,69 @@
+/**
+ * A guarded build, as FeedService runs it (guards.ts decides; this wires the decision to the rule
+ * cache, the pool and the snapshot builder): the candidate's targets and its frozen rows are taken
+ * under the rule table's lock, the guard decides, and one snapshot is built from what it chose.
+ */
+import { ThreatfeedError } from '../errors.js'
+import type { AccessList, GuardSettings, PublishState } from '../store/types.js'
+import type { ComputeResult, ComputeTask } from '../pool/protocol.js'
+import { feedTargets, shardCountsOf, type BuildResult, type FeedTargets } from './build-snapshot.js'
+import { freezeRows, markHeld, specialMode, type FeedGuard, type GuardName } from './guards.js'
+import { allTargeting, grouping, selecting, type RuleTable } from './rule-table.js'
+import { runSliced, runWhole } from './slices.js'
+
+export interface GuardedBuildIo {
+  guard: FeedGuard
+  settings: GuardSettings
+  list: AccessList | null
+  /** dialect_a's name and description, as the builder hashes them. */
+  meta: string
+  now: number
+  read: <T>(fn: (table: RuleTable) => Promise<T>) => Promise<T>
+  compute: (task: Omit<ComputeTask, 'geo'>) => Promise<ComputeResult>
+  build: (targets: FeedTargets, special: 'detect' | 'drop' | undefined) => Promise<BuildResult>
+  /** Shard counts asked for besides the list's stored one (BuildOptions.shards). */
+  shards: readonly number[]
+  /** Called when the guard's state changed (to record it with the list, log it, count it). */
+  onState: (state: PublishState) => void
+}
+
+function * candidateOf (table: RuleTable, list: AccessList | null, now: number): Generator<void, { targets: FeedTargets, frozen: RuleTable }> {
+  const defaults = list?.defaults ?? null
+  const s = yield * selecting(table, list, now)
+  const targets: FeedTargets = {
+    block: yield * grouping(table, s.block, defaults),
+    allow: yield * grouping(table, s.allow, defaults),
+    carve: yield * allTargeting(table, s.carve),
+    expiresAt: s.expiresAt,
+  }
+  // Frozen now, while the table cannot move: these rows are what publishing this build publishes.
+  return { targets, frozen: freezeRows(table, [s.block, s.allow, s.carve]) }
+}
+
+/**
+ * @example
+ *   const result = await guardedBuild({ guard: f.guard, settings, list, meta, now, read, compute, build, onState })
+ */
+export async function guardedBuild (io: GuardedBuildIo): Promise<BuildResult> {
+  const candidate = await io.read((table) => runSliced(candidateOf(table, io.list, io.now)))
+  const decision = await io.guard.decide({
+    settings: io.settings,
+    now: io.now,
+    candidate: { targets: candidate.targets, frozen: () => candidate.frozen },
+    publishedTargets: (table) => runWhole(feedTargets(table, io.list, io.now)),
+    compute: io.compute,
+    meta: io.meta,
+    defaultAction: io.list?.defaults.action ?? 'block',
+    shards: shardCountsOf(io.list, io.shards),
+  })
+  if (decision.state !== undefined) io.onState(decision.state)
+  if (decision.targets === null) {
+    // Never published: nothing good to fall back on, and serving the tripped build is what the guard is for.
+    const guards = Object.values(decision.held).join(', ')
+    throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error(`first build held by publish guard ${guards}`) })
+  }
+  const result = await io.build(decision.targets, specialMode(io.settings))
+  const held = decision.held as Partial<Record<'block' | 'allow', GuardName>>
+  if (Object.keys(held).length === 0) return result
+  return { ...result, snapshot: markHeld(result.snapshot, held) }
+}
