@@ -11,16 +11,21 @@ import type { GeoIndex } from '../geo/geo-index.js'
 import type { FeedVersionBasis } from '../store/types.js'
 
 /**
- * The first boundary of `intervalMs` after `lastStart`: when a dirty feed rebuilds next.
- * Rebuilds after a first build (on demand, at any moment) or an expiry build may come sooner
- * than a whole interval after it, but at most one falls on each boundary.
+ * When a dirty feed rebuilds next: the first boundary of `intervalMs` at least an interval after
+ * `lastStart` (SPEC §8: at most one rebuild per interval), less a timer's lateness allowance of
+ * 2.5 % of the interval (at most 1 s) so that a build a timer started a few milliseconds past its
+ * boundary still rebuilds at the next one. A build that started off a boundary (a first build on
+ * demand, an expiry, a late timer) skips to the boundary after; from there on every node is on the
+ * same boundaries.
  *
  * @example
- *   nextRebuildAt(61_500, 30_000) // 90_000
+ *   nextRebuildAt(60_004, 30_000) // 90_000
+ *   nextRebuildAt(61_500, 30_000) // 120_000
  */
 export function nextRebuildAt (lastStart: number, intervalMs: number): number {
   if (intervalMs <= 0 || !Number.isFinite(lastStart)) return lastStart + intervalMs
-  return (Math.floor(lastStart / intervalMs) + 1) * intervalMs
+  const earliest = lastStart + intervalMs - Math.min(intervalMs * 0.025, 1000)
+  return Math.ceil(earliest / intervalMs) * intervalMs
 }
 
 /** The geo part of a basis: the newest database build, and the databases' identity. */

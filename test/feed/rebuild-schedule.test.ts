@@ -5,16 +5,21 @@ import type { FeedVersionBasis, FeedVersionStore } from '../../src/store/types.j
 
 t.test('rebuilds fall on the wall-clock boundaries of the interval, the same on every node', async (t) => {
   const cases = [
-    { description: 'mid-interval', lastStart: 61_500, interval: 30_000, expected: 90_000 },
     { description: 'on a boundary: the next one', lastStart: 60_000, interval: 30_000, expected: 90_000 },
-    { description: 'just before a boundary', lastStart: 89_999, interval: 30_000, expected: 90_000 },
+    { description: 'a timer a little late: still the next one', lastStart: 60_700, interval: 30_000, expected: 90_000 },
+    { description: 'mid-interval: a whole interval later, on the boundary after', lastStart: 61_500, interval: 30_000, expected: 120_000 },
+    { description: 'just before a boundary: not on it', lastStart: 89_999, interval: 30_000, expected: 120_000 },
     { description: 'never built', lastStart: -Infinity, interval: 30_000, expected: -Infinity },
     { description: 'no interval', lastStart: 1234, interval: 0, expected: 1234 },
-    { description: 'a 250 ms interval', lastStart: 1_700_000_000_130, interval: 250, expected: 1_700_000_000_250 },
+    { description: 'a 250 ms interval', lastStart: 1_700_000_000_003, interval: 250, expected: 1_700_000_000_250 },
   ]
-  for (const c of cases) t.equal(nextRebuildAt(c.lastStart, c.interval), c.expected, c.description)
-  // Two nodes whose last builds started at different moments of one interval rebuild together.
-  t.equal(nextRebuildAt(30_010, 30_000), nextRebuildAt(59_990, 30_000))
+  for (const c of cases) {
+    const next = nextRebuildAt(c.lastStart, c.interval)
+    t.equal(next, c.expected, c.description)
+    if (Number.isFinite(c.lastStart) && c.interval > 0) t.ok(next - c.lastStart >= c.interval * 0.975, `${c.description}: at most one rebuild per interval (SPEC §8)`)
+  }
+  // Two nodes whose last builds started a moment apart at one boundary rebuild together.
+  t.equal(nextRebuildAt(30_010, 30_000), nextRebuildAt(30_600, 30_000))
 })
 
 t.test('a build that finds a newer basis recorded keeps its content, takes the recorded time and hears it is behind', async (t) => {
