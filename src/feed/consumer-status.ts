@@ -4,7 +4,7 @@
  * `threatfeed consumers ls`, both reading the records and feed versions of the store.
  */
 import { medianInterval } from '../store/consumer-record.js'
-import type { FeedConsumer, FeedKey, FeedVersion, Store } from '../store/types.js'
+import { FEED_VERSION_HISTORY, type FeedConsumer, type FeedKey, type FeedVersion, type FeedVersionRecord, type Store } from '../store/types.js'
 
 /** Consumers unseen this long are forgotten. */
 export const CONSUMER_FORGET_MS = 30 * 86_400_000
@@ -20,7 +20,7 @@ export type StaleReason = 'silent' | 'failing'
 export interface Behind {
   /** False when the consumer holds the current version. */
   readonly behind: boolean
-  /** How many versions it missed; null when it is behind but the store keeps no history to count them. */
+  /** How many versions it missed; null when it is behind by more than the record's history holds. */
   readonly versions: number | null
 }
 
@@ -44,19 +44,26 @@ export function versionKeyOf (c: FeedConsumer): FeedKey {
 
 /**
  * How far the version a consumer holds (its ETag and that version's Last-Modified, in ms) is
- * behind the feed's current version. Last-Modified has whole seconds, so the current version's
- * start is compared at that precision; a later one means the content changed since the consumer
- * last had it. The count of versions in between needs the feed's version history, which the
- * store does not keep: behind is then "at least one" (versions null).
+ * behind the feed's current version. Last-Modified has whole seconds, so versions are compared at
+ * that precision; each version that started after the consumer's is one it missed, counted in the
+ * record's history (the last FEED_VERSION_HISTORY runs). Behind by more than that history holds,
+ * the count is null ("at least that many").
  *
  * @example
- *   versionsBehind({ etag: '"plain.v4…"', since: 1700000000000 }, { contentHash: 'h', since: 1700000100000 }) // { behind: true, versions: null }
+ *   versionsBehind({ etag: '"plain.v4…"', since: 1700000000000 }, { contentHash: 'h', since: 1700000100000, history: [] }) // { behind: true, versions: 1 }
  */
-export function versionsBehind (held: { readonly etag: string, readonly since: number } | null, current: FeedVersion | null): Behind | null {
+export function versionsBehind (held: { readonly etag: string, readonly since: number } | null, current: FeedVersion | Pick<FeedVersionRecord, 'contentHash' | 'since' | 'history'> | null): Behind | null {
   if (held === null || current === null) return null
-  const currentSince = Math.floor(current.since / 1000) * 1000
-  if (currentSince <= held.since) return { behind: false, versions: 0 }
-  return { behind: true, versions: null }
+  const newer = (v: FeedVersion): boolean => Math.floor(v.since / 1000) * 1000 > held.since
+  if (!newer(current)) return { behind: false, versions: 0 }
+  const history = 'history' in current ? current.history : []
+  let versions = 1
+  for (const v of history) {
+    if (!newer(v)) return { behind: true, versions }
+    versions++
+  }
+  // Every kept run is newer than the consumer's: it missed more than the history holds.
+  return { behind: true, versions: history.length < FEED_VERSION_HISTORY ? versions : null }
 }
 
 /**
@@ -92,7 +99,7 @@ export async function currentVersions (store: Store, consumers: readonly FeedCon
   for (const c of consumers) {
     if (c.held === null) continue
     const id = versionId(c)
-    if (!out.has(id)) out.set(id, await store.feedVersions.get(versionKeyOf(c)))
+    if (!out.has(id)) out.set(id, await store.feedVersions.record(versionKeyOf(c)))
   }
   return out
 }

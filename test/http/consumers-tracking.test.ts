@@ -134,9 +134,21 @@ t.test('a poller holding an old ETag shows as behind until it fetches the new ve
   t.not(fresh.etag, old.etag)
   await storedConsumers(server, (c) => c.length === 2)
   rows = await consumersLs(f.dir, ['--stale', '1h'])
-  t.match(find(rows, 'slow-fw'), { version: 'behind', versionsBehind: null, state: 'fresh' })
+  t.match(find(rows, 'slow-fw'), { version: 'behind', versionsBehind: 1, state: 'fresh' })
   t.match(find(rows, 'quick-fw'), { version: 'current' })
   t.match((await consumersCli(f.dir, ['ls', '--stale', '1h'])).stdout, /slow-fw .* behind /)
+
+  // A second change: two versions behind, counted in the feed-version record's history.
+  await sleep(1100)
+  const second = await fetch(`http://127.0.0.1:${port}/v1/signal`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${f.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify([{ type: 'access_rules', action: 'block', ip: '192.0.2.78' }]),
+  })
+  t.equal(second.status, 200)
+  await eventually(() => poll(port, { key: f.key, userAgent: 'quick-fw', path: '/v1/threat/feeds?family=v4' }), (r) => r.body.includes('192.0.2.78'))
+  rows = await consumersLs(f.dir, ['--stale', '1h'])
+  t.match(find(rows, 'slow-fw'), { version: 'behind', versionsBehind: 2 })
 
   // It polls with its old ETag: a 200 with the new version, and it is current.
   t.equal((await poll(port, { key: f.key, userAgent: 'slow-fw', path: '/v1/threat/feeds?family=v4', ifNoneMatch: old.etag })).status, 200)
