@@ -53,12 +53,16 @@ export class CatalogReplica implements CatalogReader {
   readonly #pending = new Map<number, { resolve: () => void, reject: (e: unknown) => void }>()
   #view: CatalogView | null = null
   #nextId = 0
+  readonly #loaded: Promise<void>
+  #onLoaded: () => void = () => {}
 
   constructor (port: MessagePort) {
     this.#port = port
+    this.#loaded = new Promise((resolve) => { this.#onLoaded = resolve })
     port.on('message', (m: ToReplica) => {
       if (m.type === 'view') {
         this.#view = new CatalogView(m.data)
+        this.#onLoaded()
         return
       }
       const waiter = this.#pending.get(m.id)
@@ -72,6 +76,11 @@ export class CatalogReplica implements CatalogReader {
 
   get view (): CatalogView | null {
     return this.#view
+  }
+
+  /** Settles when the first view has arrived: a thread answers no request before (every key would be unknown). */
+  loaded (): Promise<void> {
+    return this.#loaded
   }
 
   refresh (force = false): Promise<void> {
