@@ -153,7 +153,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const http = await startHttpServer(ctx, [
     signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
-    explainRoutes({ feeds, lists, geo: () => explainGeoOf(paths, geo) }),
+    explainRoutes({ feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId, feedId) => feeds.holdOf(workspaceId, feedId) }),
     openapiRoutes(buildOpenApiDocument()),
   ])
 

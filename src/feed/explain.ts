@@ -20,9 +20,8 @@ import { matchesSelector } from './rule-table.js'
 import { variantKey, type FeedId, type FeedSnapshot } from './snapshot-types.js'
 
 /**
- * Extension point for publish guards (issue #21): a guard that holds a feed's new content back
- * reports it here, and the explanation carries it as `held`. No guard exists yet, so nothing
- * passes `heldBy` and the field is absent.
+ * A publish guard holding a feed's new content back (issue #21, FeedService#holdOf): the
+ * explanation carries it as `held`, since what it says is published is the last good build.
  */
 export interface FeedHold {
   readonly reason: string
@@ -35,7 +34,7 @@ export interface ExplainSources {
   readonly geo: ExplainGeo
   /** The feed's current snapshot (the server's, or one built in-process by the CLI). */
   snapshotOf (list: AccessList | null): Promise<FeedSnapshot>
-  /** Publish guards' holds (see FeedHold); absent until guards exist. */
+  /** Publish guards' holds (see FeedHold). */
   readonly heldBy?: (workspaceId: string, feedId: FeedId) => FeedHold | undefined
 }
 
@@ -110,7 +109,7 @@ export interface ExplainedFeed {
   readonly list: { readonly id: string, readonly name: string, readonly selector: Readonly<Record<string, string>> } | null
   readonly name: string
   readonly built_at: string
-  /** Set only by publish guards (FeedHold); absent until they exist. */
+  /** Set when a publish guard holds the feed's new content back (FeedHold). */
   readonly held?: FeedHold
   readonly actions: Readonly<Record<FeedAction, ExplainedAction>>
 }

@@ -40,6 +40,7 @@ import type { FeedFetch, PublishState, Store } from '../store/types.js'
 import { StoreCatalog, type CatalogPoll, type CatalogView, type PolledCatalog } from './catalog.js'
 import { buildSnapshot, feedTargets, metaOf, type BuildResult, type FeedTargets, type FeedTasks } from './build-snapshot.js'
 import { hasGuards } from './guards.js'
+import type { FeedHold } from './explain.js'
 import { guardedBuild } from './guards-run.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { FeedState, WorkspaceState } from './feed-state.js'
@@ -244,6 +245,14 @@ export class FeedService {
       // A caller-given `now` is honoured once; later rounds are about the new snapshot.
       now = undefined
     }
+  }
+
+  /** What a publish guard holds back of a feed, as explain reports it; undefined when nothing is held. */
+  holdOf (workspaceId: string, feedId: FeedId): FeedHold | undefined {
+    const held = this.#knownFeed(workspaceId, feedId)?.guard.state.held
+    if (held === null || held === undefined) return undefined
+    const guards = Object.entries(held.guards).map(([action, guard]) => `${action}: ${guard}`).join(', ')
+    return { reason: `held by a publish guard (${guards}); threatfeed list accept publishes build ${held.digest}`, since: new Date(held.since).toISOString() }
   }
 
   /** A snapshot holding the shards of `of` (shards.ts): a new count is built at once, unless it evicts another. */

@@ -32,7 +32,7 @@ export interface ExplainRouteDeps {
   readonly lists: ListDirectory
   /** The geo databases in use now (they can be reloaded). */
   readonly geo: () => ExplainGeo
-  /** Publish guards' holds (feed/explain.ts FeedHold); absent until guards exist. */
+  /** Publish guards' holds (feed/explain.ts FeedHold). */
   readonly heldBy?: ExplainSources['heldBy']
 }
 

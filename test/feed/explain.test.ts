@@ -1,6 +1,6 @@
 /**
  * explainAddress where the store and the snapshot disagree (rules changed after the build), and
- * the publish-guard extension point (`held`), which no HTTP or CLI path can reach yet.
+ * the publish-guard field (`held`; through HTTP in test/http/explain-held.test.ts).
  */
 import t from 'tap'
 import { buildSnapshot } from '../../src/feed/build-snapshot.js'
