@@ -42,12 +42,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { cpuTicks, ensureCommand, hasCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
+import { cpuSeconds, freePort, processTree, spawnPinned, stopChildren, waitForLine } from './lib/processes.js'
 import { openStore } from '../src/store/open.js'
 import { generateApiKey, hashApiKey } from '../src/store/api-key.js'
 import type { RuleOp } from '../src/store/batch-types.js'
@@ -102,79 +101,14 @@ interface WrkResult {
   steal: number | null
 }
 
-const children = new Set<ChildProcess>()
 const tmp = mkdtempSync(join(tmpdir(), 'tf-bench-feeds-'))
 
 function cleanup (): void {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM')
+  stopChildren()
   rmSync(tmp, { recursive: true, force: true })
 }
 process.on('exit', cleanup)
 process.on('SIGINT', () => { process.exit(130) })
-
-function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address()
-      s.close(() => { resolve(typeof a === 'object' && a !== null ? a.port : 0) })
-    })
-  })
-}
-
-/**
- * `sh -c 'ulimit -n <hard>; exec taskset -c <core> …'`: open files raised to the hard limit (10,000
- * idle sockets need it), and thanks to exec the pid is the final program's.
- */
-function spawnPinned (core: string, argv: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
-  const quoted = argv.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ')
-  const child = spawn('sh', ['-c', `ulimit -n $(ulimit -Hn) && exec taskset -c ${core} ${quoted}`], { cwd: repoDir, env, stdio: ['pipe', 'pipe', 'inherit'] })
-  children.add(child)
-  child.on('exit', () => { children.delete(child) })
-  return child
-}
-
-function waitForLine (child: ChildProcess, prefix: string, timeoutMs = 180_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const rl = createInterface({ input: child.stdout! })
-    const timer = setTimeout(() => { reject(new Error(`no "${prefix}" within ${timeoutMs} ms`)) }, timeoutMs)
-    const onExit = (code: number | null): void => { clearTimeout(timer); reject(new Error(`exited with ${code} before "${prefix}"`)) }
-    child.once('exit', onExit)
-    rl.on('line', (line) => {
-      if (!line.startsWith(prefix)) return
-      clearTimeout(timer)
-      child.off('exit', onExit)
-      rl.close()
-      resolve(line.slice(prefix.length).trim())
-    })
-  })
-}
-
-/** The process and its descendants (nginx's worker is a child of its master). */
-function processTree (pid: number): number[] {
-  try {
-    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter((x) => x !== '').map(Number)
-    return [pid, ...kids.flatMap(processTree)]
-  } catch {
-    return [pid]
-  }
-}
-
-/** User + system CPU seconds of a process tree (clock ticks of 1/100 s on Linux). */
-function cpuSeconds (pid: number): number {
-  let ticks = 0
-  for (const p of processTree(pid)) {
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      ticks += Number(fields[11]) + Number(fields[12])
-    } catch {
-      // The process ended: its time is no longer readable.
-    }
-  }
-  return ticks / 100
-}
 
 function rssMb (pid: number): number {
   try {

@@ -20,13 +20,12 @@
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import { chmodSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { request } from 'node:https'
 import { connect } from 'node:tls'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { cpuTicks, ensureCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
+import { cpuSeconds, freePort, spawnPinned, stopChildren, waitForLine } from './lib/processes.js'
 import { openStore } from '../src/store/open.js'
 import { generateApiKey, hashApiKey } from '../src/store/api-key.js'
 import type { RuleOp } from '../src/store/batch-types.js'
@@ -56,62 +55,12 @@ interface Server {
 /** `cpuUsPerRequest` less the idle rate over the run: at a few dozen handshakes a second idle work would otherwise count. */
 interface Result { rps: number, errors: number, cpuUsPerRequest: number, rawCpuUsPerRequest: number, reusedShare: number }
 
-const children = new Set<ChildProcess>()
 const tmp = mkdtempSync(join(tmpdir(), 'tf-bench-tls-'))
 process.on('exit', () => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM')
+  stopChildren()
   rmSync(tmp, { recursive: true, force: true })
 })
 process.on('SIGINT', () => { process.exit(130) })
-
-function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address()
-      s.close(() => { resolve(typeof a === 'object' && a !== null ? a.port : 0) })
-    })
-  })
-}
-
-function spawnPinned (core: string, argv: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
-  const quoted = argv.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ')
-  const child = spawn('sh', ['-c', `ulimit -n $(ulimit -Hn) && exec taskset -c ${core} ${quoted}`], { cwd: repoDir, env, stdio: ['pipe', 'pipe', 'inherit'] })
-  children.add(child)
-  child.on('exit', () => { children.delete(child) })
-  return child
-}
-
-function waitForLine (child: ChildProcess, prefix: string, timeoutMs = 180_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const rl = createInterface({ input: child.stdout! })
-    const timer = setTimeout(() => { reject(new Error(`no "${prefix}" within ${timeoutMs} ms`)) }, timeoutMs)
-    rl.on('line', (line) => {
-      if (!line.startsWith(prefix)) return
-      clearTimeout(timer)
-      rl.close()
-      resolve(line.slice(prefix.length).trim())
-    })
-  })
-}
-
-/** User + system CPU seconds of a process and its descendants (nginx's worker is its master's child). */
-function cpuSeconds (pid: number): number {
-  let ticks = 0
-  const walk = (p: number): void => {
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8')
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      ticks += Number(f[11]) + Number(f[12])
-      for (const k of readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim().split(/\s+/).filter((x) => x !== '')) walk(Number(k))
-    } catch {
-      // The process ended.
-    }
-  }
-  walk(pid)
-  return ticks / 100
-}
 
 function fetchTls (port: number, path: string, headers: Record<string, string>): Promise<{ status: number, etag: string, body: Buffer }> {
   return new Promise((resolve, reject) => {
