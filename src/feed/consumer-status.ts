@@ -51,12 +51,15 @@ export function versionKeyOf (c: FeedConsumer): FeedKey {
  *
  * @example
  *   versionsBehind({ etag: '"plain.v4…"', since: 1700000000000 }, { contentHash: 'h', since: 1700000100000, history: [] }) // { behind: true, versions: 1 }
+ *   versionsBehind({ etag: '"plain.v4…"', since: 1700000000000 }, { contentHash: 'h', since: 1700000100000 }) // { behind: true, versions: null }
  */
 export function versionsBehind (held: { readonly etag: string, readonly since: number } | null, current: FeedVersion | Pick<FeedVersionRecord, 'contentHash' | 'since' | 'history'> | null): Behind | null {
   if (held === null || current === null) return null
   const newer = (v: FeedVersion): boolean => Math.floor(v.since / 1000) * 1000 > held.since
   if (!newer(current)) return { behind: false, versions: 0 }
-  const history = 'history' in current ? current.history : []
+  // Without the record's history (a bare version), how many is not known.
+  if (!('history' in current)) return { behind: true, versions: null }
+  const history = current.history
   let versions = 1
   for (const v of history) {
     if (!newer(v)) return { behind: true, versions }

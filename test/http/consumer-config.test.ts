@@ -61,4 +61,14 @@ t.test('the stale rule: the larger of the setting and three median intervals, or
   t.equal(consumerStatus({ ...failing, held: { at: now - 1.5, etag: '"e"', since: 0 } }, null, now, 900_000).stale, false, 'a success among the last three')
   t.same(consumerStatus(failing, { contentHash: 'h', since: 1500 }, now, 900_000).behind, { behind: true, versions: null }, 'a version started after the one held')
   t.same(consumerStatus({ ...failing, held: { at: 1, etag: '"e"', since: 1000 } }, { contentHash: 'h', since: 1999 }, now, 900_000).behind, { behind: false, versions: 0 }, 'the same second: current')
+  /** n earlier runs, newest first, a second apart, the newest at `newest`. */
+  const history = (n: number, newest = 10_000): Array<{ contentHash: string, since: number }> => Array.from({ length: n }, (_, i) => ({ contentHash: `h${i}`, since: newest - 1000 * i }))
+  const behind = (held: number, record: { contentHash: string, since: number, history: Array<{ contentHash: string, since: number }> }): unknown => consumerStatus({ ...failing, held: { at: 1, etag: '"e"', since: held } }, record, now, 900_000).behind
+  const cases = [
+    { description: 'the run before the current one: one behind', held: 10_000, record: { contentHash: 'h', since: 11_000, history: history(3) }, expected: { behind: true, versions: 1 } },
+    { description: 'three runs back: three behind', held: 8000, record: { contentHash: 'h', since: 11_000, history: history(5) }, expected: { behind: true, versions: 3 } },
+    { description: 'older than a full history: at least that many, not counted', held: 0, record: { contentHash: 'h', since: 50_000, history: history(32, 49_000) }, expected: { behind: true, versions: null } },
+    { description: 'holds the current run', held: 11_000, record: { contentHash: 'h', since: 11_000, history: history(3) }, expected: { behind: false, versions: 0 } },
+  ]
+  for (const c of cases) t.same(behind(c.held, c.record), c.expected, c.description)
 })
