@@ -47,9 +47,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { cpuTicks, ensureCommand, hasCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import { cpuSeconds, freePort, processTree, spawnPinned, stopChildren, waitForLine } from './lib/processes.js'
-import { openStore } from '../src/store/open.js'
-import { generateApiKey, hashApiKey } from '../src/store/api-key.js'
-import type { RuleOp } from '../src/store/batch-types.js'
+import { seedFeedStore } from './lib/seed-feed.js'
 
 const SECONDS = Number(process.env.BENCH_FEEDS_SECONDS ?? 5)
 const RUNS = Number(process.env.BENCH_FEEDS_RUNS ?? 3)
@@ -136,26 +134,6 @@ function fetchRaw (server: Server, headers: Record<string, string>): Promise<{ s
 
 // --- setup --------------------------------------------------------------------------------
 
-async function seedStore (dataDir: string): Promise<{ workspaceId: string, key: string }> {
-  const store = await openStore({ kind: 'embedded', dataDir })
-  const ws = await store.workspaces.create({ name: 'bench', subscription: 'active' })
-  const key = generateApiKey()
-  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['feeds:read'] })
-  // Every other address from 10.0.0.0: 131,072 host routes that never coalesce, so the feed holds
-  // exactly the default cap (a 200, not a 413).
-  const CHUNK = 16_384
-  for (let start = 0; start < ENTRIES; start += CHUNK) {
-    const ops: RuleOp[] = []
-    for (let i = start; i < start + CHUNK; i++) {
-      const a = 0x0a000000 + i * 2
-      const ip = `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}/32`
-      ops.push({ op: 'upsertAccessRule', input: { kind: 'access_rule', workspaceId: ws.id, ruleRef: null, labels: {}, reason: null, expiresAt: null, seq: i + 1, target: { type: 'ip', value: ip }, action: 'block', name: null, confidence: null, severity: null } })
-    }
-    await store.applyRuleBatch({ ops })
-  }
-  await store.close()
-  return { workspaceId: ws.id, key }
-}
 
 /** --cpu-prof for threatfeed and the floor (BENCH_FEEDS_PROFILE), --perf-basic-prof for perf. */
 function profileFlags (name: Subject): string[] {
@@ -370,7 +348,7 @@ if (!hasCommand('sh')) throw new Error('bench/feeds needs sh')
 
 process.stderr.write(`bench/feeds: seeding ${ENTRIES} rules…\n`)
 const dataDir = join(tmp, 'data')
-const { workspaceId, key } = await seedStore(dataDir)
+const { workspaceId, key } = await seedFeedStore(dataDir, ENTRIES)
 process.stderr.write('bench/feeds: starting threatfeed and node:http (each builds the feed)…\n')
 const tf = await startNodeServer('threatfeed', 'serve-threatfeed.ts', dataDir, workspaceId, key)
 const node = await startNodeServer('node:http', 'serve-node.ts', dataDir, workspaceId, key)

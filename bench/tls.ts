@@ -26,9 +26,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { cpuTicks, ensureCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import { cpuSeconds, freePort, spawnPinned, stopChildren, waitForLine } from './lib/processes.js'
-import { openStore } from '../src/store/open.js'
-import { generateApiKey, hashApiKey } from '../src/store/api-key.js'
-import type { RuleOp } from '../src/store/batch-types.js'
+import { seedFeedStore } from './lib/seed-feed.js'
 import { TLS12_CIPHERS } from '../src/http/tls-listener.js'
 
 const SECONDS = Number(process.env.BENCH_TLS_SECONDS ?? 3)
@@ -74,23 +72,6 @@ function fetchTls (port: number, path: string, headers: Record<string, string>):
   })
 }
 
-/** As bench/feeds.ts seeds it: every other address from 10.0.0.0, 131,072 host routes. */
-async function seedStore (dataDir: string): Promise<{ workspaceId: string, key: string }> {
-  const store = await openStore({ kind: 'embedded', dataDir })
-  const ws = await store.workspaces.create({ name: 'bench', subscription: 'active' })
-  const key = generateApiKey()
-  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['feeds:read'] })
-  for (let start = 0; start < ENTRIES; start += 16_384) {
-    const ops: RuleOp[] = []
-    for (let i = start; i < start + 16_384; i++) {
-      const a = 0x0a000000 + i * 2
-      ops.push({ op: 'upsertAccessRule', input: { kind: 'access_rule', workspaceId: ws.id, ruleRef: null, labels: {}, reason: null, expiresAt: null, seq: i + 1, target: { type: 'ip', value: `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}/32` }, action: 'block', name: null, confidence: null, severity: null } })
-    }
-    await store.applyRuleBatch({ ops })
-  }
-  await store.close()
-  return { workspaceId: ws.id, key }
-}
 
 function makeCert (name: string, type: 'ecdsa' | 'rsa', keyFile?: string): { cert: string, key: string } {
   const cert = join(tmp, `${name}.crt`)
@@ -199,7 +180,7 @@ for (const [cmd, pkg] of [['wrk', 'wrk'], ['nginx', 'nginx'], ['taskset', 'util-
 }
 process.stderr.write(`bench/tls: seeding ${ENTRIES} rules…\n`)
 const dataDir = join(tmp, 'data')
-const { workspaceId, key } = await seedStore(dataDir)
+const { workspaceId, key } = await seedFeedStore(dataDir, ENTRIES)
 const rows: Row[] = []
 const ratios: Ratio[] = []
 const rotation: Record<string, unknown> = {}
