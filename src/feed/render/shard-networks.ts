@@ -13,19 +13,10 @@
  * Pure; runs in a worker with the compute task (compute-networks.ts).
  */
 import type { ActionNetworks, GroupPrefixes, WirePrefixes } from '../../pool/protocol.js'
+import { mix32 } from './mix32.js'
 
 /** Most shards a request may ask for (issue 21: 1 ≤ I ≤ N ≤ 64). */
 export const MAX_SHARDS = 64
-
-/** MurmurHash3's 32-bit finaliser: every input bit reaches every output bit. */
-function fmix32 (h: number): number {
-  h ^= h >>> 16
-  h = Math.imul(h, 0x85ebca6b)
-  h ^= h >>> 13
-  h = Math.imul(h, 0xc2b2ae35)
-  h ^= h >>> 16
-  return h >>> 0
-}
 
 const GOLDEN = 0x9e3779b9
 
@@ -34,7 +25,7 @@ function pick (h: number, n: number): number {
   let best = 0
   let top = -1
   for (let j = 0; j < n; j++) {
-    const score = fmix32((h ^ Math.imul(j + 1, GOLDEN)) >>> 0)
+    const score = mix32((h ^ Math.imul(j + 1, GOLDEN)) >>> 0)
     if (score > top) {
       top = score
       best = j
@@ -44,15 +35,15 @@ function pick (h: number, n: number): number {
 }
 
 function hashV4 (addr: number, len: number): number {
-  return fmix32((fmix32(addr) ^ Math.imul(len + 1, 0x27d4eb2d)) >>> 0)
+  return mix32((mix32(addr) ^ Math.imul(len + 1, 0x27d4eb2d)) >>> 0)
 }
 
 function hashV6 (a: Uint32Array, k: number): number {
-  let h = fmix32(a[k]! ^ 0x6a09e667)
-  h = fmix32((h ^ a[k + 1]!) >>> 0)
-  h = fmix32((h ^ a[k + 2]!) >>> 0)
-  h = fmix32((h ^ a[k + 3]!) >>> 0)
-  return fmix32((h ^ Math.imul(a[k + 4]! + 1, 0x27d4eb2d)) >>> 0)
+  let h = mix32(a[k]! ^ 0x6a09e667)
+  h = mix32((h ^ a[k + 1]!) >>> 0)
+  h = mix32((h ^ a[k + 2]!) >>> 0)
+  h = mix32((h ^ a[k + 3]!) >>> 0)
+  return mix32((h ^ Math.imul(a[k + 4]! + 1, 0x27d4eb2d)) >>> 0)
 }
 
 /**

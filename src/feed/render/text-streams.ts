@@ -25,6 +25,7 @@ import { createHash } from 'node:crypto'
 import { lastV4, lastV6 } from '../../net/cidr.js'
 import { TextWriter } from '../../net/text-writer.js'
 import type { GroupPrefixes } from '../../pool/protocol.js'
+import { mix32 } from './mix32.js'
 
 export const CUT_EVERY = 2048
 export const MAX_CHUNK = 8 * CUT_EVERY
@@ -38,15 +39,6 @@ export interface TextStream {
   readonly count: number
 }
 
-/** murmur3's 32-bit finaliser: every input bit reaches every output bit. */
-function mix32 (h: number): number {
-  h ^= h >>> 16
-  h = Math.imul(h, 0x85ebca6b)
-  h ^= h >>> 13
-  h = Math.imul(h, 0xc2b2ae35)
-  h ^= h >>> 16
-  return h >>> 0
-}
 
 function isCutV4 (addr: number, len: number): boolean {
   return (mix32(addr ^ Math.imul(len + 1, 0x9e3779b1)) & CUT_MASK) === 0
