@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ensureCommand, hasCommand, median, race, repoDir, report, type Ratio, type Row } from './lib/report.js'
+import { makeRandom } from './lib/random.js'
 
 /** BENCH_COALESCE_LINES shrinks the input for a quick check of the bench itself. */
 const LINES = Number(process.env.BENCH_COALESCE_LINES ?? 1_000_000)
@@ -32,17 +33,6 @@ function ensureBuilt (): void {
   const r = spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: repoDir, stdio: ['ignore', 'ignore', 'inherit'] })
   if (r.status !== 0) process.stderr.write('bench: tsc reported errors (see the lead\'s build); running the emitted files anyway\n')
   if (!existsSync(entry)) throw new Error(`the build did not produce ${entry}`)
-}
-
-/** xorshift32: deterministic input, so every run and every machine races on the same bytes. */
-function makeRandom (seed: number): () => number {
-  let s = seed >>> 0
-  return () => {
-    s ^= s << 13; s >>>= 0
-    s ^= s >>> 17
-    s ^= s << 5; s >>>= 0
-    return s
-  }
 }
 
 /**

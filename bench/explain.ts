@@ -36,34 +36,11 @@ import { lastV4 } from '../src/net/cidr.js'
 import { NetworkSetBuilder } from '../src/net/network-set.js'
 import { openEmbeddedStore } from '../src/store/embedded/embedded-store.js'
 import type { AccessRuleInput } from '../src/store/types.js'
+import { makeRandom, window } from './lib/random.js'
 
 const ADDRESSES = Number(process.env.BENCH_EXPLAIN_ADDRESSES ?? 20_000)
 const TARGET_ENTRIES = 131_072
 const IPS = 100_000
-
-function makeRandom (seed: number): () => number {
-  let s = seed >>> 0
-  return () => {
-    s ^= s << 13; s >>>= 0
-    s ^= s >>> 17
-    s ^= s << 5; s >>>= 0
-    return s
-  }
-}
-
-/** `count` keys (sorted by size) whose networks add up closest to `total` (as bench/snapshot picks them). */
-function window<T> (items: T[], size: (x: T) => number, count: number, total: number): T[] {
-  const sorted = [...items].sort((a, b) => size(a) - size(b))
-  let best = 0
-  let bestGap = Infinity
-  let sum = 0
-  for (let i = 0; i < sorted.length; i++) {
-    sum += size(sorted[i]!)
-    if (i >= count) sum -= size(sorted[i - count]!)
-    if (i >= count - 1 && Math.abs(sum - total) < bestGap) { bestGap = Math.abs(sum - total); best = i - count + 1 }
-  }
-  return sorted.slice(best, best + count)
-}
 
 function chooseTargets (geo: GeoIndex): { countries: string[], asns: number[], ips: number[] } {
   const prefixes = (p: { v4: Uint32Array, v6: Uint32Array }): number => p.v4.length / 2 + p.v6.length / 5

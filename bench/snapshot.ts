@@ -44,6 +44,7 @@ import { createPool } from '../src/pool/pool.js'
 import { openEmbeddedStore } from '../src/store/embedded/embedded-store.js'
 import type { AccessRule, AccessRuleInput } from '../src/store/types.js'
 import { allTargets, groupTargets, selectRules, toRuleTable, type RuleTable } from '../src/feed/rule-table.js'
+import { makeRandom, window } from './lib/random.js'
 
 const RUNS = Number(process.env.BENCH_SNAPSHOT_RUNS ?? 5)
 const CASES = new Set((process.env.BENCH_SNAPSHOT_CASES ?? 'full,incremental,sharded,levels,rss').split(',').map((c) => c.trim()))
@@ -51,31 +52,6 @@ const TARGET_ENTRIES = 131_072
 const COUNTRIES = 20
 const ASNS = 50
 const IPS = 100_000
-
-
-function makeRandom (seed: number): () => number {
-  let s = seed >>> 0
-  return () => {
-    s ^= s << 13; s >>>= 0
-    s ^= s >>> 17
-    s ^= s << 5; s >>>= 0
-    return s
-  }
-}
-
-/** `count` consecutive items (sorted by size) whose networks add up closest to `total`. */
-function window<T> (items: T[], size: (x: T) => number, count: number, total: number): T[] {
-  const sorted = [...items].sort((a, b) => size(a) - size(b))
-  let best = 0
-  let bestGap = Infinity
-  let sum = 0
-  for (let i = 0; i < sorted.length; i++) {
-    sum += size(sorted[i]!)
-    if (i >= count) sum -= size(sorted[i - count]!)
-    if (i >= count - 1 && Math.abs(sum - total) < bestGap) { bestGap = Math.abs(sum - total); best = i - count + 1 }
-  }
-  return sorted.slice(best, best + count)
-}
 
 function ipText (a: number): string {
   return `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}/32`
