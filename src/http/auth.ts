@@ -11,7 +11,11 @@
  * scheme's letter case, Bearer or Basic) adds an entry: the cache holds at most one entry per
  * live key, within a byte budget. It is a positive cache only (invalid credentials are hashed
  * every time, so an attacker cannot grow it), shared by every interface (the interface decides
- * only how the key is read from the header), and dropped on every reload.
+ * only how the key is read from the header), and dropped on every reload. In front of it, the
+ * one canonical header of a cached key (`Bearer <key>`) maps to the same entry, and the last
+ * header that hit is compared before any lookup: a fleet polling with one key then costs a
+ * string compare, where parsing the header and hashing a fresh key string were ~9 % of a 304's
+ * JavaScript. Every hit returns the entry's one decision object (no allocation per request).
  *
  * A key the set does not hold may have been created a moment ago by another process (a script
  * that runs `key create` and posts at once): `authenticateFresh` then reloads if the admin
@@ -126,6 +130,18 @@ function principalsOf (view: CatalogView): Map<string, Principal> {
   return byHash
 }
 
+/** A cached key: its principal and the one `ok` decision every hit returns. */
+interface Cached {
+  readonly principal: Principal
+  readonly ok: AccessDecision
+}
+
+/** decideAccess for a cached principal (live by construction): its shared `ok` when it passes. */
+function decideCached (entry: Cached, scope: Scope, api: Api): AccessDecision {
+  const { key, workspace } = entry.principal
+  return key.scopes.includes(scope) && workspace.subscription === 'active' ? entry.ok : decideAccess(entry.principal, scope, api)
+}
+
 export class Authenticator {
   readonly #catalog: CatalogReader
   /** The catalog this Authenticator made for itself (given a store), started and stopped with it. */
@@ -134,7 +150,12 @@ export class Authenticator {
   #view: CatalogView | null = null
   #byHash = new Map<string, Principal>()
   /** API key → principal, for keys that authenticated (positive cache; see the file comment). */
-  #byKey = new Map<string, Principal>()
+  #byKey = new Map<string, Cached>()
+  /** `Bearer <key>` → the same entry as #byKey's, for the cached keys. */
+  #byHeader = new Map<string, Cached>()
+  /** The header of the last #byHeader hit, and its entry. */
+  #lastHeader = ''
+  #lastEntry: Cached | null = null
   #cacheBytes = 0
   #recheck: Promise<void> | null = null
   #lastRecheck = 0
@@ -164,16 +185,24 @@ export class Authenticator {
 
   /** Synchronous: answers from memory. `header` is the raw Authorization value ('' when absent). */
   authenticate (header: string, scope: Scope, api: Api): AccessDecision {
+    if (this.#catalog.view !== this.#view) this.#index()
+    // A canonical Bearer header is valid on every interface, so a hit needs no parsing.
+    if (header === this.#lastHeader && this.#lastEntry !== null) return decideCached(this.#lastEntry, scope, api)
+    const hit = this.#byHeader.get(header)
+    if (hit !== undefined) {
+      this.#lastHeader = header
+      this.#lastEntry = hit
+      return decideCached(hit, scope, api)
+    }
     const key = extractKey(header, api)
     if (key === null) return decideAccess(null, scope, api)
-    if (this.#catalog.view !== this.#view) this.#index()
-    let principal = this.#byKey.get(key)
-    if (principal === undefined) {
-      principal = this.#byHash.get(hashApiKey(key))
-      if (principal !== undefined) this.#remember(key, principal)
+    let entry = this.#byKey.get(key)
+    if (entry === undefined) {
+      const principal = this.#byHash.get(hashApiKey(key))
+      if (principal === undefined) return { ok: false, error: unauthorized(), unknownKey: true }
+      entry = this.#remember(key, principal)
     }
-    if (principal === undefined) return { ok: false, error: unauthorized(), unknownKey: true }
-    return decideAccess(principal, scope, api)
+    return decideCached(entry, scope, api)
   }
 
   /**
@@ -215,11 +244,15 @@ export class Authenticator {
     return this.#cacheBytes
   }
 
-  #remember (key: string, principal: Principal): void {
-    const bytes = key.length * 2 + ENTRY_OVERHEAD_BYTES
+  #remember (key: string, principal: Principal): Cached {
+    const header = `Bearer ${key}`
+    const bytes = (key.length + header.length) * 2 + 2 * ENTRY_OVERHEAD_BYTES
     if (this.#cacheBytes + bytes > AUTH_CACHE_MAX_BYTES) this.#forget()
-    this.#byKey.set(key, principal)
+    const entry: Cached = { principal, ok: { ok: true, principal } }
+    this.#byKey.set(key, entry)
+    this.#byHeader.set(header, entry)
     this.#cacheBytes += bytes
+    return entry
   }
 
   #index (): void {
@@ -231,6 +264,9 @@ export class Authenticator {
 
   #forget (): void {
     this.#byKey = new Map()
+    this.#byHeader = new Map()
+    this.#lastHeader = ''
+    this.#lastEntry = null
     this.#cacheBytes = 0
   }
 }
