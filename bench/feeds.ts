@@ -158,7 +158,7 @@ async function startNodeServer (name: 'threatfeed' | 'threatfeed (old)' | 'node:
  * The uWS floor (feeds/serve-uws-floor.ts): threatfeed's 304 and 200 answers (their headers as
  * threatfeed sent them, the bodies nginx serves) with no application code.
  */
-async function startUwsFloor (name: 'uWS floor' | 'uWS per call', raw: Record<Kind, string[]>, bodies: string, tags: { identity: string, gzip: string }, auth: string): Promise<Server> {
+async function startUwsFloor (name: 'uWS floor' | 'uWS per call', raw: Record<Kind, string[]>, bodies: string, tags: { identity: string, gzip: string }, auth: string, env: Record<string, string> = {}): Promise<Server> {
   // uWS writes Date, Content-Length and its own uWebSockets header itself.
   const own = new Set(['date', 'content-length', 'uwebsockets', 'connection'])
   const pairsOf = (rawHeaders: string[]): Array<[string, string]> => {
@@ -167,7 +167,7 @@ async function startUwsFloor (name: 'uWS floor' | 'uWS per call', raw: Record<Ki
     return pairs
   }
   const headers = { 304: pairsOf(raw['304']), identity: pairsOf(raw.identity), gzip: pairsOf(raw.gzip) }
-  const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags(name), '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(headers), FLOOR_BODIES: bodies, FLOOR_CALLS: name === 'uWS per call' ? '1' : '0', PORT: '0' })
+  const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags(name), '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(headers), FLOOR_BODIES: bodies, FLOOR_CALLS: name === 'uWS per call' ? '1' : '0', PORT: '0', ...env })
   const ready = Number(await waitForLine(child, 'READY'))
   // The ETags are threatfeed's (its headers are): a request with one is answered 304.
   return { name, child, port: ready, path: '/v1/threat/feeds', auth, etag: tags.identity, gzipEtag: tags.gzip, idleCpu: 0 }
@@ -499,16 +499,20 @@ const CONSUMER_CASE = '304 polls with consumer tracking'
 
 /**
  * The same build with feed consumer tracking on and off (bench/feeds/serve-consumers.ts, one
- * server each, on the server core), raced on 304 polls at 16 connections in at least five
- * alternating rounds: the target is server CPU per 304 with tracking at most 1.03× without.
- * Each round's CPU is the server's own (/proc), so the other subjects idling beside it and the
- * machine's load cancel out of the per-round ratio as far as they can.
+ * server each, on the server core), raced on 304 polls in at least five alternating rounds: the
+ * target is server CPU per 304 with tracking at most 1.03× without. Each round's CPU is the
+ * server's own (/proc), so the other subjects idling beside it and the machine's load cancel out
+ * of the per-round ratio as far as they can. The uWS floor with and without reading the peer's
+ * address (FLOOR_ADDRESS) runs in the same rounds: uWebSockets.js 20.51 answers getRemoteAddress
+ * with a getpeername system call per request, so that ratio is the least tracking can cost on it.
+ * BENCH_FEEDS_CONSUMER_CONNS sets the connections (16).
  */
 async function consumerTrackingCase (): Promise<void> {
   const rounds = Math.max(5, RUNS)
+  const connections = Number(process.env.BENCH_FEEDS_CONSUMER_CONNS ?? 16)
   const start = async (tracking: 'on' | 'off'): Promise<Server> => {
     const port = await freePort()
-    const child = spawnPinned(SERVER_CORE, [process.execPath, '--import=tsx', join(benchDir, 'serve-consumers.ts'), workspaceId], {
+    const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags('threatfeed'), '--import=tsx', join(benchDir, 'serve-consumers.ts'), workspaceId], {
       ...process.env,
       THREATFEED_DATA_DIR: dataDir,
       THREATFEED_CONSUMER_TRACKING: tracking,
@@ -521,22 +525,34 @@ async function consumerTrackingCase (): Promise<void> {
     if ((await fetchRaw(server, { 'if-none-match': server.gzipEtag, 'accept-encoding': 'gzip' })).status !== 304) throw new Error(`tracking ${tracking}: no 304 to its own ETag`)
     return server
   }
-  const on = await start('on')
-  const off = await start('off')
-  const results = { on: [] as WrkResult[], off: [] as WrkResult[] }
+  const subjects = {
+    'tracking on': await start('on'),
+    'tracking off': await start('off'),
+    'uWS floor': await startUwsFloor('uWS floor', floorRaw, join(tmp, 'nginx', 'html'), floorTags, tf.auth),
+    'uWS floor + address': await startUwsFloor('uWS floor', floorRaw, join(tmp, 'nginx', 'html'), floorTags, tf.auth, { FLOOR_ADDRESS: '1' }),
+  }
+  type Which = keyof typeof subjects
+  const names = Object.keys(subjects) as Which[]
+  const results = Object.fromEntries(names.map((n) => [n, [] as WrkResult[]])) as Record<Which, WrkResult[]>
   for (let round = 0; round < rounds; round++) {
-    for (const which of round % 2 === 0 ? ['on', 'off'] as const : ['off', 'on'] as const) {
-      const r = await runWrk(which === 'on' ? on : off, '304', 16)
+    // Rotate the order each round so drift in the machine's state hits every subject alike.
+    for (const which of names.map((_, i) => names[(i + round) % names.length]!)) {
+      const r = await runWrk(subjects[which], '304', connections, false, round === 0 ? `${CONSUMER_CASE} ${which}` : '')
       results[which].push(r)
-      process.stderr.write(`  ${CONSUMER_CASE} ${which}: ${r.rps.toFixed(0)} req/s, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
+      process.stderr.write(`  ${CONSUMER_CASE} ${which}: ${r.rps.toFixed(0)} req/s, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req, steal ${r.steal === null ? '?' : r.steal.toFixed(1)} %${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
     }
   }
-  rows.push(rowOf(CONSUMER_CASE, 'threatfeed, tracking on', results.on))
-  rows.push(rowOf(CONSUMER_CASE, 'threatfeed, tracking off', results.off))
-  const per = results.on.map((r, i) => r.cpuUsPerRequest / results.off[i]!.cpuUsPerRequest)
-  const value = median(per)
-  ratios.push({ case: CONSUMER_CASE, label: `server CPU per 304, tracking on / off (per round ${spread(per)})`, value, target: '<= 1.03', pass: value <= 1.03 })
-  for (const s of [on, off]) s.child.kill('SIGTERM')
+  for (const n of names) rows.push(rowOf(`${CONSUMER_CASE}, ${connections} conns`, n.startsWith('tracking') ? `threatfeed, ${n}` : n, results[n]))
+  const pair = (a: Which, b: Which, target: number | null): void => {
+    const per = results[a].map((r, i) => r.cpuUsPerRequest / results[b][i]!.cpuUsPerRequest)
+    const value = median(per)
+    ratios.push({ case: CONSUMER_CASE, label: `server CPU per 304, ${a} / ${b} (per round ${spread(per)})`, value, ...(target === null ? {} : { target: `<= ${target}`, pass: value <= target }) })
+    const diff = median(results[a].map((r, i) => r.cpuUsPerRequest - results[b][i]!.cpuUsPerRequest))
+    ratios.push({ case: CONSUMER_CASE, label: `server CPU per 304, ${a} − ${b}, µs (median of per-round differences)`, value: diff })
+  }
+  pair('tracking on', 'tracking off', 1.03)
+  pair('uWS floor + address', 'uWS floor', null)
+  for (const s of Object.values(subjects)) s.child.kill('SIGTERM')
 }
 
 if (ONLY === '' || CONSUMER_CASE.includes(ONLY)) await consumerTrackingCase()

@@ -14,6 +14,8 @@
  * the answer, plus the kernel's socket work; no application on uWS can answer for less.
  * With FLOOR_CALLS=1 it writes call by call instead — the status, then one writeHeader per
  * header, inside cork — what the floor was before (bench/NOTES.md, "Feeds: the poll path").
+ * With FLOOR_ADDRESS=1 it also reads the peer's address per request (res.getRemoteAddress), as
+ * consumer tracking must (issue 20): what that read alone costs any uWS front end.
  * Prints `READY <port>`.
  *
  * Usage: FLOOR_HEADERS='{"304":[["ETag","…"],…],"identity":[…],"gzip":[…]}'
@@ -43,6 +45,9 @@ const blocks = {
   identity: block('200 OK', headers.identity ?? []),
   gzip: block('200 OK', headers.gzip ?? []),
 }
+const ADDRESS = process.env.FLOOR_ADDRESS === '1'
+/** Keeps the address reads observable, so no engine can drop them. */
+let addressBytes = 0
 const CONNECTION = Buffer.from('Connection')
 const CLOSE = Buffer.from('close')
 
@@ -71,6 +76,7 @@ function oneBlock (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   const close = req.getHeader('connection').length === 5
   const conditional = req.getHeader('if-none-match') !== ''
   const kind = conditional ? '304' : req.getHeader('accept-encoding').includes('gzip') ? 'gzip' : 'identity'
+  if (ADDRESS) addressBytes += res.getRemoteAddress().byteLength
   res.writeStatus(blocks[kind])
   if (close) res.writeHeader(CONNECTION, CLOSE)
   if (kind === '304' || bodies === null) res.endWithoutBody()
@@ -97,4 +103,8 @@ app.listen('127.0.0.1', Number(process.env.PORT ?? 0), (s) => {
   if (s === false) throw new Error('cannot listen')
   process.stdout.write(`READY ${uWS.us_socket_local_port(s)}\n`)
 })
-process.once('SIGTERM', () => { app.close(); process.exit(0) })
+process.once('SIGTERM', () => {
+  app.close()
+  if (ADDRESS) process.stderr.write(`address bytes read: ${addressBytes}\n`)
+  process.exit(0)
+})
