@@ -437,10 +437,14 @@ async function main (): Promise<void> {
       const rounds: Array<{ a: CaseResult, f: CaseResult | null, b: CaseResult | null, r: CaseResult }> = []
       for (let round = 0; round < ROUNDS; round++) {
         process.stderr.write(`bench/ingest: ${name}, round ${round + 1} of ${ROUNDS}\n`)
-        const a = await runCase(anchor, api, concurrency, random)
-        const f = floor === null ? null : await runCase(floor, api, concurrency, random)
-        const b = base === null ? null : await runCase(base, api, concurrency, random)
-        rounds.push({ a, f, b, r: await runCase(tf, api, concurrency, random) })
+        // The order rotates round by round, so a drift of the machine does not always hit one subject.
+        const subjects = [anchor, floor, base, tf].filter((s) => s !== null)
+        const got = new Map<Server, CaseResult>()
+        for (let i = 0; i < subjects.length; i++) {
+          const s = subjects[(i + round) % subjects.length]!
+          got.set(s, await runCase(s, api, concurrency, random))
+        }
+        rounds.push({ a: got.get(anchor)!, f: floor === null ? null : got.get(floor)!, b: base === null ? null : got.get(base)!, r: got.get(tf)! })
       }
       const a = medianCase(rounds.map((x) => x.a))
       const f = floor === null ? null : medianCase(rounds.map((x) => x.f!))
