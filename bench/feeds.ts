@@ -41,9 +41,9 @@
  * needs perf and root or perf_event_paranoid <= 1).
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { chmodSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { cpuTicks, ensureCommand, hasCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import { cpuSeconds, freePort, processTree, spawnPinned, stopChildren, waitForLine } from './lib/processes.js'
@@ -97,6 +97,12 @@ interface WrkResult {
   cpuUsPerRequestNet: number
   /** The machine's CPU steal during the run, percent (null where /proc/stat does not say). */
   steal: number | null
+  /**
+   * Times the kernel took the server's threads off the CPU for another task, per 1000 answers:
+   * on a shared machine the round-to-round swing of the CPU per answer follows it (each switch
+   * costs the switch and a cache refilled by someone else's work).
+   */
+  preemptedPerK: number
 }
 
 const tmp = mkdtempSync(join(tmpdir(), 'tf-bench-feeds-'))
@@ -107,6 +113,28 @@ function cleanup (): void {
 }
 process.on('exit', cleanup)
 process.on('SIGINT', () => { process.exit(130) })
+
+/** Involuntary context switches of every thread of a process tree (/proc/<pid>/task/<tid>/status). */
+function preemptions (pid: number): number {
+  let n = 0
+  for (const p of processTree(pid)) {
+    let tids: string[] = []
+    try {
+      tids = readdirSync(`/proc/${p}/task`)
+    } catch {
+      continue
+    }
+    for (const tid of tids) {
+      try {
+        const m = /nonvoluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`/proc/${p}/task/${tid}/status`, 'utf8'))
+        if (m !== null) n += Number(m[1])
+      } catch {
+        // The thread ended.
+      }
+    }
+  }
+  return n
+}
 
 function rssMb (pid: number): number {
   try {
@@ -237,6 +265,7 @@ async function runWrk (server: Server, kind: Kind, connections: number, close = 
   const perf = perfLabel === '' ? null : startPerf(server, perfLabel)
   const ticks = cpuTicks()
   const cpuBefore = cpuSeconds(pid)
+  const preemptedBefore = preemptions(pid)
   const child = spawn('taskset', ['-c', CLIENT_CORE, 'wrk', '-t1', `-c${connections}`, `-d${SECONDS}s`, '--timeout', '10s', '-s', join(benchDir, 'wrk-report.lua'), `http://127.0.0.1:${server.port}${server.path}`], {
     env: { ...process.env, WRK_HEADERS: headersFor(server, kind), WRK_CLOSE: close ? '1' : '0' },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -246,6 +275,7 @@ async function runWrk (server: Server, kind: Kind, connections: number, close = 
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
   clearInterval(sampler)
   const cpu = cpuSeconds(pid) - cpuBefore
+  const preempted = preemptions(pid) - preemptedBefore
   const steal = stealPercent(ticks, cpuTicks())
   if (perf !== null && perf.exitCode === null) await new Promise((resolve) => perf.once('exit', resolve))
   const text = Buffer.concat(out).toString()
@@ -264,6 +294,7 @@ async function runWrk (server: Server, kind: Kind, connections: number, close = 
     cpuUsPerRequestNet: requests === 0 ? 0 : ((cpu - server.idleCpu * j.duration_us! / 1e6) * 1e6) / requests,
     cpuShare: cpu / (j.duration_us! / 1e6),
     steal,
+    preemptedPerK: requests === 0 ? 0 : (1000 * preempted) / requests,
   }
 }
 
@@ -307,6 +338,7 @@ function rowOf (c: string, subject: string, results: WrkResult[]): Row {
       cpu_us_per_req_net: median(results.map((r) => r.cpuUsPerRequestNet)),
       cpu_share: median(results.map((r) => r.cpuShare)),
       steal_pct: median(results.map((r) => r.steal ?? NaN)),
+      preempted_per_1000: median(results.map((r) => r.preemptedPerK)),
     },
   }
 }
@@ -539,7 +571,7 @@ async function consumerTrackingCase (): Promise<void> {
     for (const which of names.map((_, i) => names[(i + round) % names.length]!)) {
       const r = await runWrk(subjects[which], '304', connections, false, round === 0 ? `${CONSUMER_CASE} ${which}` : '')
       results[which].push(r)
-      process.stderr.write(`  ${CONSUMER_CASE} ${which}: ${r.rps.toFixed(0)} req/s, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req, steal ${r.steal === null ? '?' : r.steal.toFixed(1)} %${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
+      process.stderr.write(`  ${CONSUMER_CASE} ${which}: ${r.rps.toFixed(0)} req/s, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req, steal ${r.steal === null ? '?' : r.steal.toFixed(1)} %, preempted ${r.preemptedPerK.toFixed(2)}/1000, load ${loadavg()[0]!.toFixed(1)}${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
     }
   }
   for (const n of names) rows.push(rowOf(`${CONSUMER_CASE}, ${connections} conns`, n.startsWith('tracking') ? `threatfeed, ${n}` : n, results[n]))
