@@ -446,7 +446,7 @@ for (const c of selected) {
     for (const s of order) {
       const r = await runWrk(servers[s]!, c.kind, c.connections, c.close, round === 0 ? c.name : '')
       results.get(s)!.push(r)
-      process.stderr.write(`  ${c.name} ${s}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req (net of idle ${r.cpuUsPerRequestNet.toFixed(2)}; ${(100 * r.cpuShare).toFixed(0)} % of a core), steal ${r.steal === null ? '?' : r.steal.toFixed(1)} %${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
+      process.stderr.write(`  ${c.name} ${s}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req (net of idle ${r.cpuUsPerRequestNet.toFixed(2)}; ${(100 * r.cpuShare).toFixed(0)} % of a core), steal ${r.steal === null ? '?' : r.steal.toFixed(1)} %, preempted ${r.preemptedPerK.toFixed(2)}/1000, load ${loadavg()[0]!.toFixed(1)}${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
     }
   }
   byCase.set(c.name, results)
