@@ -105,9 +105,10 @@ export const MISS_RECHECK_MS = 100
  * The one place that turns "who is calling" into an outcome.
  * v1 and feeds: unknown/revoked key or deleted workspace → 401, missing scope → 403, inactive
  * subscription → 402. v2: the spec allows only 200/206/400/401, so every failure is 401 with a
- * message that says which.
+ * message that says which. `granted`: the object to answer with when access is granted (the
+ * Authenticator's cached one, so a poll allocates no decision).
  */
-export function decideAccess (principal: Principal | null, scope: Scope, api: Api): AccessDecision {
+export function decideAccess (principal: Principal | null, scope: Scope, api: Api, granted?: AccessDecision): AccessDecision {
   if (principal === null || principal.key.revokedAt !== null || principal.workspace.deletedAt !== null) {
     return { ok: false, error: unauthorized() }
   }
@@ -117,7 +118,7 @@ export function decideAccess (principal: Principal | null, scope: Scope, api: Ap
   if (principal.workspace.subscription !== 'active') {
     return { ok: false, error: new ThreatfeedError(api === 'v2' ? 'TF_ERR_UNAUTHORIZED_SUBSCRIPTION' : 'TF_ERR_PAYMENT_REQUIRED') }
   }
-  return { ok: true, principal }
+  return granted ?? { ok: true, principal }
 }
 
 /** The live keys of a view, by hash. */
@@ -136,10 +137,9 @@ interface Cached {
   readonly ok: AccessDecision
 }
 
-/** decideAccess for a cached principal (live by construction): its shared `ok` when it passes. */
+/** decideAccess for a cached principal, answering with its shared `ok` when access is granted. */
 function decideCached (entry: Cached, scope: Scope, api: Api): AccessDecision {
-  const { key, workspace } = entry.principal
-  return key.scopes.includes(scope) && workspace.subscription === 'active' ? entry.ok : decideAccess(entry.principal, scope, api)
+  return decideAccess(entry.principal, scope, api, entry.ok)
 }
 
 export class Authenticator {
