@@ -20,4 +20,4 @@ VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:8080/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-CMD ["node", "bin/threatfeed.js", "serve"]
+CMD ["node", "--max-semi-space-size=64", "bin/threatfeed.js", "serve"]
