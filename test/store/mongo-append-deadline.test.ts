@@ -48,13 +48,14 @@ function fakeMongo (script: Script) {
       },
     },
     stream: {
-      async insertMany (docs: Array<{ _id: number }>) {
+      // An append is one document (signal-stream.ts); insertMany only for one too big for that.
+      async insertOne (doc: { _id: number }) {
         const n = attempt++
         await new Promise((resolve) => setTimeout(resolve, script.insertMs[Math.min(n, script.insertMs.length - 1)]))
         if (script.conflicts?.includes(n) === true) {
           throw new MongoServerError({ message: 'WriteConflict', code: 112, errorLabels: ['TransientTransactionError'] })
         }
-        pending = docs.map((d) => d._id)
+        pending = [doc._id]
       },
     },
   } as unknown as Collections
