@@ -19,7 +19,7 @@
  * slope they remove.
  *
  * Every 30 s it records the data directory's disk use (both LMDB environments), live rules (the
- * driver's model of what it sent: blocks not yet expired nor unblocked), stored rules, tombstones
+ * driver's model of what the server accepted: blocks not yet expired nor unblocked; a refused batch is taken back), stored rules, tombstones
  * and expiry-log entries (entry counts of the LMDB tables, read-only from this process), retained
  * stream records (store.stream.retained, as `stream status` shows), the mean wall time of the feed
  * rebuilds in the interval (the server's /metrics threatfeed_feed_build_duration_seconds: rule
@@ -39,7 +39,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { open as openLmdb, type RootDatabase } from 'lmdb'
@@ -66,6 +66,8 @@ const BATCH = 1000
 const UNBLOCK_SHARE = 0.1
 /** Unblocks pick among the targets of this many latest blocks. */
 const RECENT = 300_000
+/** Accepted batches a slice needs for its p99 to count in the on/off comparison. */
+const MIN_SLICE_BATCHES = 20
 
 // ---------------------------------------------------------------- load
 
@@ -87,23 +89,34 @@ class Model {
   #next = 0
   lapsed = 0
 
-  batch (now: number): string {
+  /** The batch's body, and how to take it back from the model if the server refused it. */
+  batch (now: number): { body: string, undo: () => void } {
     const parts: string[] = []
+    const before: Array<[string, number | undefined]> = []
     for (let i = 0; i < BATCH; i++) {
       if (this.#recent.length > 0 && Math.random() < UNBLOCK_SHARE) {
         const ip = this.#recent[Math.floor(Math.random() * this.#recent.length)]!
+        before.push([ip, this.live.get(ip)])
         this.live.delete(ip)
         parts.push(`{"type":"access_rules","action":"unblock","ip":"${ip}"}`)
         continue
       }
       const ip = Math.random() < 0.5 ? randomV4() : randomV6()
       const seconds = EXPIRY_MIN + Math.floor(Math.random() * (EXPIRY_MAX - EXPIRY_MIN + 1))
+      before.push([ip, this.live.get(ip)])
       this.live.set(ip, now + seconds * 1000)
       if (this.#recent.length < RECENT) this.#recent.push(ip)
       else this.#recent[this.#next++ % RECENT] = ip
       parts.push(`{"type":"access_rules","action":"block","ip":"${ip}","expiration":${seconds},"description":"scanner seen by sensor 7"}`)
     }
-    return `[${parts.join(',')}]`
+    const undo = (): void => {
+      for (let i = before.length - 1; i >= 0; i--) {
+        const [ip, exp] = before[i]!
+        if (exp === undefined) this.live.delete(ip)
+        else this.live.set(ip, exp)
+      }
+    }
+    return { body: `[${parts.join(',')}]`, undo }
   }
 
   /** Forgets what lapsed (counting it); returns how many are live. */
@@ -192,6 +205,10 @@ interface Sample {
   rssMiB: number
   requests: number
   failed: number
+  /** Failed batches by HTTP status (0: no answer). */
+  failedByStatus: Record<string, number>
+  /** The machine's 1-minute load average at the sample (the cores are shared). */
+  loadAvg1: number
   p50: number | null
   p99: number | null
   sweepRunsMs: number[]
@@ -244,12 +261,17 @@ async function main (): Promise<void> {
       if (due >= endMs) break
       const wait = t0 + due - performance.now()
       if (wait > 0) await sleep(wait)
-      const body = model.batch(wallStart + due)
+      const { body, undo } = model.batch(wallStart + due)
       const hk = housekeeping
       inflight++
       void fetch(`${url}/v1/signal`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body })
         .then(async (r) => { await r.arrayBuffer(); return r.status }, () => 0)
-        .then((status) => { sent.push({ at: due / 1000, ms: performance.now() - t0 - due, status, housekeeping: hk }); inflight-- })
+        .then((status) => {
+          // A refused batch (429, 500, no answer) left nothing: the model forgets it too.
+          if (status !== 200) undo()
+          sent.push({ at: due / 1000, ms: performance.now() - t0 - due, status, housekeeping: hk })
+          inflight--
+        })
     }
   })()
 
@@ -317,6 +339,8 @@ async function main (): Promise<void> {
       rssMiB: s.rssBytes / 2 ** 20,
       requests: window.length,
       failed: window.length - ok.length,
+      failedByStatus: window.filter((x) => x.status !== 200).reduce<Record<string, number>>((m, x) => { m[x.status] = (m[x.status] ?? 0) + 1; return m }, {}),
+      loadAvg1: loadavg()[0]!,
       p50: ok.length > 0 ? percentile(ok, 50) : null,
       p99: ok.length > 0 ? percentile(ok, 99) : null,
       sweepRunsMs: s.sweepRunsMs,
@@ -327,7 +351,7 @@ async function main (): Promise<void> {
     samples.push(sample)
     prev = { builds, buildSum, cpu: s.cpuMicros, mainCpuMs: s.mainThreadCpuMs, threads: s.threadsCpuMs, t, lapsed: model.lapsed, sent: sent.length, ticks }
     const mib = (b: number): string => (b / 2 ** 20).toFixed(1)
-    process.stderr.write(`bench/soak: ${(t / 60).toFixed(1)} min  hk ${sample.housekeeping ? 'on ' : 'off'}  dir ${mib(sample.dataDirBytes)} MiB (main ${mib(sample.mainEnvBytes)}, stream ${mib(sample.streamEnvBytes)})  live ${live}  stored ${counts.rules}  tomb ${counts.tombstones}  stream ${s.retained.records}  rebuild ${sample.rebuildMs?.toFixed(0) ?? '-'} ms  reload cpu ${sample.reloadCpuMs?.toFixed(0) ?? '-'} ms ×${sample.reloads}  p50 ${sample.p50?.toFixed(1) ?? '-'} p99 ${sample.p99?.toFixed(1) ?? '-'} ms  failed ${sample.failed}  swept ${s.housekeeping.rulesSwept ?? '?'}  trimmed ${s.housekeeping.streamRecordsTrimmed ?? '?'}  cpu ${sample.serverCpuPct.toFixed(0)} %  steal ${sample.stealPct?.toFixed(0) ?? '?'} %\n`)
+    process.stderr.write(`bench/soak: ${(t / 60).toFixed(1)} min  hk ${sample.housekeeping ? 'on ' : 'off'}  dir ${mib(sample.dataDirBytes)} MiB (main ${mib(sample.mainEnvBytes)}, stream ${mib(sample.streamEnvBytes)})  live ${live}  stored ${counts.rules}  tomb ${counts.tombstones}  stream ${s.retained.records}  rebuild ${sample.rebuildMs?.toFixed(0) ?? '-'} ms  reload cpu ${sample.reloadCpuMs?.toFixed(0) ?? '-'} ms ×${sample.reloads}  p50 ${sample.p50?.toFixed(1) ?? '-'} p99 ${sample.p99?.toFixed(1) ?? '-'} ms  failed ${sample.failed} ${JSON.stringify(sample.failedByStatus)}  load ${sample.loadAvg1.toFixed(1)}  swept ${s.housekeeping.rulesSwept ?? '?'}  trimmed ${s.housekeeping.streamRecordsTrimmed ?? '?'}  cpu ${sample.serverCpuPct.toFixed(0)} %  steal ${sample.stealPct?.toFixed(0) ?? '?'} %\n`)
   }
   await load
   // A slice still paused at the end closes with the run.
@@ -389,7 +413,7 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
       const offMs = steady.filter((x) => !x.housekeeping && x.at >= a && x.at < b).map((x) => x.ms)
       const onMs = steady.filter((x) => x.housekeeping && x.at >= b && x.at < b + SLICE_S).map((x) => x.ms)
       return { from: a, offP99: offMs.length > 0 ? percentile(offMs, 99) : NaN, onP99: onMs.length > 0 ? percentile(onMs, 99) : NaN, off: offMs.length, on: onMs.length }
-    }).filter((p) => p.off >= SLICE_S / 2 * RATE / BATCH && p.on >= SLICE_S / 2 * RATE / BATCH)
+    }).filter((p) => p.off >= MIN_SLICE_BATCHES && p.on >= MIN_SLICE_BATCHES)
     for (const p of pairs) rows.push({ case: `slice pair from ${(p.from / 60).toFixed(1)} min: off, then on`, subject: 'threatfeed', value: p.onP99 / p.offP99, unit: 'p99 on ÷ off', extra: { offP99ms: p.offP99, onP99ms: p.onP99, offBatches: p.off, onBatches: p.on } })
     if (pairs.length > 0) {
       const m = median(pairs.map((p) => p.onP99 / p.offP99))
