@@ -33,6 +33,9 @@ export class MongoSignalStream implements StoredSignalStream {
   async append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
     const n = appendCount(input)
     if (n === 0) return []
+    // Past its cutoff before it starts (it queued behind others): refused without a transaction,
+    // so that it never holds the counter live appends wait for. begin() throws here.
+    if (gate !== undefined && (gate.state === 'abandoned' || Date.now() >= gate.cutoff)) gate.begin()
     // Shaped before the transaction: inside it, only the counter and the insert.
     const runs = toRuns(input)
     return this.#ctx.write(async (session) => {
