@@ -371,10 +371,12 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
   const ratios: Ratio[] = []
   const w1 = STEADY_S + RETENTION_S
   const w2 = STEADY_S + 2 * RETENTION_S
-  const ref = samples.find((s) => s.t >= w1)
   const after = samples.filter((s) => s.t >= w2)
   const plateau = (label: string, pick: (s: Sample) => number | null): void => {
-    const r = ref === undefined ? null : pick(ref)
+    // The first sample from the end of the first window that has the figure (a rebuild or reload
+    // need not fall in every interval).
+    const ref = samples.find((s) => s.t >= w1 && pick(s) !== null)
+    const r = ref === undefined || ref.t >= w2 ? null : pick(ref)
     const xs = after.map(pick).filter((v): v is number => v !== null)
     if (r === null || xs.length === 0) {
       ratios.push({ case: 'plateau', label: `${label}: not measured (the run ended before the second retention window past steady state, at ${(w2 / 60).toFixed(1)} min)`, value: NaN, target: '0.8–1.2', pass: false })
