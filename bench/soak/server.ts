@@ -7,6 +7,7 @@
  *
  * argv: <dataDir> <retention> <sweepInterval> <mode on|off>
  */
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { loadConfig, parseDuration } from '../../src/config.js'
 import { createLogger } from '../../src/log.js'
@@ -32,8 +33,33 @@ export interface ServerSample {
   trimRunsMs: number[]
   /** The server process's CPU time so far, all threads, µs. */
   cpuMicros: number
+  /** The HTTP (main) thread's CPU time so far, ms (/proc, 10 ms ticks). */
+  mainThreadCpuMs: number
+  /**
+   * The workspace feed's rule reloads (RuleStore#accessRulesChangedSince) since the last sample:
+   * CPU of the HTTP thread while each ran (its slices interleave with request handling, which is
+   * counted too: a few ms per interval at this load), and wall time.
+   */
+  reloads: Array<{ cpuMs: number, wallMs: number }>
+  /** CPU ms so far of every thread of the server process (tid → ms), so the pool's share shows. */
+  threadsCpuMs: Record<string, number>
   rssBytes: number
   housekeepingOn: boolean
+}
+
+/** utime + stime of one thread of this process, ms (fields 14 and 15 of its stat, 100 Hz ticks). */
+function threadCpuMs (tid: string | number): number {
+  const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8')
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(f[11]) + Number(f[12])) * 10
+}
+
+function threadsCpuMs (): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const tid of readdirSync('/proc/self/task')) {
+    try { out[tid] = threadCpuMs(tid) } catch { /* the thread ended */ }
+  }
+  return out
 }
 
 const GEO = join(repoDir, 'test', 'fixtures', 'geo', 'maxmind')
@@ -61,6 +87,20 @@ async function main (): Promise<void> {
   const ws = await store.workspaces.create({ name: 'soak', subscription: 'active' })
   const key = generateApiKey()
   await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
+
+  // Measure the feed's rule reloads where they run: the store object the feed service reads.
+  let reloads: Array<{ cpuMs: number, wallMs: number }> = []
+  const rules = store.rules
+  const reload = rules.accessRulesChangedSince.bind(rules)
+  rules.accessRulesChangedSince = async (...args) => {
+    const cpu0 = threadCpuMs(process.pid)
+    const wall0 = performance.now()
+    try {
+      return await reload(...args)
+    } finally {
+      reloads.push({ cpuMs: threadCpuMs(process.pid) - cpu0, wallMs: performance.now() - wall0 })
+    }
+  }
 
   let sweepRunsMs: number[] = []
   let trimRunsMs: number[] = []
@@ -105,12 +145,16 @@ async function main (): Promise<void> {
             sweepRunsMs,
             trimRunsMs,
             cpuMicros: cpu.user + cpu.system,
+            mainThreadCpuMs: threadCpuMs(process.pid),
+            reloads,
+            threadsCpuMs: threadsCpuMs(),
             rssBytes: process.memoryUsage().rss,
             housekeepingOn: housekeeper !== null,
           },
         })
         sweepRunsMs = []
         trimRunsMs = []
+        reloads = []
       } else if (m.cmd === 'stop') {
         await setHousekeeping(false)
         await server.stop()

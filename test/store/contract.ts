@@ -9,6 +9,7 @@ import type { Test } from 'tap'
 import type { BatchingStore } from '../../src/store/batch-types.js'
 import { describeAdminContract } from './contract-admin.js'
 import { describeConsumerContract } from './contract-consumers.js'
+import { describeDeadlineContract } from './contract-deadline.js'
 import { describeClusterContract, describeLeaseContract } from './contract-cluster.js'
 import { describeRuleContract } from './contract-rules.js'
 import { describeStreamContract } from './contract-stream.js'
@@ -54,6 +55,7 @@ export function runStoreContract (t: Test, name: string, makeStore: MakeStore): 
   describeAdminContract(storeTest)
   describeRuleContract(storeTest)
   describeStreamContract(storeTest)
+  describeDeadlineContract(storeTest)
   describeSweepContract(storeTest)
   describeConsumerContract(storeTest)
   describeClusterContract(storeTest)

@@ -48,13 +48,14 @@ function fakeMongo (script: Script) {
       },
     },
     stream: {
-      async insertMany (docs: Array<{ _id: number }>) {
+      // An append is one document (signal-stream.ts); insertMany only for one too big for that.
+      async insertOne (doc: { _id: number }) {
         const n = attempt++
         await new Promise((resolve) => setTimeout(resolve, script.insertMs[Math.min(n, script.insertMs.length - 1)]))
         if (script.conflicts?.includes(n) === true) {
           throw new MongoServerError({ message: 'WriteConflict', code: 112, errorLabels: ['TransientTransactionError'] })
         }
-        pending = docs.map((d) => d._id)
+        pending = [doc._id]
       },
     },
   } as unknown as Collections
@@ -65,6 +66,7 @@ const records = [{ workspaceId: 'w', payload: '{"type":"access_rules","action":"
 
 t.test('MongoSignalStream.append under a gate', async (t) => {
   const cases: Array<{ description: string, script: Script, cutoffMs: number, expected: { result: string, calls: string[], committed: number } }> = [
+    { description: 'the cutoff passed before the append: no transaction at all', script: { insertMs: [5] }, cutoffMs: -1, expected: { result: 'TF_ERR_STORE_UNAVAILABLE', calls: [], committed: 0 } },
     { description: 'the writes end before the cutoff: committed', script: { insertMs: [5] }, cutoffMs: 200, expected: { result: '1', calls: ['start', 'commit'], committed: 1 } },
     { description: 'the writes end past the cutoff: aborted, never committed', script: { insertMs: [150] }, cutoffMs: 60, expected: { result: 'TF_ERR_STORE_UNAVAILABLE', calls: ['start', 'abort'], committed: 0 } },
     { description: 'a conflict retried past the cutoff: aborted twice, never committed', script: { insertMs: [40, 60], conflicts: [0] }, cutoffMs: 70, expected: { result: 'TF_ERR_STORE_UNAVAILABLE', calls: ['start', 'abort', 'start', 'abort'], committed: 0 } },

@@ -68,8 +68,24 @@ export interface ExpressionRuleDoc extends RuleDocCommon {
   config: string
 }
 
-/** _id is the seq: unique by construction, and the natural order of a range scan. */
-export interface StreamDoc { _id: number, workspaceId: string, schemaVersion?: number, payload: string, acceptedAt: number }
+/**
+ * One append (signal-stream.ts): `_id` is its first seq — unique by construction, and the order
+ * of a range scan — and `n` its number of records, seqs `_id` … `_id + n - 1`. It holds a whole
+ * v1 batch's `body` as accepted, or its `records`. `acceptedAt` is the latest of its records'.
+ * A document without `n` holds one record in `payload` (the layout before batches), and is read
+ * as such.
+ */
+export interface StreamDoc {
+  _id: number
+  n?: number
+  workspaceId: string
+  acceptedAt: number
+  body?: string
+  records?: StreamDocRecord[]
+  payload?: string
+  schemaVersion?: number
+}
+export interface StreamDocRecord { workspaceId: string, schemaVersion?: number, payload: string, acceptedAt: number }
 export interface CheckpointDoc { _id: string, seq: number }
 /**
  * One feed key's version record (types.ts FeedVersionRecord). Shard key, when sharded:

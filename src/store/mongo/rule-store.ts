@@ -29,6 +29,13 @@ const CHANGED_RULE_PROJECTION = { identity: 0, targetKey: 0 } as const
 /** Rules per purge transaction: well inside what one transaction may hold. */
 const PURGE_CHUNK = 1000
 
+/** Longest run of a sliced read (accessRulesChangedSince) between two turns of the event loop:
+ *  well under the 5 ms a poll may wait (as the embedded store's). */
+const SLICE_MS = 0.5
+
+/** Documents per round trip of a sliced read, so that a batch's bytes stay a few MiB. */
+const READ_BATCH_DOCS = 10_000
+
 export class MongoRuleStore implements RuleStore {
   readonly #ctx: MongoContext
   readonly #counters: HousekeepingCounters
@@ -183,15 +190,25 @@ export class MongoRuleStore implements RuleStore {
   /**
    * Through the workspace_seq index. Three reads, not one snapshot: the watermark is read first,
    * so a write racing them is read again next time, and a count it skews makes the caller reload.
+   * Decoded in slices between turns of the event loop, so polls are answered during a large read.
    */
   accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges> {
     return this.#ctx.run(async () => {
       const ws = text(workspaceId)
       const top = await this.#ctx.c.accessRules.find({ workspaceId: ws }, { projection: { seq: 1 } }).sort({ seq: -1 }).limit(1).toArray()
       let changed = 0
-      for await (const doc of this.#ctx.c.accessRules.find({ workspaceId: ws, seq: { $gt: num(since) } }, { projection: CHANGED_RULE_PROJECTION })) {
+      // The driver decodes a batch's documents one by one as they are taken, and taking one
+      // already received never yields to the event loop: a reload of a large workspace would
+      // hold the HTTP thread for all of a batch. Slices of about SLICE_MS, a turn between them.
+      let until = performance.now() + SLICE_MS
+      const cursor = this.#ctx.c.accessRules.find({ workspaceId: ws, seq: { $gt: num(since) } }, { projection: CHANGED_RULE_PROJECTION }).batchSize(READ_BATCH_DOCS)
+      for await (const doc of cursor) {
         changed++
         each(toAccessRule(doc))
+        if ((changed & 127) === 0 && performance.now() >= until) {
+          await new Promise((resolve) => setImmediate(resolve))
+          until = performance.now() + SLICE_MS
+        }
       }
       const live = await this.#ctx.c.accessRules.countDocuments({ workspaceId: ws, ...liveAt(now) })
       return { changed, live, seq: Math.max(since, top[0]?.seq ?? since) }

@@ -7,11 +7,17 @@
  * seq n+1 while seq n is still invisible (types.ts: commit order = seq order). Incrementing
  * outside the transaction would let a later, smaller transaction commit first and a consumer
  * would skip the records of the earlier one for good.
+ *
+ * An append is ONE document (collections.ts StreamDoc: first seq and count), a whole v1 batch
+ * with its body as accepted, so that the transaction holding the counter inserts one document,
+ * not a thousand, and the body is not split on the request path; reads split it (a replay, a gap,
+ * `stream tail`). Only an append too big for one BSON document (16 MiB) takes several, each a
+ * contiguous run of its records.
  */
 import type { CommitGate } from '../commit-gate.js'
 import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamCheckpoint, StreamRecord, StreamRecordInput, StreamRetained, TrimPass } from '../types.js'
-import { appendRecords } from '../whole-v1-batch.js'
-import { COUNTERS, type StreamDoc } from './collections.js'
+import { appendCount, appendRecords, isWholeV1Batch, wholeBatchTexts } from '../whole-v1-batch.js'
+import { COUNTERS, type StreamDoc, type StreamDocRecord } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
 
@@ -25,10 +31,13 @@ export class MongoSignalStream implements StoredSignalStream {
   }
 
   async append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
-    // One document per record, a whole v1 batch included: readers query by seq.
-    const records = appendRecords(input)
-    if (records.length === 0) return []
-    const n = records.length
+    const n = appendCount(input)
+    if (n === 0) return []
+    // Past its cutoff before it starts (it queued behind others): refused without a transaction,
+    // so that it never holds the counter live appends wait for. begin() throws here.
+    if (gate !== undefined && (gate.state === 'abandoned' || Date.now() >= gate.cutoff)) gate.begin()
+    // Shaped before the transaction: inside it, only the counter and the insert.
+    const runs = toRuns(input)
     return this.#ctx.write(async (session) => {
       const counter = await this.#ctx.c.meta.findOneAndUpdate(
         { _id: COUNTERS.streamHead },
@@ -37,20 +46,37 @@ export class MongoSignalStream implements StoredSignalStream {
       )
       if (counter === null) throw new Error('the stream counter is missing')
       const first = counter.value - n + 1
-      const docs = records.map((r, i) => toDoc(first + i, r))
-      await this.#ctx.c.stream.insertMany(docs, { session, ordered: true })
+      let seq = first
+      const docs = runs.map((run) => {
+        const doc = { ...run, _id: seq }
+        seq += run.n
+        return doc
+      })
+      if (docs.length === 1) await this.#ctx.c.stream.insertOne(docs[0]!, { session })
+      else await this.#ctx.c.stream.insertMany(docs, { session, ordered: true })
       // Last before runTransaction's commitTransaction (nothing is awaited in between): a throw
       // aborts the transaction, so past its deadline it is never committed (commit-gate.ts).
       gate?.begin()
-      return docs.map((d) => d._id)
+      return Array.from({ length: n }, (_, i) => first + i)
     }, gate === undefined ? undefined : () => gate.state === 'abandoned' || Date.now() >= gate.cutoff)
   }
 
   read (from: number, limit: number): Promise<StreamRecord[]> {
     return this.#ctx.run(async () => {
       if (limit <= 0) return []
-      const docs = await this.#ctx.c.stream.find({ _id: { $gte: num(from) } }).sort({ _id: 1 }).limit(num(limit)).toArray()
-      return docs.map(toRecord)
+      const out: StreamRecord[] = []
+      // The append that holds `from` starts at or before it; the rest start after it.
+      const [holder] = await this.#ctx.c.stream.find({ _id: { $lte: num(from) } }).sort({ _id: -1 }).limit(1).toArray()
+      if (holder !== undefined) pushRecords(out, holder, from, limit)
+      if (out.length >= limit) return out
+      // Each document holds at least one record: `limit - out.length` of them are enough, and
+      // the cursor is left as soon as the records are (a document may hold a thousand).
+      const cursor = this.#ctx.c.stream.find({ _id: { $gt: num(from) } }).sort({ _id: 1 }).limit(limit - out.length).batchSize(READ_BATCH_DOCS)
+      for await (const doc of cursor) {
+        pushRecords(out, doc, from, limit)
+        if (out.length >= limit) break
+      }
+      return out
     })
   }
 
@@ -78,9 +104,10 @@ export class MongoSignalStream implements StoredSignalStream {
   }
 
   /**
-   * A prefix of the stream: records below every checkpoint and accepted before the cut, in seq
-   * order, stopping at the first that is not. One deleteMany per pass; two processes trimming
-   * at once delete each document once, so the counts add up.
+   * A prefix of the stream: whole appends below every checkpoint and accepted before the cut, in
+   * seq order, stopping at the first that is not (an append the lowest checkpoint points into is
+   * kept whole). Two processes trimming at once delete each document once, and each counts only
+   * what it deleted, so the counts add up.
    */
   trim (acceptedBefore: number, limit: number): Promise<TrimPass> {
     return this.#ctx.run(async () => {
@@ -89,18 +116,28 @@ export class MongoSignalStream implements StoredSignalStream {
       let more = false
       if (checkpoints.length > 0) {
         const keepFrom = Math.min(...checkpoints.map((c) => c.seq))
-        const docs = await this.#ctx.c.stream.find({ _id: { $lt: num(keepFrom) } }, { projection: { _id: 1, acceptedAt: 1 } }).sort({ _id: 1 }).limit(Math.max(1, limit)).toArray()
-        let last: number | null = null
+        const budget = Math.max(1, limit)
+        const docs = await this.#ctx.c.stream.find({ _id: { $lt: num(keepFrom) } }, { projection: { _id: 1, n: 1, acceptedAt: 1 } }).sort({ _id: 1 }).limit(budget).toArray()
+        const gone: StreamDoc[] = []
+        let taken = 0
         let stopped = false
         for (const d of docs) {
-          if (d.acceptedAt >= acceptedBefore) {
+          if (d.acceptedAt >= acceptedBefore || d._id + countOf(d) > keepFrom) {
             stopped = true
             break
           }
-          last = d._id
+          gone.push(d)
+          taken += countOf(d)
+          if (taken >= budget) break
         }
-        if (last !== null) records = (await this.#ctx.c.stream.deleteMany({ _id: { $lte: last } })).deletedCount
-        more = !stopped && docs.length >= Math.max(1, limit)
+        // Documents of one record in one statement (its count is theirs); a batch each on its own,
+        // so that a batch another process deleted first is not counted here too.
+        const singles = gone.filter((d) => countOf(d) === 1).map((d) => d._id)
+        if (singles.length > 0) records += (await this.#ctx.c.stream.deleteMany({ _id: { $in: singles } })).deletedCount
+        for (const d of gone) {
+          if (countOf(d) > 1 && (await this.#ctx.c.stream.deleteOne({ _id: d._id })).deletedCount === 1) records += countOf(d)
+        }
+        more = !stopped && (taken >= budget || docs.length >= budget)
       }
       this.#counters.trimPasses++
       this.#counters.streamRecordsTrimmed += records
@@ -119,14 +156,66 @@ export class MongoSignalStream implements StoredSignalStream {
   }
 }
 
-function toDoc (seq: number, r: StreamRecordInput): StreamDoc {
-  const doc: StreamDoc = { _id: seq, workspaceId: text(r.workspaceId), payload: text(r.payload), acceptedAt: num(r.acceptedAt) }
+/** MongoDB's limit on a document (BSON), less room for the fields beside the records. */
+export const STREAM_DOC_BYTES = 16 * 1024 * 1024 - 64 * 1024
+/** What a record costs in a `records` array beyond its payload (index key, field names, numbers). */
+const RECORD_OVERHEAD_BYTES = 128
+/** Documents per round trip of a read: one holds up to a whole batch. */
+const READ_BATCH_DOCS = 16
+
+type Run = Omit<StreamDoc, '_id'> & { n: number }
+
+/** The documents of an append before their seqs: one, unless it is too big for one. */
+function toRuns (input: StreamAppend): Run[] {
+  if (isWholeV1Batch(input) && input.body.length <= STREAM_DOC_BYTES) {
+    return [{ n: input.count, workspaceId: text(input.workspaceId), acceptedAt: num(input.acceptedAt), body: input.body.toString('utf8') }]
+  }
+  const runs: Run[] = []
+  let run: StreamDocRecord[] = []
+  let bytes = 0
+  const close = (): void => {
+    if (run.length === 0) return
+    runs.push({ n: run.length, workspaceId: run[0]!.workspaceId, acceptedAt: Math.max(...run.map((r) => r.acceptedAt)), records: run })
+    run = []
+    bytes = 0
+  }
+  for (const r of appendRecords(input)) {
+    const size = Buffer.byteLength(r.payload) + RECORD_OVERHEAD_BYTES
+    if (bytes + size > STREAM_DOC_BYTES) close()
+    run.push(toDocRecord(r))
+    bytes += size
+  }
+  close()
+  return runs
+}
+
+function toDocRecord (r: StreamRecordInput): StreamDocRecord {
+  const doc: StreamDocRecord = { workspaceId: text(r.workspaceId), payload: text(r.payload), acceptedAt: num(r.acceptedAt) }
   if (r.schemaVersion !== undefined) doc.schemaVersion = num(r.schemaVersion)
   return doc
 }
 
-function toRecord (d: StreamDoc): StreamRecord {
-  return d.schemaVersion === undefined || d.schemaVersion === null
-    ? { seq: d._id, workspaceId: d.workspaceId, payload: d.payload, acceptedAt: d.acceptedAt }
-    : { seq: d._id, workspaceId: d.workspaceId, schemaVersion: d.schemaVersion, payload: d.payload, acceptedAt: d.acceptedAt }
+function countOf (d: StreamDoc): number {
+  return d.n ?? 1
+}
+
+/** Appends the records of `d` with seq >= from to `out`, until it holds `limit`. */
+function pushRecords (out: StreamRecord[], d: StreamDoc, from: number, limit: number): void {
+  const n = countOf(d)
+  const start = Math.max(0, from - d._id)
+  if (start >= n) return
+  if (d.body !== undefined) {
+    const texts = wholeBatchTexts(Buffer.from(d.body, 'utf8'), n)
+    for (let i = start; i < n && out.length < limit; i++) out.push({ seq: d._id + i, workspaceId: d.workspaceId, payload: texts[i]!, acceptedAt: d.acceptedAt })
+  } else if (d.records !== undefined) {
+    for (let i = start; i < n && out.length < limit; i++) out.push(toRecord(d._id + i, d.records[i]!))
+  } else {
+    out.push(toRecord(d._id, { workspaceId: d.workspaceId, schemaVersion: d.schemaVersion, payload: d.payload ?? '', acceptedAt: d.acceptedAt }))
+  }
+}
+
+function toRecord (seq: number, r: StreamDocRecord): StreamRecord {
+  return r.schemaVersion === undefined || r.schemaVersion === null
+    ? { seq, workspaceId: r.workspaceId, payload: r.payload, acceptedAt: r.acceptedAt }
+    : { seq, workspaceId: r.workspaceId, schemaVersion: r.schemaVersion, payload: r.payload, acceptedAt: r.acceptedAt }
 }

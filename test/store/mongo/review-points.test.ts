@@ -26,6 +26,7 @@ function fakeStore (opts: { workspaceLive: boolean, metaDocs?: Array<{ _id: stri
   const cursor = <T>(docs: T[]) => ({
     sort () { return this },
     limit () { return this },
+    batchSize () { return this },
     async toArray () { return docs },
     async * [Symbol.asyncIterator] () { yield * docs },
   })
