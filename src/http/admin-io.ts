@@ -46,6 +46,7 @@ function fieldOf (e: AjvError): string {
 }
 
 function valueAt (body: unknown, e: AjvError): unknown {
+  if (e.keyword === 'required') return null
   let v = body
   for (const p of e.instancePath.split('/').slice(1)) {
     if (typeof v !== 'object' || v === null) return null
