@@ -149,6 +149,8 @@ export interface AdminCall {
   readonly params: readonly string[]
   readonly query: string
   readonly contentType: string
+  /** After a change: this node's catalog reloads, so the answer's change already holds here. */
+  readonly changed: () => Promise<void>
 }
 
 export interface AdminRoute {
@@ -196,7 +198,7 @@ export function registerAdminRoutes (router: Router, gate: AdminGate, routes: re
       return (async () => {
         try {
           const caller = await gate.check(facts, r.needAll === true)
-          await r.handle({ ex, caller, params, query, contentType })
+          await r.handle({ ex, caller, params, query, contentType, changed: () => gate.changed() })
         } catch (e) {
           if (!ex.aborted && !ex.ended) fail(ex, e)
         }

@@ -14,6 +14,10 @@ import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import type { Scope, Workspace } from '../../src/store/types.js'
 import { ASN_TEST_DB, COUNTRY_TEST_DB } from './server.js'
 
+/** A parsed answer, read field by field by the tests (and checked by their assertions). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above
+export type Json = any
+
 export type AdminKeyName = 'root' | 'admin' | 'otherAdmin' | 'unpaid' | 'feeds' | 'signals' | 'rules' | 'revoked'
 
 export interface AdminServer {
@@ -25,7 +29,7 @@ export interface AdminServer {
   readonly keys: Record<AdminKeyName, string>
   readonly keyIds: Record<AdminKeyName, string>
   /** A request with that key (or none); the answer's body parsed when it is JSON. */
-  call (method: string, path: string, key: AdminKeyName | null, body?: unknown, headers?: Record<string, string>): Promise<{ status: number, headers: Headers, body: any, text: string }>
+  call (method: string, path: string, key: AdminKeyName | null, body?: unknown, headers?: Record<string, string>): Promise<{ status: number, headers: Headers, body: Json, text: string }>
   close (): Promise<void>
 }
 

@@ -3,7 +3,7 @@
  * workspace changes, an inactive subscription does not block, the security headers on every
  * answer (errors too), no cookies, and failed authentication limited per client address.
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { startAdminServer, type AdminKeyName } from '../helpers/admin-server.js'
 
 // Behind a trusted proxy, so each case can come from an address of its own (X-Forwarded-For).
@@ -26,7 +26,7 @@ const ROUTES: Array<[string, string, unknown?]> = [
   ['POST', '/v1/admin/workspaces', { name: 'x' }],
 ]
 
-function checkHeaders (t: Tap.Test, h: Headers, what: string): void {
+function checkHeaders (t: Test, h: Headers, what: string): void {
   t.equal(h.get('content-security-policy'), "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'", `${what}: CSP`)
   t.equal(h.get('x-content-type-options'), 'nosniff', `${what}: nosniff`)
   t.equal(h.get('referrer-policy'), 'no-referrer', `${what}: referrer`)

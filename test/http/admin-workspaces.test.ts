@@ -5,12 +5,12 @@
  * change is an audit line.
  */
 import t from 'tap'
-import { startAdminServer } from '../helpers/admin-server.js'
+import { startAdminServer, type Json } from '../helpers/admin-server.js'
 
 const srv = await startAdminServer()
 t.teardown(() => srv.close())
 
-async function auditLines (workspace: string): Promise<any[]> {
+async function auditLines (workspace: string): Promise<Json[]> {
   const r = await srv.call('GET', `/v1/admin/audit?workspace=${workspace}`, 'root')
   t.equal(r.headers.get('content-type'), 'application/x-ndjson')
   return r.text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l))
@@ -26,7 +26,7 @@ t.test('admin:all creates, updates and deletes workspaces; each change is audite
   t.match(updated.body, { id, name: 'fleet-c', subscription: 'inactive', guards: { min_entries: 5, reject_special: true, accepted: null } })
   t.same((await srv.server.store.workspaces.get(id))?.feedGuards, { minEntries: 5, rejectSpecial: true })
   const listed = await srv.call('GET', '/v1/admin/workspaces', 'root')
-  t.ok(listed.body.items.some((w: any) => w.id === id), 'admin:all lists it')
+  t.ok(listed.body.items.some((w: Json) => w.id === id), 'admin:all lists it')
   const deleted = await srv.call('DELETE', `/v1/admin/workspaces/${id}`, 'root')
   t.same(deleted.body, { id, deleted: true })
   t.equal((await srv.call('GET', `/v1/admin/workspaces/${id}`, 'root')).status, 404)
@@ -43,9 +43,9 @@ t.test('admin:all creates, updates and deletes workspaces; each change is audite
 
 t.test('an admin key sees its own workspace only; admin:all sees every one', async (t) => {
   const mine = await srv.call('GET', '/v1/admin/workspaces', 'admin')
-  t.same(mine.body.items.map((w: any) => w.id), [srv.main.id])
+  t.same(mine.body.items.map((w: Json) => w.id), [srv.main.id])
   const all = await srv.call('GET', '/v1/admin/workspaces', 'root')
-  t.ok([srv.main.id, srv.other.id, srv.unpaid.id].every((id) => all.body.items.some((w: any) => w.id === id)))
+  t.ok([srv.main.id, srv.other.id, srv.unpaid.id].every((id) => all.body.items.some((w: Json) => w.id === id)))
   const cases = [
     { description: 'another workspace by id', path: `/v1/admin/workspaces/${srv.other.id}` },
     { description: 'its keys', path: `/v1/admin/keys?workspace=${srv.other.id}` },
@@ -76,7 +76,7 @@ t.test('keys: shown once, usable at once, revoked at once; admin:all is not gran
   const feed = await fetch(`${srv.base}/v1/threat/feeds`, { headers: { authorization: `Bearer ${created.body.key}` } })
   t.equal(feed.status, 200, 'the new key reads feeds at once')
   const listed = await srv.call('GET', '/v1/admin/keys', 'admin')
-  const row = listed.body.items.find((k: any) => k.id === created.body.id)
+  const row = listed.body.items.find((k: Json) => k.id === created.body.id)
   t.same(Object.keys(row).sort(), ['created_at', 'id', 'revoked_at', 'scopes', 'workspace'], 'the key is never listed')
   t.notOk(listed.text.includes(created.body.key), 'nor anywhere in the listing')
   const revoked = await srv.call('DELETE', `/v1/admin/keys/${created.body.id}`, 'admin')
