@@ -15,6 +15,8 @@ import { feedRoutes } from './http/feed-routes.js'
 import { explainGeoOf, explainRoutes } from './http/explain-route.js'
 import { ListDirectory } from './http/list-resolve.js'
 import { ConsumerTracker } from './http/consumers.js'
+import { adminRoutes } from './http/admin-routes.js'
+import { AdminJournal } from './http/admin-journal.js'
 import { ClientAddresses } from './http/consumer-address.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
@@ -41,6 +43,8 @@ export interface RunningServer {
   reloadTls (reason: string): Promise<boolean>
   readonly config: Config
   readonly store: BatchingStore
+  /** The admin API's diagnostics and audit log (its samples can be taken now: tests). */
+  readonly adminJournal: AdminJournal
   /** Stops accepting, finishes in-flight requests, flushes and closes the store. */
   stop (): Promise<void>
 }
@@ -88,8 +92,11 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
   housekeeper?.start()
   registerConsumerMetrics(metrics, () => consumer.health())
+  // The admin API's diagnostics and audit log (issue 22); it samples the feeds once they exist.
+  const journal = new AdminJournal({ store, log })
   const ingester = new SignalIngester({
     stream: store.stream,
+    onBatch: journal.recordBatch,
     checks: { asnExists: (asn) => geo.hasAsn(asn), checkExpressions: true },
     onAppended: (batch) => { consumer.offer(batch) },
   })
@@ -150,7 +157,9 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs }) : null
   if (tracker !== null) registerFeedConsumerMetrics(metrics, () => tracker.counts())
   tracker?.start()
+  journal.start(feeds)
   const http = await startHttpServer(ctx, [
+    adminRoutes({ journal }),
     signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
     explainRoutes({ feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId, feedId) => feeds.holdOf(workspaceId, feedId) }),
@@ -164,12 +173,14 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     reloadTls: (reason) => http.reloadTls(reason),
     config,
     store,
+    adminJournal: journal,
     stop () {
       // Order: stop taking requests and let in-flight ones finish (their writes are awaited),
       // then the background work, then the store, which flushes on close.
       stopping ??= (async () => {
         await http.close(config.shutdownMs)
         await tracker?.stop()
+        await journal.stop()
         await housekeeper?.stop()
         geoWatcher.close()
         catalog.stop()

@@ -8,7 +8,8 @@ const help = `Usage: threatfeed key <create|revoke|ls> [options]
 
   create --workspace ID --scopes signals:write,feeds:read [--json]   → {"id","key"}
          the key is printed once and stored only as a SHA-256 hash; scopes: ${SCOPES.join(', ')}
-         (rules:read: GET /v1/threat/explain, which shows rule metadata feeds:read must not)
+         (rules:read: GET /v1/threat/explain, which shows rule metadata feeds:read must not;
+         admin: /v1/admin/ for its workspace; admin:all: every workspace, made only here)
   revoke --id KEYID [--json]          refused by a running server within 1 second; revoking a
                                       revoked key changes nothing → {"id","revoked","alreadyRevoked"}
   ls [--workspace ID] [--json]        ids, scopes and state; never the keys`
