@@ -1,0 +1,61 @@
+/** Who polls which feed, stale and behind first, filtered by list. */
+import { get } from '../api.js'
+import { Status, useLoad } from '../load.js'
+import { href } from '../route.js'
+import type { Consumer, List, Page } from '../types.js'
+import { formatTime } from '../variants.js'
+
+export function isStale (c: Consumer): boolean {
+  return c.stale === true || (typeof c.stale === 'string' && c.stale !== '') || (c.state ?? '').startsWith('stale')
+}
+
+function behind (c: Consumer): number {
+  return c.versions_behind ?? c.versionsBehind ?? 0
+}
+
+/** Stale first, then behind (most first), then the longest silent. */
+export function orderConsumers (items: readonly Consumer[]): Consumer[] {
+  return [...items].sort((a, b) =>
+    Number(isStale(b)) - Number(isStale(a)) || behind(b) - behind(a) || (a.last_seen ?? '').localeCompare(b.last_seen ?? ''))
+}
+
+export function Consumers ({ workspace, list }: { workspace: string, list: string | null }) {
+  const lists = useLoad(() => get<Page<List>>('/v1/admin/lists', { workspace }), [workspace])
+  const loaded = useLoad(() => get<Page<Consumer>>('/v1/admin/consumers', { workspace, list }), [workspace, list])
+  const names = new Map((lists.data?.items ?? []).map((l) => [l.id, l.name]))
+  return (
+    <section>
+      <h1>Consumers</h1>
+      <form class="inline" onSubmit={(e) => { e.preventDefault() }}>
+        <label for="consumer-list">List</label>
+        <select id="consumer-list" value={list ?? ''} onChange={(e) => { location.hash = href('consumers', undefined, e.currentTarget.value === '' ? undefined : { list: e.currentTarget.value }) }}>
+          <option value="">every list</option>
+          {(lists.data?.items ?? []).map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
+        </select>
+      </form>
+      <Status loaded={loaded} />
+      {loaded.data !== null && (loaded.data.items.length === 0
+        ? <p class="muted">No consumer has polled{list === null ? '' : ' this list'} yet.</p>
+        : (
+          <table class="stack" data-testid="consumers">
+            <thead><tr><th>State</th><th>Address</th><th>Client</th><th>List</th><th>Variant</th><th>Last seen</th><th>Status</th><th>Behind</th><th>Polls</th></tr></thead>
+            <tbody>
+              {orderConsumers(loaded.data.items).map((c, i) => (
+                <tr key={i} class={isStale(c) ? 'stale' : ''}>
+                  <td data-label="State">{isStale(c) ? `stale${typeof c.stale === 'string' ? ` (${c.stale})` : c.staleReason ? ` (${c.staleReason})` : ''}` : behind(c) > 0 ? 'behind' : 'fresh'}</td>
+                  <td data-label="Address">{c.address ?? '—'}</td>
+                  <td data-label="Client">{[c.client, c.user_agent].filter((x) => x !== null && x !== undefined && x !== '').join(' · ') || '—'}</td>
+                  <td data-label="List">{c.list === null || c.list === undefined ? 'workspace feed' : names.get(c.list) ?? c.list}</td>
+                  <td data-label="Variant">{c.variant ?? '—'}</td>
+                  <td data-label="Last seen">{formatTime(c.last_seen)}</td>
+                  <td data-label="Status">{c.last_status ?? '—'}</td>
+                  <td data-label="Behind">{behind(c)}</td>
+                  <td data-label="Polls">{c.polls ?? '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        ))}
+    </section>
+  )
+}
