@@ -12,8 +12,11 @@
  */
 import type { CommitGate } from './commit-gate.js'
 
-/** `rules:read` sees rule metadata (GET /v1/threat/explain), which a fleet's shared feed key must not. */
-export const SCOPES = ['signals:write', 'feeds:read', 'rules:read'] as const
+/**
+ * `rules:read` sees rule metadata (GET /v1/threat/explain), which a fleet's shared feed key must not.
+ * `admin` manages its own workspace through /v1/admin/; `admin:all` every workspace (issue 22).
+ */
+export const SCOPES = ['signals:write', 'feeds:read', 'rules:read', 'admin', 'admin:all'] as const
 export type Scope = (typeof SCOPES)[number]
 
 export const SUBSCRIPTIONS = ['active', 'inactive'] as const
@@ -537,6 +540,8 @@ export interface Store {
   readonly consumers: ConsumerStore
   /** Present on stores shared by several processes (both backends); absent on test doubles. */
   readonly leases?: LeaseStore
+  /** The admin API's diagnostics and audit log (issue 22); both backends, absent on test doubles. */
+  readonly journal?: JournalStore
   /**
    * Counters that rise on every change, seen from any process using the same store (the CLI
    * changes keys while the server runs). Polled by the server (cheap: one read each).
@@ -615,4 +620,40 @@ export interface ConsumerStore {
   list (workspaceId?: string): Promise<FeedConsumer[]>
   /** Removes consumers last seen before `before`; returns how many. */
   forget (before: number): Promise<number>
+}
+
+/**
+ * The admin API's bounded tables (issue 22): recent signal batches, hourly feed sizes per variant,
+ * and the audit log of changes made through the API. Each entry belongs to a partition (a
+ * workspace, or `workspace/list` for feed sizes) and is read newest first.
+ */
+export const JOURNAL_TABLES = ['batch', 'feed_size', 'audit'] as const
+export type JournalTable = (typeof JOURNAL_TABLES)[number]
+
+export interface JournalEntry {
+  table: JournalTable
+  partition: string
+  /** When (ms); the order of a partition, with `id` breaking ties. */
+  at: number
+  /** Unique within (table, partition, at); an entry put again with the same three replaces it. */
+  id: string
+  data: Record<string, unknown>
+}
+
+/** How long and how many entries of a table each partition keeps. */
+export interface JournalBounds {
+  keepMs: number
+  maxPerPartition: number
+}
+
+export interface JournalStore {
+  /** Stores the entries in one write (replacing any with the same table, partition, at and id). */
+  put (entries: readonly JournalEntry[]): Promise<void>
+  /** At most `limit` entries of one partition, newest first, strictly before `before` when given. */
+  page (table: JournalTable, partition: string, limit: number, before?: { at: number, id: string }): Promise<JournalEntry[]>
+  /**
+   * One bounded pass: removes entries older than their table's keepMs, and in each partition the
+   * oldest beyond maxPerPartition; at most about `limit` removals. `more`: another pass has work.
+   */
+  sweep (now: number, bounds: Record<JournalTable, JournalBounds>, limit: number): Promise<{ removed: number, more: boolean }>
 }

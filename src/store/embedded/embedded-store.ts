@@ -11,6 +11,7 @@ import { ThreatfeedError } from '../../errors.js'
 import { TOMBSTONE_MAX, newHousekeepingCounters } from '../types.js'
 import { EmbeddedFeedVersionStore } from './feed-version-store.js'
 import { EmbeddedConsumerStore } from './consumer-store.js'
+import { EmbeddedJournalStore } from './journal-store.js'
 import { EmbeddedKeyStore } from './key-store.js'
 import { EmbeddedLeaseStore } from './lease-store.js'
 import { EmbeddedListStore } from './list-store.js'
@@ -33,6 +34,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
   readonly feedVersions: EmbeddedFeedVersionStore
   readonly consumers: EmbeddedConsumerStore
   readonly leases: EmbeddedLeaseStore
+  readonly journal: EmbeddedJournalStore
   readonly housekeeping = newHousekeepingCounters()
   readonly consumerThread: ConsumerThreadHandoff
   readonly #env: LmdbEnv
@@ -49,6 +51,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
     this.feedVersions = new EmbeddedFeedVersionStore(env)
     this.consumers = new EmbeddedConsumerStore(env)
     this.leases = new EmbeddedLeaseStore(env)
+    this.journal = new EmbeddedJournalStore(env)
   }
 
   async revisions (): Promise<{ admin: number, rules: number }> {

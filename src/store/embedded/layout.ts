@@ -4,10 +4,12 @@
  * expiry-log.ts, which lmdb-env.ts must not depend on, use them too).
  */
 import type { Database } from 'lmdb'
-import type { AccessList, ApiKey, ExpressionRule, FeedConsumer, FeedVersion, LapsedTombstone, Workspace } from '../types.js'
+import type { AccessList, ApiKey, ExpressionRule, FeedConsumer, FeedVersion, JournalTable, LapsedTombstone, Workspace } from '../types.js'
 
 /** Expiry log key: [expiry bucket, entry number]; see expiry-log.ts. */
 export type ExpiryLogKey = [number, number]
+
+export type JournalKey = [JournalTable, string, number, string]
 
 export interface Databases {
   readonly workspaces: Database<Workspace, string>
@@ -34,6 +36,8 @@ export interface Databases {
   readonly feedVersions: Database<FeedVersion, string>
   /** workspace␟consumer id → the consumer's record (consumer-store.ts). */
   readonly consumers: Database<FeedConsumer, string>
+  /** [table, partition, at, id] → the entry's data (journal-store.ts: the admin API's diagnostics and audit log). */
+  readonly journal: Database<Record<string, unknown>, JournalKey>
   /** Counters: the two revisions; also the data format (migrate-format.ts) and the expiry-log
    *  entry counter (expiry-log.ts). */
   readonly meta: Database<number, string>

@@ -144,6 +144,7 @@ export class LmdbEnv {
         checkpoints: root.openDB('checkpoints', json),
         feedVersions: root.openDB('feed-versions', json),
         consumers: root.openDB('feed-consumers', json),
+        journal: root.openDB('admin-journal', json),
         meta: root.openDB('meta', json),
       }
       this.streamDbs = {

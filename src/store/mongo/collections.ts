@@ -11,7 +11,7 @@
  */
 import { MongoServerError, type Collection, type Db, type Document, type IndexDescription } from 'mongodb'
 import type {
-  Confidence, FeedAction, Family, FeedVersion, FeedVersionBasis, FeedVersionState, GuardSettings, LabelValue, ListDefaults, PublishState, RuleKind, Scope, Severity, Subscription, Target,
+  Confidence, FeedAction, JournalTable, Family, FeedVersion, FeedVersionBasis, FeedVersionState, GuardSettings, LabelValue, ListDefaults, PublishState, RuleKind, Scope, Severity, Subscription, Target,
 } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 
@@ -107,6 +107,16 @@ export interface TombstoneDoc {
   action?: 'block' | 'allow'
 }
 
+/** An entry of the admin API's journal (types.ts JournalEntry); _id is table␟partition␟at␟id. */
+export interface JournalDoc {
+  _id: string
+  table: JournalTable
+  partition: string
+  at: number
+  id: string
+  data: Record<string, unknown>
+}
+
 /** A feed consumer (types.ts FeedConsumer); _id is its id. Fields written by consumer-store.ts. */
 export interface ConsumerDoc {
   _id: string
@@ -152,6 +162,7 @@ export interface Collections {
   readonly tombstones: Collection<TombstoneDoc>
   readonly consumers: Collection<ConsumerDoc>
   readonly leases: Collection<LeaseDoc>
+  readonly journal: Collection<JournalDoc>
 }
 
 export function collectionsOf (db: Db): Collections {
@@ -168,6 +179,7 @@ export function collectionsOf (db: Db): Collections {
     tombstones: db.collection('lapsed_rules'),
     consumers: db.collection('feed_consumers'),
     leases: db.collection('leases'),
+    journal: db.collection('admin_journal'),
   }
 }
 
@@ -196,6 +208,11 @@ const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
     { key: { workspaceId: 1 }, name: 'workspace' },
     // ConsumerStore#forget
     { key: { lastSeen: 1 }, name: 'last_seen' },
+  ]],
+  // JournalStore#page reads a partition newest first; the sweep by table and age.
+  ['journal', [
+    { key: { table: 1, partition: 1, at: -1, id: -1 }, name: 'partition_time' },
+    { key: { table: 1, at: 1 }, name: 'table_time' },
   ]],
 ]
 

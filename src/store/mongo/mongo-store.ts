@@ -13,6 +13,7 @@ import { createClient, resolveDbName, toStoreError } from './mongo-client.js'
 import { MongoContext } from './mongo-context.js'
 import { MongoFeedVersionStore } from './feed-version-store.js'
 import { MongoConsumerStore } from './consumer-store.js'
+import { MongoJournalStore } from './journal-store.js'
 import { MongoKeyStore } from './key-store.js'
 import { MongoLeaseStore } from './lease-store.js'
 import { MongoListStore } from './list-store.js'
@@ -32,6 +33,7 @@ export class MongoStore implements BatchingStore {
   readonly feedVersions: MongoFeedVersionStore
   readonly consumers: MongoConsumerStore
   readonly leases: MongoLeaseStore
+  readonly journal: MongoJournalStore
   readonly housekeeping = newHousekeepingCounters()
   readonly #ctx: MongoContext
 
@@ -46,6 +48,7 @@ export class MongoStore implements BatchingStore {
     this.feedVersions = new MongoFeedVersionStore(ctx)
     this.consumers = new MongoConsumerStore(ctx)
     this.leases = new MongoLeaseStore(ctx)
+    this.journal = new MongoJournalStore(ctx)
   }
 
   /** One round trip for both counters: the server polls this every ~250 ms. */
