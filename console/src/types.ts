@@ -42,11 +42,10 @@ export interface Consumer {
   polls?: number
   last_seen?: string
   last_status?: number
-  stale?: boolean | string | null
-  state?: string
-  staleReason?: string | null
+  stale: boolean
+  stale_reason?: string | null
+  behind?: boolean | null
   versions_behind?: number | null
-  versionsBehind?: number | null
 }
 
 export interface Batch {

@@ -5,18 +5,20 @@ import { href } from '../route.js'
 import type { Consumer, List, Page } from '../types.js'
 import { formatTime } from '../variants.js'
 
-export function isStale (c: Consumer): boolean {
-  return c.stale === true || (typeof c.stale === 'string' && c.stale !== '') || (c.state ?? '').startsWith('stale')
-}
-
 function behind (c: Consumer): number {
-  return c.versions_behind ?? c.versionsBehind ?? 0
+  return c.behind === true ? Math.max(1, c.versions_behind ?? 1) : 0
 }
 
-/** Stale first, then behind (most first), then the longest silent. */
+/** Stale first, then behind (most versions first), then the longest silent. */
 export function orderConsumers (items: readonly Consumer[]): Consumer[] {
   return [...items].sort((a, b) =>
-    Number(isStale(b)) - Number(isStale(a)) || behind(b) - behind(a) || (a.last_seen ?? '').localeCompare(b.last_seen ?? ''))
+    Number(b.stale) - Number(a.stale) || behind(b) - behind(a) || (a.last_seen ?? '').localeCompare(b.last_seen ?? ''))
+}
+
+function state (c: Consumer): string {
+  if (c.stale) return c.stale_reason ? `stale (${c.stale_reason})` : 'stale'
+  if (c.behind === true) return 'behind'
+  return c.behind === null || c.behind === undefined ? 'fresh (version unknown)' : 'fresh'
 }
 
 export function Consumers ({ workspace, list }: { workspace: string, list: string | null }) {
@@ -30,7 +32,7 @@ export function Consumers ({ workspace, list }: { workspace: string, list: strin
         <label for="consumer-list">List</label>
         <select id="consumer-list" value={list ?? ''} onChange={(e) => { location.hash = href('consumers', undefined, e.currentTarget.value === '' ? undefined : { list: e.currentTarget.value }) }}>
           <option value="">every list</option>
-          {(lists.data?.items ?? []).map((l) => <option key={l.id} value={l.name}>{l.name}</option>)}
+          {(lists.data?.items ?? []).map((l) => <option key={l.id} value={l.id}>{l.name}</option>)}
         </select>
       </form>
       <Status loaded={loaded} />
@@ -41,15 +43,15 @@ export function Consumers ({ workspace, list }: { workspace: string, list: strin
             <thead><tr><th>State</th><th>Address</th><th>Client</th><th>List</th><th>Variant</th><th>Last seen</th><th>Status</th><th>Behind</th><th>Polls</th></tr></thead>
             <tbody>
               {orderConsumers(loaded.data.items).map((c, i) => (
-                <tr key={i} class={isStale(c) ? 'stale' : ''}>
-                  <td data-label="State">{isStale(c) ? `stale${typeof c.stale === 'string' ? ` (${c.stale})` : c.staleReason ? ` (${c.staleReason})` : ''}` : behind(c) > 0 ? 'behind' : 'fresh'}</td>
+                <tr key={i} class={c.stale ? 'stale' : ''}>
+                  <td data-label="State">{state(c)}</td>
                   <td data-label="Address">{c.address ?? '—'}</td>
                   <td data-label="Client">{[c.client, c.user_agent].filter((x) => x !== null && x !== undefined && x !== '').join(' · ') || '—'}</td>
                   <td data-label="List">{c.list === null || c.list === undefined ? 'workspace feed' : names.get(c.list) ?? c.list}</td>
                   <td data-label="Variant">{c.variant ?? '—'}</td>
                   <td data-label="Last seen">{formatTime(c.last_seen)}</td>
                   <td data-label="Status">{c.last_status ?? '—'}</td>
-                  <td data-label="Behind">{behind(c)}</td>
+                  <td data-label="Behind">{c.behind === true ? (c.versions_behind ?? 'yes') : c.behind === false ? 0 : '—'}</td>
                   <td data-label="Polls">{c.polls ?? '—'}</td>
                 </tr>
               ))}
