@@ -37,6 +37,8 @@ export const registry = Object.freeze({
   TF_ERR_CLIENT_CERT_REQUIRED: def(401, 'caller', 'UnauthorizedError', 'a client certificate is required'),
   TF_ERR_PAYMENT_REQUIRED: def(402, 'caller', 'PaymentRequiredError', 'subscription required'),
   TF_ERR_FORBIDDEN: def(403, 'caller', 'ForbiddenError', 'API key lacks the %s scope'),
+  // Issue 22: the one scope that crosses workspaces is granted only on the server's own machine.
+  TF_ERR_ADMIN_ALL_LOCAL: def(403, 'caller', 'ForbiddenError', 'admin:all keys are made only on the server: threatfeed key create --scopes admin:all'),
 
   // --- HTTP infrastructure ---
   TF_ERR_NOT_FOUND: def(404, 'caller', 'NotFoundError', 'not found'),

@@ -15,6 +15,8 @@ import { feedRoutes } from './http/feed-routes.js'
 import { explainGeoOf, explainRoutes } from './http/explain-route.js'
 import { ListDirectory } from './http/list-resolve.js'
 import { ConsumerTracker } from './http/consumers.js'
+import { adminRoutes } from './http/admin-routes.js'
+import { AdminJournal } from './http/admin-journal.js'
 import { ClientAddresses } from './http/consumer-address.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
@@ -88,8 +90,11 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
   housekeeper?.start()
   registerConsumerMetrics(metrics, () => consumer.health())
+  // The admin API's diagnostics and audit log (issue 22); it samples the feeds once they exist.
+  const journal = new AdminJournal({ store, log })
   const ingester = new SignalIngester({
     stream: store.stream,
+    onBatch: journal.recordBatch,
     checks: { asnExists: (asn) => geo.hasAsn(asn), checkExpressions: true },
     onAppended: (batch) => { consumer.offer(batch) },
   })
@@ -150,7 +155,9 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs }) : null
   if (tracker !== null) registerFeedConsumerMetrics(metrics, () => tracker.counts())
   tracker?.start()
+  journal.start(feeds)
   const http = await startHttpServer(ctx, [
+    adminRoutes({ journal }),
     signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
     explainRoutes({ feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId, feedId) => feeds.holdOf(workspaceId, feedId) }),
@@ -170,6 +177,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
       stopping ??= (async () => {
         await http.close(config.shutdownMs)
         await tracker?.stop()
+        await journal.stop()
         await housekeeper?.stop()
         geoWatcher.close()
         catalog.stop()

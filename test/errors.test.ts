@@ -31,7 +31,7 @@ t.test('unknown errors become a generic internal error carrying the cause', asyn
 })
 
 t.test('the number of codes is pinned: a new code is a decision, made here too', async (t) => {
-  t.equal(Object.keys(registry).length, 29)
+  t.equal(Object.keys(registry).length, 30)
 })
 
 t.test('statuses pinned', async (t) => {
@@ -44,6 +44,7 @@ t.test('statuses pinned', async (t) => {
     TF_ERR_CLIENT_CERT_REQUIRED: 401,
     TF_ERR_PAYMENT_REQUIRED: 402,
     TF_ERR_FORBIDDEN: 403,
+    TF_ERR_ADMIN_ALL_LOCAL: 403,
     TF_ERR_NOT_FOUND: 404,
     TF_ERR_METHOD_NOT_ALLOWED: 405,
     TF_ERR_RATE_LIMITED: 429,

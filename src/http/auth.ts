@@ -107,13 +107,29 @@ export function decideAccess (principal: Principal | null, scope: Scope, api: Ap
   if (principal === null || principal.key.revokedAt !== null || principal.workspace.deletedAt !== null) {
     return { ok: false, error: unauthorized() }
   }
-  if (!principal.key.scopes.includes(scope)) {
+  if (!holdsScope(principal.key.scopes, scope)) {
     return { ok: false, error: new ThreatfeedError(api === 'v2' ? 'TF_ERR_UNAUTHORIZED_SCOPE' : 'TF_ERR_FORBIDDEN', [scope]) }
   }
-  if (principal.workspace.subscription !== 'active') {
+  // Administration goes on with the subscription inactive, so that it can be reactivated (issue 22).
+  if (principal.workspace.subscription !== 'active' && !ADMIN_SCOPES.has(scope)) {
     return { ok: false, error: new ThreatfeedError(api === 'v2' ? 'TF_ERR_UNAUTHORIZED_SUBSCRIPTION' : 'TF_ERR_PAYMENT_REQUIRED') }
   }
   return { ok: true, principal }
+}
+
+/** Scopes a key's scope grants besides itself: `admin:all` is `admin` everywhere, and both read
+ *  rules (the console explains addresses with its admin key). */
+const IMPLIED_BY: Partial<Record<Scope, readonly Scope[]>> = {
+  admin: ['admin:all'],
+  'rules:read': ['admin', 'admin:all'],
+}
+const ADMIN_SCOPES: ReadonlySet<Scope> = new Set(['admin', 'admin:all'])
+
+/** Whether `scopes` grant `scope`, itself or through a scope that implies it. */
+export function holdsScope (scopes: readonly Scope[], scope: Scope): boolean {
+  if (scopes.includes(scope)) return true
+  const by = IMPLIED_BY[scope]
+  return by !== undefined && by.some((s) => scopes.includes(s))
 }
 
 /** The live keys of a view, by hash. */

@@ -52,8 +52,25 @@ export interface AppendedBatch {
   readonly commands: readonly Command[]
 }
 
+/**
+ * What became of one batch, for the admin API's diagnostics (issue 22): counts and the failed
+ * entries' reasons, never the entries themselves. `entries` is 0 when the body was not an array.
+ */
+export interface BatchReport {
+  readonly api: ApiVersion
+  readonly workspaceId: string
+  readonly at: number
+  readonly entries: number
+  readonly accepted: number
+  readonly failed: number
+  readonly status: 200 | 206 | 400
+  readonly errors: readonly string[]
+}
+
 export interface IngesterOptions {
   readonly stream: SignalStream
+  /** Told of every batch answered 200, 206 or 400 (not of a store failure: nothing was decided). */
+  readonly onBatch?: (report: BatchReport) => void
   readonly checks: EntryChecks
   /** Called after every successful append (hands the batch to the in-process consumer). */
   readonly onAppended?: (batch: AppendedBatch) => void
@@ -104,6 +121,7 @@ export class SignalIngester {
   readonly #stream: SignalStream
   readonly #checks: EntryChecks
   readonly #onAppended: (batch: AppendedBatch) => void
+  readonly #onBatch: ((report: BatchReport) => void) | null
   readonly #now: () => number
   readonly #appendTimeoutMs: number
   readonly #commitMarginMs: number
@@ -112,6 +130,7 @@ export class SignalIngester {
     this.#stream = options.stream
     this.#checks = options.checks
     this.#onAppended = options.onAppended ?? (() => {})
+    this.#onBatch = options.onBatch ?? null
     this.#now = options.now ?? Date.now
     this.#appendTimeoutMs = options.appendTimeoutMs ?? 2000
     this.#commitMarginMs = options.commitMarginMs ?? Math.min(500, this.#appendTimeoutMs / 4)
@@ -126,14 +145,32 @@ export class SignalIngester {
    *   // out.status === 200, out.body.message === 'Processed 1 entries, 0 failed'
    */
   async ingest (api: ApiVersion, workspaceId: string, body: Buffer): Promise<BatchOutcome> {
-    const accepted = this.#accept(api, workspaceId, body)
+    let accepted: Accepted
+    try {
+      accepted = this.#accept(api, workspaceId, body)
+    } catch (e) {
+      if (this.#onBatch !== null) this.#reportRefused(api, workspaceId, e)
+      throw e
+    }
     const seqs = await accepted.appended
     this.#onAppended({ workspaceId, acceptedAt: accepted.acceptedAt, seqs, commands: accepted.commands })
     const { message, errors } = accepted
+    if (this.#onBatch !== null) {
+      this.#onBatch({ api, workspaceId, at: accepted.acceptedAt, entries: seqs.length + errors.length, accepted: seqs.length, failed: errors.length, status: errors.length === 0 ? 200 : 206, errors })
+    }
     if (errors.length === 0) {
       return { status: 200, body: api === 'v2' ? { success: true, message, errors } : { success: true, message }, seqs }
     }
     return { status: 206, body: { success: false, message, errors }, seqs }
+  }
+
+  /** A batch refused whole (400): every entry failed, or the body was not a batch at all. */
+  #reportRefused (api: ApiVersion, workspaceId: string, e: unknown): void {
+    if (!(e instanceof ThreatfeedError) || e.status !== 400) return
+    const details = Array.isArray(e.details) ? e.details as ErrorDetail[] : null
+    const errors = details === null ? [e.message] : details.map((d) => `${d.field}: ${d.message}`)
+    const entries = details === null ? 0 : new Set(details.map((d) => /^\[(\d+)\]/.exec(d.field)?.[1] ?? d.field)).size
+    this.#onBatch!({ api, workspaceId, at: this.#now(), entries, accepted: 0, failed: entries, status: 400, errors })
   }
 
   /**

@@ -1,0 +1,223 @@
+/**
+ * The admin API's request and answer plumbing: JSON bodies checked by the compiled validators of
+ * src/json/admin-schemas.ts, query parameters, cursor paging, and the one writer of admin answers
+ * (every one with ADMIN_HEADERS, errors as SPEC 2.6 bodies).
+ */
+import { ThreatfeedError, toThreatfeedError } from '../errors.js'
+import * as validators from '../json/generated/admin-validators.js'
+import type { AdminSchemaName } from '../json/admin-schemas.js'
+import { checkContentType } from '../ingest/parse-body.js'
+import type { Logger } from '../log.js'
+import { ADMIN_HEADERS, type AdminGate, type AdminCaller, type AdminRequestFacts } from './admin-access.js'
+import type { Method, Router } from './app.js'
+import { readBody } from './body.js'
+import { sendError, sendJson, sendBody, type Exchange, type Headers } from './respond.js'
+
+/** Admin bodies are small objects: a list with a 64-pair selector is a few KiB. */
+export const ADMIN_MAX_BODY_BYTES = 64 * 1024
+
+export interface Detail { field: string, message: string, value: unknown }
+
+/** 400 with SPEC 2.6 `details`. */
+export function invalid (details: Detail[]): ThreatfeedError {
+  return new ThreatfeedError('TF_ERR_VALIDATION', [], { details })
+}
+
+interface AjvError { instancePath: string, keyword: string, message?: string, params: Record<string, unknown> }
+type Validate = ((data: unknown) => boolean) & { errors?: AjvError[] | null }
+
+const VALIDATORS: Record<AdminSchemaName, Validate> = {
+  'admin-guards': validators.adminGuards as Validate,
+  'admin-workspace-create': validators.adminWorkspaceCreate as Validate,
+  'admin-workspace-update': validators.adminWorkspaceUpdate as Validate,
+  'admin-key-create': validators.adminKeyCreate as Validate,
+  'admin-list-create': validators.adminListCreate as Validate,
+  'admin-list-update': validators.adminListUpdate as Validate,
+  'admin-list-accept': validators.adminListAccept as Validate,
+}
+
+/** `/a/b` → `a.b`; a missing or unknown property names itself. */
+function fieldOf (e: AjvError): string {
+  const path = e.instancePath.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+  if (e.keyword === 'required') path.push(String(e.params.missingProperty))
+  if (e.keyword === 'additionalProperties') path.push(String(e.params.additionalProperty))
+  if (e.keyword === 'propertyNames') path.push(String(e.params.propertyName))
+  return path.join('.')
+}
+
+function valueAt (body: unknown, e: AjvError): unknown {
+  let v = body
+  for (const p of e.instancePath.split('/').slice(1)) {
+    if (typeof v !== 'object' || v === null) return null
+    v = (v as Record<string, unknown>)[p.replace(/~1/g, '/').replace(/~0/g, '~')]
+  }
+  if (e.keyword === 'additionalProperties' && typeof v === 'object' && v !== null) return (v as Record<string, unknown>)[String(e.params.additionalProperty)] ?? null
+  return v === undefined ? null : v
+}
+
+/** The body as `schema` allows it, or a 400 naming every problem. */
+export function validateBody<T> (schema: AdminSchemaName, body: unknown): T {
+  const validate = VALIDATORS[schema]
+  if (validate(body)) return body as T
+  const seen = new Set<string>()
+  const details: Detail[] = []
+  for (const e of validate.errors ?? []) {
+    // anyOf [schema, null] reports both branches and the anyOf: one line per field and message.
+    if (e.keyword === 'anyOf' || (e.keyword === 'type' && e.params.type === 'null')) continue
+    if (e.keyword === 'propertyNames') continue // its `pattern` error below names the key
+    const d = { field: fieldOf(e), message: e.message ?? e.keyword, value: valueAt(body, e) }
+    const id = `${d.field}\u0000${d.message}`
+    if (!seen.has(id)) { seen.add(id); details.push(d) }
+  }
+  throw invalid(details)
+}
+
+/** Reads and parses a JSON body; an empty body is `{}`. */
+export async function readJson (ex: Exchange, contentType: string): Promise<unknown> {
+  checkContentType(contentType)
+  const raw = await readBody(ex, ADMIN_MAX_BODY_BYTES)
+  if (raw.byteLength === 0) return {}
+  try {
+    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw)) as unknown
+  } catch {
+    throw new ThreatfeedError('TF_ERR_BAD_REQUEST', ['request body is not valid JSON'])
+  }
+}
+
+/** The query's parameters; each of `single` at most once, anything else outside `allowed` is refused. */
+export function readQuery (raw: string, allowed: readonly string[], repeatable: readonly string[] = []): URLSearchParams {
+  const q = new URLSearchParams(raw)
+  const details: Detail[] = []
+  for (const k of new Set(q.keys())) {
+    if (!allowed.includes(k)) details.push({ field: k, message: `unknown parameter; allowed: ${allowed.join(', ')}`, value: q.get(k) })
+    else if (!repeatable.includes(k) && q.getAll(k).length > 1) details.push({ field: k, message: 'repeated parameter', value: q.getAll(k) })
+  }
+  if (details.length > 0) throw invalid(details)
+  return q
+}
+
+export const MAX_PAGE = 500
+export const DEFAULT_PAGE = 100
+
+export interface Cursor { at: number, id: string }
+
+export interface PageRequest { limit: number, before: Cursor | undefined }
+
+/** `limit` (1..500, default 100) and `cursor` (a `next_cursor` as given). */
+export function readPage (q: URLSearchParams): PageRequest {
+  const details: Detail[] = []
+  const rawLimit = q.get('limit')
+  let limit = DEFAULT_PAGE
+  if (rawLimit !== null) {
+    limit = /^\d{1,6}$/.test(rawLimit) ? Number(rawLimit) : NaN
+    if (!(limit >= 1 && limit <= MAX_PAGE)) details.push({ field: 'limit', message: `must be a whole number from 1 to ${MAX_PAGE}`, value: rawLimit })
+  }
+  const rawCursor = q.get('cursor')
+  let before: Cursor | undefined
+  if (rawCursor !== null) {
+    before = decodeCursor(rawCursor) ?? undefined
+    if (before === undefined) details.push({ field: 'cursor', message: 'is not a cursor this API gave', value: rawCursor })
+  }
+  if (details.length > 0) throw invalid(details)
+  return { limit, before }
+}
+
+export function encodeCursor (c: Cursor): string {
+  return Buffer.from(JSON.stringify([c.at, c.id])).toString('base64url')
+}
+
+function decodeCursor (text: string): Cursor | null {
+  if (!/^[A-Za-z0-9_-]{1,400}$/.test(text)) return null
+  try {
+    const v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as unknown
+    if (Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) && typeof v[1] === 'string') return { at: v[0] as number, id: v[1] }
+  } catch {
+    // not JSON: not one of ours
+  }
+  return null
+}
+
+export function iso (ms: number | null | undefined): string | null {
+  return ms === null || ms === undefined ? null : new Date(ms).toISOString()
+}
+
+/** What a handler is given: the exchange, the caller, the route parameters and the raw query. */
+export interface AdminCall {
+  readonly ex: Exchange
+  readonly caller: AdminCaller
+  readonly params: readonly string[]
+  readonly query: string
+  readonly contentType: string
+}
+
+export interface AdminRoute {
+  readonly method: Exclude<Method, 'any' | 'head' | 'options'>
+  readonly pattern: string
+  /** Metrics label. */
+  readonly route: string
+  /** Creating, updating and deleting workspaces take `admin:all`. */
+  readonly needAll?: boolean
+  readonly handle: (call: AdminCall) => Promise<void>
+}
+
+export function sendAdmin (ex: Exchange, status: number, body: unknown): void {
+  sendJson(ex, status, body, ADMIN_HEADERS)
+}
+
+export function sendAdminText (ex: Exchange, status: number, body: string, contentType: string, headers: Headers): void {
+  sendBody(ex, status, body, contentType, [...ADMIN_HEADERS, ...headers])
+}
+
+/**
+ * Registers the routes: each checks the caller first, then runs; every answer, error or not,
+ * carries ADMIN_HEADERS. Other methods on a pattern answer 405 with `Allow`.
+ */
+export function registerAdminRoutes (router: Router, gate: AdminGate, routes: readonly AdminRoute[], log: Logger): void {
+  const report = (e: ThreatfeedError): void => { log.error({ err: e, cause: e.cause, code: e.code }, e.message) }
+  const fail = (ex: Exchange, e: unknown): void => {
+    const err = toThreatfeedError(e)
+    const extra: Array<readonly [string, string]> = [...ADMIN_HEADERS]
+    if (err.status === 429) extra.push(['Retry-After', String((err.details as { retryAfter?: number } | undefined)?.retryAfter ?? 1)])
+    sendError(ex, err, 'signal', report, extra)
+  }
+  const byPattern = new Map<string, string[]>()
+  for (const r of routes) {
+    const methods = byPattern.get(r.pattern) ?? []
+    methods.push(r.method === 'del' ? 'DELETE' : r.method.toUpperCase())
+    byPattern.set(r.pattern, methods)
+    const paramCount = (r.pattern.match(/:/g) ?? []).length
+    router.on(r.method, r.pattern, r.route, 'signal', (ex, req) => {
+      const facts: AdminRequestFacts = gate.facts(ex.res, req)
+      const params: string[] = []
+      for (let i = 0; i < paramCount; i++) params.push(decodeParameter(req.getParameter(i) ?? ''))
+      const query = req.getQuery() ?? ''
+      const contentType = req.getHeader('content-type')
+      return (async () => {
+        try {
+          const caller = await gate.check(facts, r.needAll === true)
+          await r.handle({ ex, caller, params, query, contentType })
+        } catch (e) {
+          if (!ex.aborted && !ex.ended) fail(ex, e)
+        }
+      })()
+    })
+  }
+  for (const [pattern, methods] of byPattern) {
+    if (methods.includes('GET')) methods.push('HEAD')
+    const allow = methods.join(', ')
+    const refuse = (ex: Exchange): void => {
+      sendError(ex, new ThreatfeedError('TF_ERR_METHOD_NOT_ALLOWED', [allow]), 'signal', report, [...ADMIN_HEADERS, ['Allow', allow]])
+    }
+    router.on('any', pattern, 'admin_method', 'signal', refuse)
+    if (!methods.includes('HEAD')) router.on('head', pattern, 'admin_method', 'signal', refuse)
+  }
+}
+
+/** A path segment as sent; one that is not valid percent-encoding stays as is (and matches nothing). */
+function decodeParameter (raw: string): string {
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return raw
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * /v1/admin/lists (docs/admin-api.md): the API twin of `threatfeed list create|update|delete|
+ * show|accept|ls`, with the same limits (src/json/admin-schemas.ts) and the same rules written in
+ * code: nftables needs one family (on the defaults after an update merges them), guards merge
+ * into the current ones, accept names the held build's digest.
+ */
+import { ThreatfeedError } from '../errors.js'
+import type { AccessList, Confidence, Family, FeedAction, FeedFormat, ListDefaults, Severity, Store } from '../store/types.js'
+import { mayAccess, workspaceFor } from './admin-access.js'
+import { invalid, readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
+import type { AdminJournal } from './admin-journal.js'
+import { guardsFromBody, showList, type GuardsBody } from './admin-shapes.js'
+
+const LISTS = '/v1/admin/lists'
+
+interface ListFields {
+  name?: string
+  description?: string
+  format?: FeedFormat
+  family?: Family
+  action?: FeedAction
+  max_entries?: number
+  confidence?: Confidence
+  severity?: Severity
+  shards?: number
+  selector?: Record<string, string>
+}
+
+interface ListCreate extends ListFields { workspace?: string, name: string, guards?: GuardsBody }
+interface ListUpdate extends ListFields { guards?: GuardsBody | null }
+
+/** The defaults a body sets, over `base`. */
+function defaultsOf (b: ListFields, base: ListDefaults): ListDefaults {
+  const d: ListDefaults = { ...base }
+  if (b.format !== undefined) d.format = b.format
+  if (b.family !== undefined) d.family = b.family
+  if (b.action !== undefined) d.action = b.action
+  if (b.max_entries !== undefined) d.maxEntries = b.max_entries
+  if (b.confidence !== undefined) d.confidence = b.confidence
+  if (b.severity !== undefined) d.severity = b.severity
+  if (b.shards !== undefined) d.shards = b.shards
+  if (d.format === 'nftables' && (d.family ?? 'both') === 'both') {
+    throw invalid([{ field: 'family', message: 'format nftables needs family v4 or v6 (an nftables set holds one family)', value: d.family ?? null }])
+  }
+  return d
+}
+
+async function listOf (store: Store, call: AdminCall): Promise<AccessList> {
+  const id = call.params[0]!
+  const l = await store.lists.get(id)
+  if (l === null || !mayAccess(call.caller, l.workspaceId)) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+  return l
+}
+
+export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
+  const audit = (call: AdminCall, action: string, target: string, workspaceId: string, status: number): Promise<void> =>
+    journal.audit({ keyId: call.caller.key.id, address: call.caller.address, action, target, workspaceId, status })
+  return [
+    {
+      method: 'get', pattern: LISTS, route: 'admin_lists',
+      async handle (call) {
+        const q = readQuery(call.query, ['workspace'])
+        const w = await workspaceFor(store, call.caller, q.get('workspace') ?? undefined)
+        const lists = await store.lists.list(w.id)
+        sendAdmin(call.ex, 200, { items: lists.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id)).map(showList) })
+      },
+    },
+    {
+      method: 'get', pattern: `${LISTS}/:id`, route: 'admin_list',
+      async handle (call) {
+        sendAdmin(call.ex, 200, showList(await listOf(store, call)))
+      },
+    },
+    {
+      method: 'post', pattern: LISTS, route: 'admin_lists',
+      async handle (call) {
+        const body = validateBody<ListCreate>('admin-list-create', await readJson(call.ex, call.contentType))
+        const w = await workspaceFor(store, call.caller, body.workspace)
+        const defaults = defaultsOf(body, {})
+        if (body.guards !== undefined && Object.keys(body.guards).length > 0) defaults.guards = guardsFromBody(body.guards)
+        const l = await store.lists.create({ workspaceId: w.id, name: body.name, description: body.description ?? '', defaults, selector: { ...body.selector } })
+        await audit(call, 'list.create', l.id, w.id, 201)
+        sendAdmin(call.ex, 201, showList(l))
+      },
+    },
+    {
+      method: 'patch', pattern: `${LISTS}/:id`, route: 'admin_list',
+      async handle (call) {
+        const body = validateBody<ListUpdate>('admin-list-update', await readJson(call.ex, call.contentType))
+        const current = await listOf(store, call)
+        const patch: Partial<Pick<AccessList, 'name' | 'description' | 'defaults' | 'selector'>> = {}
+        if (body.name !== undefined) patch.name = body.name
+        if (body.description !== undefined) patch.description = body.description
+        if (body.selector !== undefined) patch.selector = { ...body.selector }
+        const defaults = defaultsOf(body, current.defaults)
+        if (body.guards === null) delete defaults.guards
+        else if (body.guards !== undefined) {
+          // Merged as `list update` merges its flags; an accepted digest stays until a new build.
+          const merged = { ...current.defaults.guards, ...guardsFromBody(body.guards) }
+          if (Object.keys(merged).length > 0) defaults.guards = merged
+        }
+        patch.defaults = defaults
+        const l = await store.lists.update(current.id, patch)
+        if (l === null) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+        await audit(call, 'list.update', l.id, l.workspaceId, 200)
+        sendAdmin(call.ex, 200, showList(l))
+      },
+    },
+    {
+      method: 'del', pattern: `${LISTS}/:id`, route: 'admin_list',
+      async handle (call) {
+        const l = await listOf(store, call)
+        if (!await store.lists.delete(l.id)) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+        await audit(call, 'list.delete', l.id, l.workspaceId, 200)
+        sendAdmin(call.ex, 200, { id: l.id, deleted: true })
+      },
+    },
+    {
+      method: 'post', pattern: `${LISTS}/:id/accept`, route: 'admin_list_accept',
+      async handle (call) {
+        const body = validateBody<{ digest?: string }>('admin-list-accept', await readJson(call.ex, call.contentType))
+        const current = await listOf(store, call)
+        const held = current.publishState?.held ?? null
+        if (held === null) throw new ThreatfeedError('TF_ERR_STORE_CONFLICT', [`list ${current.id} has no held build`])
+        if (body.digest !== undefined && body.digest !== held.digest) {
+          throw new ThreatfeedError('TF_ERR_STORE_CONFLICT', [`the held build of list ${current.id} is ${held.digest}, not ${body.digest}; nothing accepted`])
+        }
+        // As `threatfeed list accept`: recorded by digest, so every node publishes this build.
+        await store.lists.update(current.id, { defaults: { ...current.defaults, guards: { ...current.defaults.guards, accepted: held.digest } } })
+        await audit(call, 'list.accept', current.id, current.workspaceId, 200)
+        sendAdmin(call.ex, 200, { id: current.id, accepted: held.digest })
+      },
+    },
+  ]
+}

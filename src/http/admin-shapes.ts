@@ -1,0 +1,77 @@
+/**
+ * The admin API's JSON shapes (docs/admin-api.md): the store's records in snake_case with ISO
+ * times, and the guards both ways. One place, so the routes and the OpenAPI document agree.
+ */
+import type { AccessList, ApiKey, GuardSettings, Workspace } from '../store/types.js'
+import { iso } from './admin-io.js'
+
+/** The admin body's guards (src/json/admin-schemas.ts `admin-guards`). */
+export interface GuardsBody {
+  min_entries?: number
+  max_shrink_pct?: number
+  max_grow_pct?: number
+  reject_special?: boolean
+  mode?: 'hold' | 'drop'
+  min_prefix_v4?: number
+  min_prefix_v6?: number
+}
+
+const GUARD_FIELDS = [
+  ['min_entries', 'minEntries'],
+  ['max_shrink_pct', 'maxShrinkPct'],
+  ['max_grow_pct', 'maxGrowPct'],
+  ['reject_special', 'rejectSpecial'],
+  ['mode', 'mode'],
+  ['min_prefix_v4', 'minPrefixV4'],
+  ['min_prefix_v6', 'minPrefixV6'],
+] as const
+
+export function guardsFromBody (b: GuardsBody): GuardSettings {
+  const g: Record<string, unknown> = {}
+  for (const [from, to] of GUARD_FIELDS) if (b[from] !== undefined) g[to] = b[from]
+  return g as GuardSettings
+}
+
+export function showGuards (g: GuardSettings | undefined): Record<string, unknown> | null {
+  if (g === undefined) return null
+  const out: Record<string, unknown> = {}
+  for (const [to, from] of GUARD_FIELDS) if (g[from] !== undefined) out[to] = g[from]
+  out.accepted = g.accepted ?? null
+  return out
+}
+
+export function showWorkspace (w: Workspace): Record<string, unknown> {
+  return { id: w.id, name: w.name, subscription: w.subscription, created_at: iso(w.createdAt), guards: showGuards(w.feedGuards) }
+}
+
+export function showKey (k: ApiKey): Record<string, unknown> {
+  return { id: k.id, workspace: k.workspaceId, scopes: k.scopes, created_at: iso(k.createdAt), revoked_at: iso(k.revokedAt) }
+}
+
+export function showList (l: AccessList): Record<string, unknown> {
+  const d = l.defaults
+  const defaults: Record<string, unknown> = {}
+  if (d.format !== undefined) defaults.format = d.format
+  if (d.family !== undefined) defaults.family = d.family
+  if (d.action !== undefined) defaults.action = d.action
+  if (d.maxEntries !== undefined) defaults.max_entries = d.maxEntries
+  if (d.confidence !== undefined) defaults.confidence = d.confidence
+  if (d.severity !== undefined) defaults.severity = d.severity
+  if (d.shards !== undefined) defaults.shards = d.shards
+  const held = l.publishState?.held ?? null
+  return {
+    id: l.id,
+    workspace: l.workspaceId,
+    name: l.name,
+    description: l.description,
+    defaults,
+    guards: showGuards(d.guards),
+    selector: l.selector,
+    created_at: iso(l.createdAt),
+    updated_at: iso(l.updatedAt),
+    publish: {
+      published_digest: l.publishState?.publishedDigest ?? null,
+      held: held === null ? null : { digest: held.digest, guards: held.guards, since: iso(held.since), diff: held.diff },
+    },
+  }
+}

@@ -1,0 +1,106 @@
+/** /v1/admin/workspaces and /v1/admin/keys (docs/admin-api.md): tenancy through the admin API. */
+import { ThreatfeedError } from '../errors.js'
+import { generateApiKey, hashApiKey } from '../store/api-key.js'
+import type { Scope, Store, Subscription, Workspace } from '../store/types.js'
+import { mayAccess, workspaceFor } from './admin-access.js'
+import { readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
+import type { AdminJournal } from './admin-journal.js'
+import { guardsFromBody, showKey, showWorkspace, type GuardsBody } from './admin-shapes.js'
+
+const WORKSPACES = '/v1/admin/workspaces'
+const KEYS = '/v1/admin/keys'
+
+async function liveWorkspace (store: Store, id: string): Promise<Workspace> {
+  const w = await store.workspaces.get(id)
+  if (w === null || w.deletedAt !== null) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [id])
+  return w
+}
+
+export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
+  const audit = (call: AdminCall, action: string, target: string, workspaceId: string, status: number): Promise<void> =>
+    journal.audit({ keyId: call.caller.key.id, address: call.caller.address, action, target, workspaceId, status })
+  return [
+    {
+      method: 'get', pattern: WORKSPACES, route: 'admin_workspaces',
+      async handle (call) {
+        readQuery(call.query, [])
+        const all = call.caller.all ? (await store.workspaces.list()).filter((w) => w.deletedAt === null) : [await liveWorkspace(store, call.caller.workspace.id)]
+        sendAdmin(call.ex, 200, { items: all.map(showWorkspace) })
+      },
+    },
+    {
+      method: 'get', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace',
+      async handle (call) {
+        const w = await workspaceFor(store, call.caller, call.params[0])
+        sendAdmin(call.ex, 200, showWorkspace(await liveWorkspace(store, w.id)))
+      },
+    },
+    {
+      method: 'post', pattern: WORKSPACES, route: 'admin_workspaces', needAll: true,
+      async handle (call) {
+        const body = validateBody<{ name: string, subscription?: Subscription }>('admin-workspace-create', await readJson(call.ex, call.contentType))
+        const w = await store.workspaces.create({ name: body.name, subscription: body.subscription ?? 'active' })
+        await audit(call, 'workspace.create', w.id, w.id, 201)
+        sendAdmin(call.ex, 201, showWorkspace(w))
+      },
+    },
+    {
+      method: 'patch', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace', needAll: true,
+      async handle (call) {
+        const id = call.params[0]!
+        const body = validateBody<{ name?: string, subscription?: Subscription, guards?: GuardsBody | null }>('admin-workspace-update', await readJson(call.ex, call.contentType))
+        await liveWorkspace(store, id)
+        const patch: Parameters<Store['workspaces']['update']>[1] = {}
+        if (body.name !== undefined) patch.name = body.name
+        if (body.subscription !== undefined) patch.subscription = body.subscription
+        if (body.guards !== undefined) patch.feedGuards = body.guards === null || Object.keys(body.guards).length === 0 ? null : guardsFromBody(body.guards)
+        const w = await store.workspaces.update(id, patch)
+        if (w === null) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [id])
+        await audit(call, 'workspace.update', id, id, 200)
+        sendAdmin(call.ex, 200, showWorkspace(w))
+      },
+    },
+    {
+      method: 'del', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace', needAll: true,
+      async handle (call) {
+        const id = call.params[0]!
+        if (!await store.workspaces.delete(id)) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [id])
+        await audit(call, 'workspace.delete', id, id, 200)
+        sendAdmin(call.ex, 200, { id, deleted: true })
+      },
+    },
+    {
+      method: 'get', pattern: KEYS, route: 'admin_keys',
+      async handle (call) {
+        const q = readQuery(call.query, ['workspace'])
+        const w = await workspaceFor(store, call.caller, q.get('workspace') ?? undefined)
+        const keys = await store.keys.list(w.id)
+        sendAdmin(call.ex, 200, { items: keys.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)).map(showKey) })
+      },
+    },
+    {
+      method: 'post', pattern: KEYS, route: 'admin_keys',
+      async handle (call) {
+        const body = validateBody<{ workspace?: string, scopes: Scope[] }>('admin-key-create', await readJson(call.ex, call.contentType))
+        // admin:all crosses workspaces: made only on the server's machine (`threatfeed key create`).
+        if (body.scopes.includes('admin:all')) throw new ThreatfeedError('TF_ERR_ADMIN_ALL_LOCAL')
+        const w = await workspaceFor(store, call.caller, body.workspace)
+        const key = generateApiKey()
+        const created = await store.keys.create({ workspaceId: w.id, hash: hashApiKey(key), scopes: body.scopes })
+        await audit(call, 'key.create', created.id, w.id, 201)
+        sendAdmin(call.ex, 201, { ...showKey(created), key })
+      },
+    },
+    {
+      method: 'del', pattern: `${KEYS}/:id`, route: 'admin_key',
+      async handle (call) {
+        const id = call.params[0]!
+        const k = await store.keys.get(id)
+        if (k === null || !mayAccess(call.caller, k.workspaceId)) throw new ThreatfeedError('TF_ERR_KEY_NOT_FOUND', [id])
+        const already = k.revokedAt !== null || !await store.keys.revoke(id)
+        await audit(call, 'key.revoke', id, k.workspaceId, 200)
+        sendAdmin(call.ex, 200, { id, revoked: true, already_revoked: already })
+      },
+    },
+  ]
+}
