@@ -21,7 +21,8 @@ export interface List {
   workspace: string
   name: string
   description: string
-  defaults: { format: string, family: string, action: string, max_entries: number, confidence?: string | null, severity?: string | null, shards?: number | null }
+  /** Only what was set on the list; the rest is the server's default (effectiveDefaults). */
+  defaults: { format?: string, family?: string, action?: string, max_entries?: number, confidence?: string | null, severity?: string | null, shards?: number | null }
   guards: Guards | null
   selector: Record<string, string> | null
   created_at: string
@@ -52,7 +53,7 @@ export interface Batch {
   id: string
   at: string
   api: string
-  key_id: string
+  key_id?: string
   entries: number
   accepted: number
   failed: number

@@ -29,3 +29,8 @@ export function formatTime (iso: string | null | undefined): string {
   const d = new Date(iso)
   return Number.isNaN(d.getTime()) ? iso : d.toISOString().replace('T', ' ').slice(0, 19) + 'Z'
 }
+
+/** A list's defaults with the server's own for what it leaves unset (README "Lists": plain, both, block, 131072). */
+export function effectiveDefaults (d: { format?: string, family?: string, action?: string, max_entries?: number }): { format: string, family: string, action: string, max_entries: number } {
+  return { format: d.format ?? 'plain', family: d.family ?? 'both', action: d.action ?? 'block', max_entries: d.max_entries ?? 131_072 }
+}

@@ -9,10 +9,10 @@ function behind (c: Consumer): number {
   return c.behind === true ? Math.max(1, c.versions_behind ?? 1) : 0
 }
 
-/** Stale first, then behind (most versions first), then the longest silent. */
+/** Stale first, then behind (most versions first), then the most recently seen: the API's order, kept if it changes. */
 export function orderConsumers (items: readonly Consumer[]): Consumer[] {
   return [...items].sort((a, b) =>
-    Number(b.stale) - Number(a.stale) || behind(b) - behind(a) || (a.last_seen ?? '').localeCompare(b.last_seen ?? ''))
+    Number(b.stale) - Number(a.stale) || behind(b) - behind(a) || (b.last_seen ?? '').localeCompare(a.last_seen ?? ''))
 }
 
 function state (c: Consumer): string {
@@ -47,7 +47,7 @@ export function Consumers ({ workspace, list }: { workspace: string, list: strin
                   <td data-label="State">{state(c)}</td>
                   <td data-label="Address">{c.address ?? '—'}</td>
                   <td data-label="Client">{[c.client, c.user_agent].filter((x) => x !== null && x !== undefined && x !== '').join(' · ') || '—'}</td>
-                  <td data-label="List">{c.list === null || c.list === undefined ? 'workspace feed' : names.get(c.list) ?? c.list}</td>
+                  <td data-label="List">{c.list === null || c.list === undefined || c.list === '*' ? 'workspace feed' : names.get(c.list) ?? c.list}</td>
                   <td data-label="Variant">{c.variant ?? '—'}</td>
                   <td data-label="Last seen">{formatTime(c.last_seen)}</td>
                   <td data-label="Status">{c.last_status ?? '—'}</td>

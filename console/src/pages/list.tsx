@@ -5,7 +5,7 @@ import { call, get } from '../api.js'
 import { HistoryChart } from '../components/chart.js'
 import { Status, useLoad } from '../load.js'
 import type { History, List, Page } from '../types.js'
-import { formatBytes, formatTime, lastPoint, parseVariant } from '../variants.js'
+import { effectiveDefaults, formatBytes, formatTime, lastPoint, parseVariant } from '../variants.js'
 import { guardState } from './overview.js'
 
 function Guards ({ list, onChanged }: { list: List, onChanged: () => void }) {
@@ -61,7 +61,8 @@ export function ListPage ({ workspace, id }: { workspace: string, id: string }) 
   }, [workspace, id])
   if (loaded.data === null) return <section><h1>List</h1><Status loaded={loaded} /></section>
   const { list, history } = loaded.data
-  const d = list.defaults
+  const d = effectiveDefaults(list.defaults)
+  const set = (k: keyof List['defaults']): string => list.defaults[k] === undefined ? ' (server default)' : ''
   const variants = history.map((h) => ({ h, v: parseVariant(h.variant), last: lastPoint(h.points) }))
   const shards = [...new Set(variants.map(({ v }) => v.shard).filter((s): s is string => s !== null))].sort()
   const main = variants.find(({ v }) => v.format === d.format && v.family === d.family && v.action === d.action && v.shard === null && !v.checksum)
@@ -72,13 +73,13 @@ export function ListPage ({ workspace, id }: { workspace: string, id: string }) 
       <Status loaded={loaded} />
       <h2>Defaults</h2>
       <dl class="grid">
-        <dt>format</dt><dd>{d.format}</dd>
-        <dt>family</dt><dd>{d.family}</dd>
-        <dt>action</dt><dd>{d.action}</dd>
-        <dt>max entries</dt><dd>{d.max_entries.toLocaleString('en')}</dd>
-        <dt>confidence</dt><dd>{d.confidence ?? '—'}</dd>
-        <dt>severity</dt><dd>{d.severity ?? '—'}</dd>
-        <dt>shards</dt><dd data-testid="shards">{d.shards ?? 1}{shards.length > 0 ? ` (polled: ${shards.join(', ')})` : ''}</dd>
+        <dt>format</dt><dd>{d.format}{set('format')}</dd>
+        <dt>family</dt><dd>{d.family}{set('family')}</dd>
+        <dt>action</dt><dd>{d.action}{set('action')}</dd>
+        <dt>max entries</dt><dd>{d.max_entries.toLocaleString('en')}{set('max_entries')}</dd>
+        <dt>confidence</dt><dd>{list.defaults.confidence ?? '—'}</dd>
+        <dt>severity</dt><dd>{list.defaults.severity ?? '—'}</dd>
+        <dt>shards</dt><dd data-testid="shards">{list.defaults.shards ?? 1}{shards.length > 0 ? ` (polled: ${shards.join(', ')})` : ''}</dd>
         <dt>selector</dt><dd>{list.selector === null || Object.keys(list.selector).length === 0 ? 'every rule' : Object.entries(list.selector).map(([k, v]) => `${k}=${v}`).join(', ')}</dd>
         <dt>updated</dt><dd>{formatTime(list.updated_at)}</dd>
       </dl>

@@ -4,7 +4,7 @@ import { Sparkline } from '../components/chart.js'
 import { Status, useLoad } from '../load.js'
 import { href } from '../route.js'
 import type { History, List, Page } from '../types.js'
-import { formatBytes, formatTime, lastChange, lastPoint, parseVariant } from '../variants.js'
+import { effectiveDefaults, formatBytes, formatTime, lastChange, lastPoint, parseVariant } from '../variants.js'
 
 export interface FeedSummary {
   /** `family action` → entries, of the list's default format, whole (unsharded, no checksum) variants. */
@@ -62,7 +62,7 @@ export function Overview ({ workspace }: { workspace: string }) {
     ? []
     : [
         { id: '*', name: 'workspace feed', list: null as List | null, s: summarize(loaded.data.history.filter((h) => h.list === '*'), null) },
-        ...loaded.data.lists.map((l) => ({ id: l.id, name: l.name, list: l as List | null, s: summarize(loaded.data!.history.filter((h) => h.list === l.id), l.defaults) })),
+        ...loaded.data.lists.map((l) => ({ id: l.id, name: l.name, list: l as List | null, s: summarize(loaded.data!.history.filter((h) => h.list === l.id), effectiveDefaults(l.defaults)) })),
       ]
   return (
     <section>
