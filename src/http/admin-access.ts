@@ -60,6 +60,11 @@ export class AdminGate {
     this.#failures = new RateLimiter(limit.perSecond, limit.burst)
   }
 
+  /** Reloads keys, workspaces and lists now: a change made here holds on this node when answered. */
+  changed (): Promise<void> {
+    return this.#auth.refresh(true)
+  }
+
   /** Reads `req`: call it first, before any await. */
   facts (res: HttpResponse, req: HttpRequest): AdminRequestFacts {
     return { authorization: req.getHeader('authorization'), address: addressText(this.#addresses.of(res, req)) }

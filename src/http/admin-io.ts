@@ -46,6 +46,7 @@ function fieldOf (e: AjvError): string {
 }
 
 function valueAt (body: unknown, e: AjvError): unknown {
+  if (e.keyword === 'required') return null
   let v = body
   for (const p of e.instancePath.split('/').slice(1)) {
     if (typeof v !== 'object' || v === null) return null
@@ -148,6 +149,8 @@ export interface AdminCall {
   readonly params: readonly string[]
   readonly query: string
   readonly contentType: string
+  /** After a change: this node's catalog reloads, so the answer's change already holds here. */
+  readonly changed: () => Promise<void>
 }
 
 export interface AdminRoute {
@@ -195,7 +198,7 @@ export function registerAdminRoutes (router: Router, gate: AdminGate, routes: re
       return (async () => {
         try {
           const caller = await gate.check(facts, r.needAll === true)
-          await r.handle({ ex, caller, params, query, contentType })
+          await r.handle({ ex, caller, params, query, contentType, changed: () => gate.changed() })
         } catch (e) {
           if (!ex.aborted && !ex.ended) fail(ex, e)
         }

@@ -79,6 +79,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
         const defaults = defaultsOf(body, {})
         if (body.guards !== undefined && Object.keys(body.guards).length > 0) defaults.guards = guardsFromBody(body.guards)
         const l = await store.lists.create({ workspaceId: w.id, name: body.name, description: body.description ?? '', defaults, selector: { ...body.selector } })
+        await call.changed()
         await audit(call, 'list.create', l.id, w.id, 201)
         sendAdmin(call.ex, 201, showList(l))
       },
@@ -102,6 +103,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
         patch.defaults = defaults
         const l = await store.lists.update(current.id, patch)
         if (l === null) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+        await call.changed()
         await audit(call, 'list.update', l.id, l.workspaceId, 200)
         sendAdmin(call.ex, 200, showList(l))
       },
@@ -111,6 +113,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
       async handle (call) {
         const l = await listOf(store, call)
         if (!await store.lists.delete(l.id)) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+        await call.changed()
         await audit(call, 'list.delete', l.id, l.workspaceId, 200)
         sendAdmin(call.ex, 200, { id: l.id, deleted: true })
       },
@@ -127,6 +130,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
         }
         // As `threatfeed list accept`: recorded by digest, so every node publishes this build.
         await store.lists.update(current.id, { defaults: { ...current.defaults, guards: { ...current.defaults.guards, accepted: held.digest } } })
+        await call.changed()
         await audit(call, 'list.accept', current.id, current.workspaceId, 200)
         sendAdmin(call.ex, 200, { id: current.id, accepted: held.digest })
       },

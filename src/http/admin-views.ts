@@ -171,7 +171,10 @@ export function viewRoutes (store: Store, options: { staleMs: number }): AdminRo
       async handle (call) {
         const q = readQuery(call.query, ['workspace', 'cursor', 'limit'])
         const page = readPage(q)
-        const w = await workspaceFor(store, call.caller, q.get('workspace') ?? undefined)
+        const requested = q.get('workspace') ?? undefined
+        // A deleted workspace's log stays readable to admin:all: its deletion is in it.
+        const deleted = call.caller.all && requested !== undefined ? await store.workspaces.get(requested) : null
+        const w = deleted ?? await workspaceFor(store, call.caller, requested)
         const { items, next } = await journalPage(journalOf(store), 'audit', w.id, page)
         const body = items.map((e) => JSON.stringify({ at: iso(e.at), ...e.data }) + '\n').join('')
         sendAdminText(call.ex, 200, body, 'application/x-ndjson', next === null ? [] : [['X-Next-Cursor', next]])

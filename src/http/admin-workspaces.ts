@@ -40,6 +40,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       async handle (call) {
         const body = validateBody<{ name: string, subscription?: Subscription }>('admin-workspace-create', await readJson(call.ex, call.contentType))
         const w = await store.workspaces.create({ name: body.name, subscription: body.subscription ?? 'active' })
+        await call.changed()
         await audit(call, 'workspace.create', w.id, w.id, 201)
         sendAdmin(call.ex, 201, showWorkspace(w))
       },
@@ -56,6 +57,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
         if (body.guards !== undefined) patch.feedGuards = body.guards === null || Object.keys(body.guards).length === 0 ? null : guardsFromBody(body.guards)
         const w = await store.workspaces.update(id, patch)
         if (w === null) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [id])
+        await call.changed()
         await audit(call, 'workspace.update', id, id, 200)
         sendAdmin(call.ex, 200, showWorkspace(w))
       },
@@ -65,6 +67,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       async handle (call) {
         const id = call.params[0]!
         if (!await store.workspaces.delete(id)) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [id])
+        await call.changed()
         await audit(call, 'workspace.delete', id, id, 200)
         sendAdmin(call.ex, 200, { id, deleted: true })
       },
@@ -87,6 +90,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
         const w = await workspaceFor(store, call.caller, body.workspace)
         const key = generateApiKey()
         const created = await store.keys.create({ workspaceId: w.id, hash: hashApiKey(key), scopes: body.scopes })
+        await call.changed()
         await audit(call, 'key.create', created.id, w.id, 201)
         sendAdmin(call.ex, 201, { ...showKey(created), key })
       },
@@ -98,6 +102,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
         const k = await store.keys.get(id)
         if (k === null || !mayAccess(call.caller, k.workspaceId)) throw new ThreatfeedError('TF_ERR_KEY_NOT_FOUND', [id])
         const already = k.revokedAt !== null || !await store.keys.revoke(id)
+        await call.changed()
         await audit(call, 'key.revoke', id, k.workspaceId, 200)
         sendAdmin(call.ex, 200, { id, revoked: true, already_revoked: already })
       },
