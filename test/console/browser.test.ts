@@ -277,6 +277,32 @@ async function run (): Promise<void> {
     t.ok(median < 300, `median ${median.toFixed(1)} ms < 300 ms`)
   })
 
+  await t.test('a key revoked while signed in: the next request answers 401 and the console returns to sign-in, forgetting it', async (t) => {
+    const made = await fetch(`${fx.base}/v1/admin/keys`, { method: 'POST', headers: { authorization: `Bearer ${fx.adminKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ scopes: ['admin'] }) })
+    const { id, key } = await made.json() as { id: string, key: string }
+    const other = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    const p = await other.newPage()
+    await p.goto(`${fx.base}/console`)
+    await p.locator('#key').fill(key)
+    await p.locator('#key').press('Enter')
+    await p.locator('table[data-testid="overview"]').waitFor()
+    await fetch(`${fx.base}/v1/admin/keys/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${fx.adminKey}` } })
+    // The catalog polls every 100 ms here (THREATFEED_POLL_MS): the revoke holds well within a second.
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    await p.locator('nav a', { hasText: 'Batches' }).click()
+    await p.locator('#key').waitFor()
+    t.same(await p.evaluate('Object.keys(sessionStorage)'), [], 'the key is forgotten')
+    await other.close()
+  })
+
+  await t.test('sign out forgets the key', async (t) => {
+    await visit('#/', 'table[data-testid="overview"]')
+    await page.getByRole('button', { name: 'Sign out' }).focus()
+    await page.keyboard.press('Enter')
+    await page.locator('#key').waitFor()
+    t.same(await inPage<string[]>('Object.keys(sessionStorage)'), [])
+  })
+
   await t.test('no console error, page error, dialog, failed or refused request, nor a request elsewhere on any page', async (t) => {
     t.same(problems, [])
     t.equal(BLOCKED.length, 20)
