@@ -20,6 +20,8 @@ if (!existsSync(CHROMIUM)) {
 }
 
 async function run (): Promise<void> {
+  // About a minute alone; more beside the rest of the suite on two cores.
+  t.setTimeout(360_000)
   const { chromium } = await import('playwright-core')
   const { startConsoleFixture, BLOCKED, EXPLAINED, FAILED_REASON, GUARDED, HOSTILE } = await import('./fixture.js')
   ensureConsoleBuilt()
