@@ -1,7 +1,8 @@
 /**
  * GET/HEAD /console (the operator console's index.html) and /console/assets/{name} (its hashed
  * bundles), from memory (console-assets.ts). The page routes with `#/…`, so the server knows only
- * these two shapes of path. Every answer carries the console's security headers.
+ * these two shapes of path, under one metrics label (`console`). Every answer carries the
+ * console's security headers.
  */
 import type { RouteModule } from './app.js'
 import type { Exchange } from './respond.js'
@@ -44,11 +45,11 @@ export function consoleRoutes (files: ConsoleAssets = loadConsoleAssets()): Rout
       })
       router.onlyAllow(pattern, 'console', 'signal', 'GET, HEAD')
     }
-    router.on('get', '/console/assets/:name', 'console_asset', 'signal', (ex, req) => {
+    router.on('get', '/console/assets/:name', 'console', 'signal', (ex, req) => {
       const asset = files.assets.get(req.getParameter(0) ?? '')
       if (asset === undefined) notFound(ex)
       else send(ex, req, asset)
     })
-    router.onlyAllow('/console/assets/:name', 'console_asset', 'signal', 'GET, HEAD')
+    router.onlyAllow('/console/assets/:name', 'console', 'signal', 'GET, HEAD')
   }
 }
