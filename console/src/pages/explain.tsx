@@ -84,6 +84,8 @@ export function Explain ({ workspace, ip, list }: { workspace: string, ip: strin
       {loaded.data !== null && loaded.data !== undefined && (
         <div data-testid="explain">
           <p>{loaded.data.ip} ({loaded.data.family}) in workspace <q>{loaded.data.workspace.name}</q> at {formatTime(loaded.data.at)}</p>
+          {/* /v1/threat/explain answers for the key's own workspace only, whatever the picker says. */}
+          {loaded.data.workspace.id !== workspace && <p class="held" role="note">This is the key's own workspace: explain does not take another one.</p>}
           <ul class="tree">
             {loaded.data.feeds.map((f) => (
               <li key={f.feed} data-feed={f.feed}>
