@@ -43,6 +43,8 @@ export interface RunningServer {
   reloadTls (reason: string): Promise<boolean>
   readonly config: Config
   readonly store: BatchingStore
+  /** The admin API's diagnostics and audit log (its samples can be taken now: tests). */
+  readonly adminJournal: AdminJournal
   /** Stops accepting, finishes in-flight requests, flushes and closes the store. */
   stop (): Promise<void>
 }
@@ -171,6 +173,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     reloadTls: (reason) => http.reloadTls(reason),
     config,
     store,
+    adminJournal: journal,
     stop () {
       // Order: stop taking requests and let in-flight ones finish (their writes are awaited),
       // then the background work, then the store, which flushes on close.

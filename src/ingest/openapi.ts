@@ -4,6 +4,7 @@
  * OpenAPI 3.1 schemas are JSON Schema 2020-12, so the Ajv schemas are embedded unchanged (less
  * their `$id`, which would re-base references inside the document).
  */
+import { adminOpenApiPaths, adminOpenApiSchemas } from '../json/admin-openapi.js'
 import { FAMILIES, FEED_ACTIONS, FORMATS } from '../store/types.js'
 import { MAX_BATCH_ENTRIES, schemas } from './schemas.js'
 
@@ -302,6 +303,7 @@ export function buildOpenApiDocument (version = '0.1.0') {
       '/v1/threat/feeds': { get: feedOperation(false, 'get'), head: feedOperation(false, 'head') },
       '/v1/threat/feeds/{list}': { get: feedOperation(true, 'get'), head: feedOperation(true, 'head') },
       '/v1/threat/explain': { get: explainOperation('get'), head: explainOperation('head') },
+      ...adminOpenApiPaths,
     },
     components: {
       schemas: {
@@ -312,6 +314,7 @@ export function buildOpenApiDocument (version = '0.1.0') {
         Explanation: explanation,
         ExplainedAction: explainedAction,
         ExplainedRule: explainedRule,
+        ...adminOpenApiSchemas,
       },
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API_KEY>' },
