@@ -8,6 +8,8 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
 COPY src ./src
 COPY workers ./workers
+COPY console ./console
+COPY scripts/build-console.mjs ./scripts/
 RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim

@@ -16,6 +16,7 @@ import { RateLimiter } from './rate-limit.js'
 import { beginExchange, sendError, sendBody, sendJson, watchAbort, type ErrorShape, type Exchange } from './respond.js'
 import { ThreatfeedError } from '../errors.js'
 import { Listeners } from './tls-listeners.js'
+import { consoleRoutes } from './console-routes.js'
 
 export interface Readiness {
   ready: boolean
@@ -132,7 +133,8 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
     sendBody(ex, 200, m.body, m.contentType)
   })
   for (const p of ['healthz', 'readyz', 'metrics']) router.onlyAllow(`/${p}`, p, 'signal', 'GET, HEAD')
-  for (const m of modules) m(router, ctx)
+  // The operator console (/console) is part of every server, beside the modules main composes.
+  for (const m of [...modules, consoleRoutes()]) m(router, ctx)
   for (const [pattern, get] of getRoutes) {
     if (!headPatterns.has(pattern)) router.on('head', pattern, get.route, get.shape, get.handler)
   }

@@ -1,0 +1,90 @@
+/** Every list of the workspace (and the workspace feed): size per family and action, bytes per format, last change, guard state, a sparkline. */
+import { get } from '../api.js'
+import { Sparkline } from '../components/chart.js'
+import { Status, useLoad } from '../load.js'
+import { href } from '../route.js'
+import type { History, List, Page } from '../types.js'
+import { effectiveDefaults, formatBytes, formatTime, lastChange, lastPoint, parseVariant } from '../variants.js'
+
+export interface FeedSummary {
+  /** `family action` → entries, of the list's default format, whole (unsharded, no checksum) variants. */
+  entries: Map<string, number>
+  /** format → bytes of its default family and action. */
+  bytes: Map<string, number>
+  lastChange: string | null
+  /** The default variant's history, for the sparkline. */
+  trend: History | undefined
+}
+
+export function summarize (histories: readonly History[], defaults: { format: string, family: string, action: string } | null): FeedSummary {
+  const whole = histories.map((h) => ({ h, v: parseVariant(h.variant) })).filter(({ v }) => v.shard === null && !v.checksum)
+  const format = defaults?.format ?? whole[0]?.v.format ?? 'plain'
+  const entries = new Map<string, number>()
+  const bytes = new Map<string, number>()
+  let changed: string | null = null
+  for (const { h, v } of whole) {
+    const last = lastPoint(h.points)
+    if (last === undefined) continue
+    if (v.format === format) entries.set(`${v.family} ${v.action}`, last.entries)
+    if (defaults === null || (v.family === defaults.family && v.action === defaults.action)) bytes.set(v.format, Math.max(bytes.get(v.format) ?? 0, last.bytes))
+    const c = lastChange(h.points)
+    if (c !== null && (changed === null || c > changed)) changed = c
+  }
+  const trend = whole.find(({ v }) => defaults !== null && v.format === defaults.format && v.family === defaults.family && v.action === defaults.action)?.h ??
+    whole.find(({ v }) => v.format === format)?.h
+  return { entries, bytes, lastChange: changed, trend }
+}
+
+export function guardState (list: List): string {
+  if (list.publish?.held) return `held (${Object.entries(list.publish.held.guards).map(([a, g]) => `${a}: ${g}`).join(', ')})`
+  if (list.guards === null || list.guards === undefined) return 'no guards'
+  return `guarded, ${list.guards.mode ?? 'hold'} mode, published`
+}
+
+function Pairs ({ map, render }: { map: Map<string, number>, render?: (n: number) => string }) {
+  if (map.size === 0) return <span class="muted">—</span>
+  return (
+    <ul class="pairs">
+      {[...map].sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => <li key={k}><span class="muted">{k}</span> {render === undefined ? n.toLocaleString('en') : render(n)}</li>)}
+    </ul>
+  )
+}
+
+export function Overview ({ workspace }: { workspace: string }) {
+  const loaded = useLoad(async () => {
+    const [lists, history] = await Promise.all([
+      get<Page<List>>('/v1/admin/lists', { workspace }),
+      get<Page<History>>('/v1/admin/feed-versions', { workspace }),
+    ])
+    return { lists: lists.items, history: history.items }
+  }, [workspace])
+  const rows = loaded.data === null
+    ? []
+    : [
+        { id: '*', name: 'workspace feed', list: null as List | null, s: summarize(loaded.data.history.filter((h) => h.list === '*'), null) },
+        ...loaded.data.lists.map((l) => ({ id: l.id, name: l.name, list: l as List | null, s: summarize(loaded.data!.history.filter((h) => h.list === l.id), effectiveDefaults(l.defaults)) })),
+      ]
+  return (
+    <section>
+      <h1>Overview</h1>
+      <Status loaded={loaded} />
+      {loaded.data !== null && (
+        <table class="stack" data-testid="overview">
+          <thead><tr><th>List</th><th>Entries (family, action)</th><th>Bytes per format</th><th>Last change</th><th>Guards</th><th>Entries over time</th></tr></thead>
+          <tbody>
+            {rows.map((r) => (
+              <tr key={r.id} data-list={r.id}>
+                <td data-label="List">{r.list === null ? <span>{r.name}</span> : <a href={href('lists', r.id)}>{r.name}</a>}</td>
+                <td data-label="Entries"><Pairs map={r.s.entries} /></td>
+                <td data-label="Bytes"><Pairs map={r.s.bytes} render={formatBytes} /></td>
+                <td data-label="Last change">{formatTime(r.s.lastChange)}</td>
+                <td data-label="Guards" class={r.list?.publish?.held ? 'held' : ''}>{r.list === null ? '—' : guardState(r.list)}</td>
+                <td data-label="Trend"><Sparkline points={r.s.trend?.points ?? []} label={`entries of ${r.name} over time`} /></td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  )
+}

@@ -1,0 +1,66 @@
+/** The admin API's answers as the console reads them (docs/admin-api.md). */
+export interface Page<T> { items: T[], next_cursor?: string | null }
+
+export interface Workspace { id: string, name: string, subscription: string }
+
+export interface Guards {
+  min_entries?: number | null
+  max_shrink_pct?: number | null
+  max_grow_pct?: number | null
+  reject_special?: boolean | null
+  mode?: 'hold' | 'drop' | null
+  min_prefix_v4?: number | null
+  min_prefix_v6?: number | null
+  accepted?: string | null
+}
+
+export interface Held { digest: string, guards: Record<string, string>, since: string, diff?: unknown }
+
+export interface List {
+  id: string
+  workspace: string
+  name: string
+  description: string
+  /** Only what was set on the list; the rest is the server's default (effectiveDefaults). */
+  defaults: { format?: string, family?: string, action?: string, max_entries?: number, confidence?: string | null, severity?: string | null, shards?: number | null }
+  guards: Guards | null
+  selector: Record<string, string> | null
+  created_at: string
+  updated_at: string
+  publish?: { published_digest: string | null, held: Held | null }
+}
+
+export interface Point { at: string, entries: number, bytes: number, gzip_bytes?: number, changes?: number }
+export interface History { list: string, variant: string, points: Point[] }
+
+export interface Consumer {
+  key_id?: string
+  address?: string
+  user_agent?: string | null
+  client?: string | null
+  list?: string | null
+  variant?: string | null
+  polls?: number
+  last_seen?: string
+  last_status?: number
+  stale: boolean
+  stale_reason?: string | null
+  behind?: boolean | null
+  versions_behind?: number | null
+}
+
+export interface Batch {
+  id: string
+  at: string
+  api: string
+  key_id?: string
+  entries: number
+  accepted: number
+  failed: number
+  status: number
+  errors: string[]
+  errors_truncated: number
+}
+
+export interface Key { id: string, workspace: string, scopes: string[], created_at: string, revoked_at: string | null }
+export interface CreatedKey extends Key { key: string }
