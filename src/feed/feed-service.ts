@@ -42,6 +42,7 @@ import { buildSnapshot, feedTargets, metaOf, type BuildResult, type FeedTargets,
 import { hasGuards } from './guards.js'
 import type { FeedHold } from './explain.js'
 import { guardedBuild } from './guards-run.js'
+import { persistGuard } from './guards-persist.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { FeedState, WorkspaceState } from './feed-state.js'
 import { Slots } from './slots.js'
@@ -531,7 +532,7 @@ export class FeedService {
     const released = hasGuards(settings) ? undefined : f.guard.reset()
     if (released !== undefined) this.#guardState(f, released)
     const result = hasGuards(settings)
-      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) } })
+      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) }, restore: () => this.#store.feedVersions.loadPublished({ workspaceId: f.workspaceId, listId: f.feedId }) })
       : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, now))))
     // The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix.
     f.snapshot = result.snapshot
@@ -550,5 +551,6 @@ export class FeedService {
     for (const ws of this.#workspaces.values()) for (const g of ws.feeds.values()) if (g.guard.state.held !== null) held++
     this.#metrics?.setHeld?.(held)
     if (f.feedId !== WORKSPACE_FEED) this.#store.lists.setPublishState(f.feedId, state).catch((e: unknown) => { this.#log.warn({ err: e, feed: f.feedId }, 'publish state not recorded') })
+    persistGuard(f.guard, this.#store.feedVersions, { workspaceId: f.workspaceId, listId: f.feedId }, state, Date.now()).catch((e: unknown) => { this.#log.warn({ err: e, feed: f.feedId }, 'published rules not recorded') })
   }
 }

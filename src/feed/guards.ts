@@ -209,6 +209,15 @@ export interface GuardDecision {
 export class FeedGuard {
   published: RuleTable | null = null
   state: PublishState = { held: null, publishedDigest: null }
+  /** The stored record was read (guards-persist.ts): a restart judges against what was published. */
+  restored = false
+
+  /** Takes the published rules and state a store kept (null: none recorded). */
+  restore (published: RuleTable | null, state: PublishState | null): void {
+    this.restored = true
+    this.published = published
+    if (state !== null) this.state = state
+  }
 
   /** Decides what to publish; null targets means nothing may be served (a first build that trips). */
   async decide (io: GuardInputs): Promise<GuardDecision> {
@@ -262,6 +271,7 @@ export class FeedGuard {
    * Answers the new state when something was held (to record), else undefined.
    */
   reset (): PublishState | undefined {
+    this.restored = true
     this.published = null
     return this.state.held === null ? undefined : this.#record({ held: null, publishedDigest: null })
   }
