@@ -105,6 +105,11 @@ t.test('a held feed keeps its bytes, ETag and hold across a restart; list accept
   t.equal((await feed(restarted, { 'if-none-match': etag })).status, 304, 'a holder of the old tag gets its 304')
   const shown = JSON.parse((await cli('list', 'show', '--id', listId, '--json')).stdout) as { held: { digest: string, since: number } | null }
   t.equal(shown.held?.digest, held, 'list show names the same held build')
+  const printed = await cli('feed', 'get', '--workspace', workspaceId, '--list', listId)
+  t.equal(printed.code, 0, printed.stderr)
+  t.equal(printed.stdout, published.body.toString(), 'feed get prints what the server serves: the last good bytes')
+  t.match(printed.stderr, `held by a publish guard since `, 'feed get says the feed is held')
+  t.match(printed.stderr, `(block: max-grow-pct): the server serves the last published rules; threatfeed list accept publishes build ${held}`)
 
   const accepted = await cli('list', 'accept', '--id', listId, '--json')
   t.equal(accepted.code, 0, accepted.stderr)
