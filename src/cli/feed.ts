@@ -7,6 +7,7 @@
 import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
 import { withStore } from './open-store.js'
 import { ThreatfeedError } from '../errors.js'
+import { feedHoldOf } from '../feed/explain.js'
 import { buildAsServed } from '../feed/guards-offline.js'
 import { MAX_SHARDS } from '../feed/render/shard-networks.js'
 import { resolveShard, shardValues } from '../feed/shards.js'
@@ -17,7 +18,7 @@ import { variantKey, type VariantParams } from '../feed/snapshot-types.js'
 import { resolveGeoPaths } from '../geo/default-db.js'
 import { GeoIndex } from '../geo/geo-index.js'
 import { loadGeoIndex } from '../geo/load.js'
-import { FAMILIES, FEED_ACTIONS, FORMATS, type AccessList, type ListDefaults, type PublishState, type Store } from '../store/types.js'
+import { FAMILIES, FEED_ACTIONS, FORMATS, type AccessList, type ListDefaults, type Store } from '../store/types.js'
 
 const FORMAT_ALIASES: Readonly<Record<string, string>> = { txt: 'plain', alias_c: 'plain', alias_d: 'plain' }
 
@@ -135,7 +136,10 @@ export const feedCommand: Command = {
         now,
         ...(params.shard != null ? { shards: [params.shard.of] } : {}),
       })
-      if (publish?.held != null) io.stderr.write(`threatfeed: ${heldLine(publish.held)}\n`)
+      if (publish?.held != null) {
+        const hold = feedHoldOf(publish.held)
+        io.stderr.write(`threatfeed: the server serves the last published rules since ${hold.since}: ${hold.reason}\n`)
+      }
       const variant = snapshot.variants.get(variantKey(params))!
       const rep = values.gzip === true ? variant.gzip : variant.identity
       const body = Buffer.from(rep.body.buffer, rep.body.byteOffset, rep.body.byteLength)
@@ -162,8 +166,3 @@ export const feedCommand: Command = {
   },
 }
 
-/** What the server says of a held feed (FeedService#holdOf), for the CLI's own output. */
-export function heldLine (held: NonNullable<PublishState['held']>): string {
-  const guards = Object.entries(held.guards).map(([action, guard]) => `${action}: ${guard}`).join(', ')
-  return `held by a publish guard since ${new Date(held.since).toISOString()} (${guards}): the server serves the last published rules; threatfeed list accept publishes build ${held.digest}`
-}

@@ -40,7 +40,7 @@ import type { FeedFetch, PublishState, Store } from '../store/types.js'
 import { StoreCatalog, type CatalogPoll, type CatalogView, type PolledCatalog } from './catalog.js'
 import { buildSnapshot, feedTargets, metaOf, type BuildResult, type FeedTargets, type FeedTasks } from './build-snapshot.js'
 import { hasGuards } from './guards.js'
-import type { FeedHold } from './explain.js'
+import { feedHoldOf, type FeedHold } from './explain.js'
 import { guardedBuild } from './guards-run.js'
 import { persistGuard } from './guards-persist.js'
 import { LastModifiedKeeper } from './last-modified.js'
@@ -250,10 +250,14 @@ export class FeedService {
 
   /** What a publish guard holds back of a feed, as explain reports it; undefined when nothing is held. */
   holdOf (workspaceId: string, feedId: FeedId): FeedHold | undefined {
-    const held = this.#knownFeed(workspaceId, feedId)?.guard.state.held
-    if (held === null || held === undefined) return undefined
-    const guards = Object.entries(held.guards).map(([action, guard]) => `${action}: ${guard}`).join(', ')
-    return { reason: `held by a publish guard (${guards}); threatfeed list accept publishes build ${held.digest}`, since: new Date(held.since).toISOString() }
+    const held = this.#workspaces.get(workspaceId)?.feeds.get(feedId)?.guard.state.held
+    return held == null ? undefined : feedHoldOf(held)
+  }
+
+  /** The current snapshot, if one is valid at `now`: no build, and not counted as a poll (explain). */
+  peekSnapshot (workspaceId: string, feedId: FeedId, now = Date.now()): FeedSnapshot | null {
+    const s = this.#workspaces.get(workspaceId)?.feeds.get(feedId)?.snapshot
+    return s !== undefined && now < s.expiresAt ? s : null
   }
 
   /** A snapshot holding the shards of `of` (shards.ts): a new count is built at once, unless it evicts another. */
