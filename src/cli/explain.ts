@@ -78,7 +78,7 @@ export const explainCommand: Command = {
         rules: store.rules,
         geo: { index, lookup: GeoLookup.open(paths) },
         snapshotOf: async (list) => {
-          const built = await buildAsServed({ workspaceId, workspaceName: workspace.name, list }, table, workspace.feedGuards, store.feedVersions, { tasks: inProcessTasks(index), lastModified, now })
+          const built = await buildAsServed({ workspaceId, workspaceName: workspace.name, list }, table, workspace.feedGuards, store.feedVersions, { tasks: inProcessTasks(index), geo: index, lastModified, now })
           if (built.publish?.held != null) holds.set(list?.id ?? '*', feedHoldOf(built.publish.held))
           return built.snapshot
         },

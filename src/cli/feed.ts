@@ -132,6 +132,7 @@ export const feedCommand: Command = {
         : GeoIndex.empty()
       const { snapshot, publish } = await buildAsServed({ workspaceId, workspaceName: workspace.name, list }, toRuleTable(rules), workspace.feedGuards, store.feedVersions, {
         tasks: inProcessTasks(geo),
+        geo,
         lastModified: new LastModifiedKeeper(store.feedVersions, { timeoutMs: 10_000 }),
         now,
         ...(params.shard != null ? { shards: [params.shard.of] } : {}),

@@ -536,7 +536,7 @@ export class FeedService {
     const released = hasGuards(settings) ? undefined : f.guard.reset()
     if (released !== undefined) this.#guardState(f, released)
     const result = hasGuards(settings)
-      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) }, restore: () => this.#store.feedVersions.loadPublished({ workspaceId: f.workspaceId, listId: f.feedId }) })
+      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) }, restore: () => this.#store.feedVersions.loadPublished({ workspaceId: f.workspaceId, listId: f.feedId }), geo: this.#geo ?? undefined })
       : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, now))))
     // The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix.
     f.snapshot = result.snapshot

@@ -4,6 +4,7 @@
  * server keeps in the store (guards-persist.ts), so a held feed prints the bytes the server serves
  * and names its hold. Nothing is recorded: the CLI reads, the server decides.
  */
+import type { GeoIndex } from '../geo/geo-index.js'
 import type { FeedVersionStore, GuardSettings, PublishState } from '../store/types.js'
 import { buildSnapshot, metaOf, type BuildOptions, type BuildResult, type FeedDefinition } from './build-snapshot.js'
 import { FeedGuard, hasGuards } from './guards.js'
@@ -24,7 +25,7 @@ export async function buildAsServed (
   table: RuleTable,
   workspaceGuards: GuardSettings | undefined,
   store: Pick<FeedVersionStore, 'loadPublished'>,
-  opts: BuildOptions,
+  opts: BuildOptions & { geo: GeoIndex },
 ): Promise<OfflineBuild> {
   const settings = def.list === null ? workspaceGuards : def.list.defaults.guards
   if (!hasGuards(settings)) return { ...await buildSnapshot(def, table, opts), publish: null }
@@ -40,6 +41,7 @@ export async function buildAsServed (
     build: (targets, special) => buildSnapshot(def, targets, { ...opts, ...(special !== undefined ? { special } : {}) }),
     shards: opts.shards ?? [],
     onState: () => {},
+    geo: opts.geo,
     restore: () => store.loadPublished({ workspaceId: def.workspaceId, listId: def.list?.id ?? '*' }),
   })
   return { ...result, publish: guard.state }

@@ -4,6 +4,7 @@
  * under the rule table's lock, the guard decides, and one snapshot is built from what it chose.
  */
 import { ThreatfeedError } from '../errors.js'
+import type { GeoIndex } from '../geo/geo-index.js'
 import type { AccessList, GuardSettings, PublishedRecord, PublishState } from '../store/types.js'
 import type { ComputeResult, ComputeTask } from '../pool/protocol.js'
 import { feedTargets, shardCountsOf, type BuildResult, type FeedTargets } from './build-snapshot.js'
@@ -26,6 +27,8 @@ export interface GuardedBuildIo {
   shards: readonly number[]
   /** Called when the guard's state changed (to record it with the list, log it, count it). */
   onState: (state: PublishState) => void
+  /** The geo index the expansions use (min-prefix judges their database records). */
+  geo?: Pick<GeoIndex, 'widestRecord'>
   /** The stored record of what this feed published (guards-persist.ts), read before its first build. */
   restore?: () => Promise<PublishedRecord | null>
 }
@@ -59,6 +62,7 @@ export async function guardedBuild (io: GuardedBuildIo): Promise<BuildResult> {
     meta: io.meta,
     defaultAction: io.list?.defaults.action ?? 'block',
     shards: shardCountsOf(io.list, io.shards),
+    ...(io.geo !== undefined ? { geo: io.geo } : {}),
   })
   if (decision.state !== undefined) io.onState(decision.state)
   if (decision.targets === null) {
