@@ -8,8 +8,8 @@ import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo
 import { requireWorkspace, withStore } from './open-store.js'
 import { findList } from './feed.js'
 import { ThreatfeedError } from '../errors.js'
-import { buildSnapshot } from '../feed/build-snapshot.js'
-import { explainAddress, type ExplainedAction, type ExplainedFeed, type ExplainedRule, type Explanation } from '../feed/explain.js'
+import { explainAddress, feedHoldOf, type ExplainedAction, type ExplainedFeed, type ExplainedRule, type Explanation, type FeedHold } from '../feed/explain.js'
+import { buildAsServed } from '../feed/guards-offline.js'
 import { parseExplainAddress, type ExplainAddress } from '../feed/explain-lookup.js'
 import { inProcessTasks } from '../feed/in-process-tasks.js'
 import { LastModifiedKeeper } from '../feed/last-modified.js'
@@ -30,7 +30,9 @@ its rule lapsed (also after the sweep removed it), an allow rule carves it out, 
 selector does not select the rule, the family is not published, or the variant is over its cap.
 
 Works from the store like \`feed get\`: each feed is built here from the stored rules, as a server
-that has caught up serves it. The server's answer is GET /v1/threat/explain (scope rules:read).
+that has caught up serves it, publish guards included: a feed the server holds back is explained
+from the last published rules it serves, and says since when and by which guard it is held. The
+server's answer is GET /v1/threat/explain (scope rules:read).
 
   --json   the explanation as one JSON document (the HTTP answer's shape)`
 
@@ -69,10 +71,18 @@ export const explainCommand: Command = {
       const [rules, index] = await Promise.all([store.rules.listAccessRules(workspaceId, now), loadGeoIndex(paths)])
       const table = toRuleTable(rules)
       const lastModified = new LastModifiedKeeper(store.feedVersions, { timeoutMs: 10_000 })
+      // Built as the server builds them, guards included (the hold the server stored): a held
+      // feed is explained from what it serves, and says it is held.
+      const holds = new Map<string, FeedHold>()
       const explanation = await explainAddress({
         rules: store.rules,
         geo: { index, lookup: GeoLookup.open(paths) },
-        snapshotOf: async (list) => (await buildSnapshot({ workspaceId, workspaceName: workspace.name, list }, table, { tasks: inProcessTasks(index), lastModified, now })).snapshot,
+        snapshotOf: async (list) => {
+          const built = await buildAsServed({ workspaceId, workspaceName: workspace.name, list }, table, workspace.feedGuards, store.feedVersions, { tasks: inProcessTasks(index), geo: index, lastModified, now })
+          if (built.publish?.held != null) holds.set(list?.id ?? '*', feedHoldOf(built.publish.held))
+          return built.snapshot
+        },
+        heldBy: (_workspace, feedId) => holds.get(feedId),
       }, workspace, feeds, address, now)
       if (values.json === true) writeJson(io, explanation)
       else io.stdout.write(formatExplanation(explanation))
@@ -111,7 +121,7 @@ function feedLines (f: ExplainedFeed): string {
   const title = f.list === null
     ? `workspace feed "${f.name}"`
     : `list "${f.list.name}" (${f.list.id})${Object.keys(f.list.selector).length > 0 ? ` selecting ${Object.entries(f.list.selector).map(([k, v]) => `${k}=${v}`).join(', ')}` : ''}`
-  let out = `${title}, built ${f.built_at}\n`
+  let out = f.built_at === null ? `${title}, not built\n` : `${title}, built ${f.built_at}\n`
   if (f.held !== undefined) out += `  held back by the server since ${f.held.since}: ${f.held.reason}\n`
   return out + actionLines('block', f.actions.block) + actionLines('allow', f.actions.allow)
 }

@@ -6,7 +6,11 @@
  */
 import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
 import { withStore } from './open-store.js'
-import { buildSnapshot } from '../feed/build-snapshot.js'
+import { ThreatfeedError } from '../errors.js'
+import { feedHoldOf } from '../feed/explain.js'
+import { buildAsServed } from '../feed/guards-offline.js'
+import { MAX_SHARDS } from '../feed/render/shard-networks.js'
+import { resolveShard, shardValues } from '../feed/shards.js'
 import { inProcessTasks } from '../feed/in-process-tasks.js'
 import { LastModifiedKeeper } from '../feed/last-modified.js'
 import { toRuleTable } from '../feed/rule-table.js'
@@ -19,16 +23,20 @@ import { FAMILIES, FEED_ACTIONS, FORMATS, type AccessList, type ListDefaults, ty
 const FORMAT_ALIASES: Readonly<Record<string, string>> = { txt: 'plain', alias_c: 'plain', alias_d: 'plain' }
 
 const help = `Usage: threatfeed feed get --workspace ID [--list NAME|UUID] [--format F] [--family F]
-                          [--action A] [--checksum md5] [--gzip] [--json]
+                          [--action A] [--checksum md5] [--shard I [--of N]] [--gzip] [--json]
 
 Prints the feed exactly as an appliance would receive it (GET /v1/threat/feeds, or
 /v1/threat/feeds/{list} with --list): the body on stdout, nothing else. Parameters not given
-take the list's stored defaults, then the feed defaults (plain, both, block).
+take the list's stored defaults, then the feed defaults (plain, both, block). A feed that the
+server's publish guards hold prints what the server serves (the last published rules) and says
+so on stderr.
 
   --format    ${FORMATS.join(' | ')} (also txt, alias_c, alias_d for plain)
   --family    ${FAMILIES.join(' | ')} (nftables needs v4 or v6)
   --action    ${FEED_ACTIONS.join(' | ')}
   --checksum  md5: the MD5 of the feed instead of the feed
+  --shard, --of  shard I of N (1 ≤ I ≤ N ≤ ${MAX_SHARDS}); --of defaults to the list's stored shard
+              count. Bad values print the 400 error body the server answers, and exit 2.
   --gzip      the gzip-encoded body (as sent with Accept-Encoding: gzip)
   --json      {"status","contentType","etag","lastModified","entries","limit","body"}
               (body as text; bodyBase64 instead with --gzip)
@@ -42,6 +50,8 @@ const options = {
   family: { type: 'string' },
   action: { type: 'string' },
   checksum: { type: 'string' },
+  shard: { type: 'string' },
+  of: { type: 'string' },
   gzip: { type: 'boolean' },
 } as const
 
@@ -65,6 +75,14 @@ export async function findList (store: Store, workspaceId: string, nameOrId: str
   return named[0]!
 }
 
+/** A shard option's value: the server's own check (feed/shards.ts), its 400 as a CLI error. */
+function shardOption (name: 'shard' | 'of', v: string | undefined): number | null {
+  if (v === undefined) return null
+  const supported = shardValues(MAX_SHARDS)
+  if (!supported.includes(v)) throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`${name}: ${JSON.stringify(v)}`], { details: { parameter: name, value: v, supported } })
+  return Number(v)
+}
+
 function paramsOf (values: Record<string, unknown>, defaults: ListDefaults | null): VariantParams {
   const rawFormat = values.format as string | undefined
   const format = oneOf('format', FORMATS, rawFormat === undefined ? undefined : FORMAT_ALIASES[rawFormat] ?? rawFormat)
@@ -76,6 +94,7 @@ function paramsOf (values: Record<string, unknown>, defaults: ListDefaults | nul
     family: family ?? defaults?.family ?? 'both',
     action: action ?? defaults?.action ?? 'block',
     checksum: checksum !== undefined,
+    shard: resolveShard(shardOption('shard', values.shard as string | undefined), shardOption('of', values.of as string | undefined), defaults?.shards),
   }
   if (p.format === 'nftables' && p.family === 'both') throw new CliError('an nftables set holds one family: give --family v4 or --family v6')
   return p
@@ -96,18 +115,32 @@ export const feedCommand: Command = {
       const workspace = await store.workspaces.get(workspaceId)
       if (workspace === null || workspace.deletedAt !== null) throw new CliError(`no workspace with id ${workspaceId}`, 1)
       const list = values.list === undefined ? null : await findList(store, workspaceId, values.list)
-      const params = paramsOf(values, list?.defaults ?? null)
+      let params: VariantParams
+      try {
+        params = paramsOf(values, list?.defaults ?? null)
+      } catch (e) {
+        // The body an appliance gets for the same query (SPEC 2.9), and the usage exit status.
+        if (!(e instanceof ThreatfeedError)) throw e
+        writeJson(io, { success: false, error: e.message, details: e.details })
+        throw new CliError(e.message)
+      }
       const now = Date.now()
       const rules = await store.rules.listAccessRules(workspaceId, now)
       // The geo databases take a second or two to index: only when a rule needs them.
       const geo = rules.some((r) => r.target.type !== 'ip')
         ? await loadGeoIndex(await resolveGeoPaths(io.env, { progress: io.isTTY, stream: io.stderr }))
         : GeoIndex.empty()
-      const { snapshot } = await buildSnapshot({ workspaceId, workspaceName: workspace.name, list }, toRuleTable(rules), {
+      const { snapshot, publish } = await buildAsServed({ workspaceId, workspaceName: workspace.name, list }, toRuleTable(rules), workspace.feedGuards, store.feedVersions, {
         tasks: inProcessTasks(geo),
+        geo,
         lastModified: new LastModifiedKeeper(store.feedVersions, { timeoutMs: 10_000 }),
         now,
+        ...(params.shard != null ? { shards: [params.shard.of] } : {}),
       })
+      if (publish?.held != null) {
+        const hold = feedHoldOf(publish.held)
+        io.stderr.write(`threatfeed: the server serves the last published rules since ${hold.since}: ${hold.reason}\n`)
+      }
       const variant = snapshot.variants.get(variantKey(params))!
       const rep = values.gzip === true ? variant.gzip : variant.identity
       const body = Buffer.from(rep.body.buffer, rep.body.byteOffset, rep.body.byteLength)
@@ -133,3 +166,4 @@ export const feedCommand: Command = {
     })
   },
 }
+

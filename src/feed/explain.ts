@@ -10,14 +10,16 @@
  * Nothing is rebuilt: "published" comes from the current snapshot's own networks, and the rules
  * from the store's target index, so an explanation costs a few point reads and one binary search
  * per (feed, action, array). A rule may have changed since the snapshot was built; the reason
- * `changed_since_build` says so rather than contradict the body.
+ * `changed_since_build` says so rather than contradict the body. A feed with no current snapshot
+ * (nobody polled it lately) is not built for an explanation of every feed: it says `not_built`,
+ * with the rules that would put the address in it and the reasons the rules alone give.
  */
-import type { AccessList, AccessRule, FeedAction, FeedFormat, Family, LapsedTombstone, RuleStore, Target } from '../store/types.js'
+import type { AccessList, AccessRule, FeedAction, FeedFormat, Family, LapsedTombstone, PublishState, RuleStore, Target } from '../store/types.js'
 import { CONFIDENCES, FEED_ACTIONS, FORMATS, SEVERITIES } from '../store/types.js'
 import { coveringNetworks, lookupPublished, type ExplainAddress, type PublishedRow } from './explain-lookup.js'
 import { geoMatchOf, type ExplainGeo, type GeoMatch } from './explain-geo.js'
 import { matchesSelector } from './rule-table.js'
-import { variantKey, type FeedId, type FeedSnapshot } from './snapshot-types.js'
+import { variantKey, WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types.js'
 
 /**
  * A publish guard holding a feed's new content back (issue #21, FeedService#holdOf): the
@@ -29,11 +31,20 @@ export interface FeedHold {
   readonly since: string
 }
 
+/** What explain (HTTP and CLI) and `feed get` say of a held build. */
+export function feedHoldOf (held: NonNullable<PublishState['held']>): FeedHold {
+  const guards = Object.entries(held.guards).map(([action, guard]) => `${action}: ${guard}`).join(', ')
+  return { reason: `held by a publish guard (${guards}); threatfeed list accept publishes build ${held.digest}`, since: new Date(held.since).toISOString() }
+}
+
 export interface ExplainSources {
   readonly rules: Pick<RuleStore, 'accessRulesOfTargets' | 'lapsedTombstones'>
   readonly geo: ExplainGeo
-  /** The feed's current snapshot (the server's, or one built in-process by the CLI). */
-  snapshotOf (list: AccessList | null): Promise<FeedSnapshot>
+  /**
+   * The feed's current snapshot (the server's, or one built in-process by the CLI); null when it
+   * has none and is not to be built for this (reason `not_built`).
+   */
+  snapshotOf (list: AccessList | null): Promise<FeedSnapshot | null>
   /** Publish guards' holds (see FeedHold). */
   readonly heldBy?: (workspaceId: string, feedId: FeedId) => FeedHold | undefined
 }
@@ -77,6 +88,7 @@ export type ExplainReason =
   | { readonly code: 'family_not_published', readonly message: string, readonly family: Family }
   | { readonly code: 'over_cap', readonly message: string, readonly format: FeedFormat, readonly family: Family, readonly entries: number, readonly limit: number }
   | { readonly code: 'changed_since_build', readonly message: string, readonly built_at: string }
+  | { readonly code: 'not_built', readonly message: string }
 
 export interface ExplainedFormat {
   readonly format: FeedFormat
@@ -108,7 +120,8 @@ export interface ExplainedFeed {
   readonly feed: FeedId
   readonly list: { readonly id: string, readonly name: string, readonly selector: Readonly<Record<string, string>> } | null
   readonly name: string
-  readonly built_at: string
+  /** null: not built (reason `not_built`). */
+  readonly built_at: string | null
   /** Set when a publish guard holds the feed's new content back (FeedHold). */
   readonly held?: FeedHold
   readonly actions: Readonly<Record<FeedAction, ExplainedAction>>
@@ -231,11 +244,11 @@ function formatsOf (snapshot: FeedSnapshot, action: FeedAction, facts: ExplainFa
   return out
 }
 
-function explainAction (feed: { list: AccessList | null, snapshot: FeedSnapshot }, action: FeedAction, facts: ExplainFacts, now: number): ExplainedAction {
+function explainAction (feed: { list: AccessList | null, snapshot: FeedSnapshot | null }, action: FeedAction, facts: ExplainFacts, now: number): ExplainedAction {
   const { list, snapshot } = feed
   const addr = facts.address
   const selector = list?.selector ?? {}
-  const formats = formatsOf(snapshot, action, facts)
+  const formats = snapshot === null ? [] : formatsOf(snapshot, action, facts)
   const defaultFormat = list?.defaults.format ?? 'plain'
   const listFamily = list?.defaults.family ?? 'both'
   // An nftables list defaulting to `both` has no such variant; its appliances ask per family.
@@ -249,8 +262,13 @@ function explainAction (feed: { list: AccessList | null, snapshot: FeedSnapshot 
   const selected = live.filter((r) => matchesSelector(r.labels, selector))
   const rules = selected.map((r) => explainRule(r, facts.geo))
   const reasons: ExplainReason[] = []
-  const builtAt = iso(snapshot.builtAt)
+  const builtAt = snapshot === null ? '' : iso(snapshot.builtAt)
   const inNetworks = formats.some((f) => f.format === 'plain' && f.network !== null)
+  if (snapshot === null) {
+    const name = list === null ? 'the workspace feed' : `list ${list.name}`
+    const ask = list === null ? 'poll /v1/threat/feeds' : `ask with list=${list.id}`
+    reasons.push({ code: 'not_built', message: `not built: nobody polled ${name} lately, and explaining every feed builds none (${ask} to build it); what follows comes from the rules alone` })
+  }
 
   if (published) {
     if (rules.length === 0) reasons.push({ code: 'changed_since_build', message: `no current ${action} rule selected here covers ${addr.text}: the rules that put it there changed after this snapshot was built at ${builtAt}; the next build drops it`, built_at: builtAt })
@@ -264,7 +282,7 @@ function explainAction (feed: { list: AccessList | null, snapshot: FeedSnapshot 
   const carvers = action === 'block' ? facts.rules.filter((r) => r.action === 'allow' && isLive(r, now)).map((r) => explainRule(r, facts.geo)) : []
   if (rules.length > 0 && carvers.length > 0) {
     reasons.push({ code: 'carved', message: `carved out by ${carvers.map(describe).join(', ')}: an allow rule of the workspace always wins`, by: carvers })
-  } else if (rules.length > 0 && !inNetworks) {
+  } else if (rules.length > 0 && !inNetworks && snapshot !== null) {
     const newest = Math.max(...selected.map((r) => r.updatedAt))
     reasons.push({ code: 'changed_since_build', message: `the rules covering it changed at ${iso(newest)}, after this snapshot was built at ${builtAt}; the next build publishes it`, built_at: builtAt })
   }
@@ -322,13 +340,14 @@ export async function explainAddress (
     },
     feeds: feeds.map((list, i) => {
       const snapshot = snapshots[i]!
-      const held = sources.heldBy?.(workspace.id, snapshot.feedId)
+      const feedId = list?.id ?? WORKSPACE_FEED
+      const held = sources.heldBy?.(workspace.id, feedId)
       const actions = Object.fromEntries(FEED_ACTIONS.map((a) => [a, explainAction({ list, snapshot }, a, facts, now)])) as Record<FeedAction, ExplainedAction>
       return {
-        feed: snapshot.feedId,
+        feed: feedId,
         list: list === null ? null : { id: list.id, name: list.name, selector: list.selector },
-        name: snapshot.name,
-        built_at: iso(snapshot.builtAt),
+        name: snapshot?.name ?? list?.name ?? workspace.name,
+        built_at: snapshot === null ? null : iso(snapshot.builtAt),
         ...(held !== undefined ? { held } : {}),
         actions,
       }

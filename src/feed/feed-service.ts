@@ -40,8 +40,9 @@ import type { FeedFetch, PublishState, Store } from '../store/types.js'
 import { StoreCatalog, type CatalogPoll, type CatalogView, type PolledCatalog } from './catalog.js'
 import { buildSnapshot, feedTargets, metaOf, type BuildResult, type FeedTargets, type FeedTasks } from './build-snapshot.js'
 import { hasGuards } from './guards.js'
-import type { FeedHold } from './explain.js'
+import { feedHoldOf, type FeedHold } from './explain.js'
 import { guardedBuild } from './guards-run.js'
+import { persistGuard } from './guards-persist.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { FeedState, WorkspaceState } from './feed-state.js'
 import { Slots } from './slots.js'
@@ -249,10 +250,14 @@ export class FeedService {
 
   /** What a publish guard holds back of a feed, as explain reports it; undefined when nothing is held. */
   holdOf (workspaceId: string, feedId: FeedId): FeedHold | undefined {
-    const held = this.#knownFeed(workspaceId, feedId)?.guard.state.held
-    if (held === null || held === undefined) return undefined
-    const guards = Object.entries(held.guards).map(([action, guard]) => `${action}: ${guard}`).join(', ')
-    return { reason: `held by a publish guard (${guards}); threatfeed list accept publishes build ${held.digest}`, since: new Date(held.since).toISOString() }
+    const held = this.#workspaces.get(workspaceId)?.feeds.get(feedId)?.guard.state.held
+    return held == null ? undefined : feedHoldOf(held)
+  }
+
+  /** The current snapshot, if one is valid at `now`: no build, and not counted as a poll (explain). */
+  peekSnapshot (workspaceId: string, feedId: FeedId, now = Date.now()): FeedSnapshot | null {
+    const s = this.#workspaces.get(workspaceId)?.feeds.get(feedId)?.snapshot
+    return s !== undefined && now < s.expiresAt ? s : null
   }
 
   /** A snapshot holding the shards of `of` (shards.ts): a new count is built at once, unless it evicts another. */
@@ -531,7 +536,7 @@ export class FeedService {
     const released = hasGuards(settings) ? undefined : f.guard.reset()
     if (released !== undefined) this.#guardState(f, released)
     const result = hasGuards(settings)
-      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) } })
+      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) }, restore: () => this.#store.feedVersions.loadPublished({ workspaceId: f.workspaceId, listId: f.feedId }), geo: this.#geo ?? undefined })
       : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, now))))
     // The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix.
     f.snapshot = result.snapshot
@@ -550,5 +555,6 @@ export class FeedService {
     for (const ws of this.#workspaces.values()) for (const g of ws.feeds.values()) if (g.guard.state.held !== null) held++
     this.#metrics?.setHeld?.(held)
     if (f.feedId !== WORKSPACE_FEED) this.#store.lists.setPublishState(f.feedId, state).catch((e: unknown) => { this.#log.warn({ err: e, feed: f.feedId }, 'publish state not recorded') })
+    persistGuard(f.guard, this.#store.feedVersions, { workspaceId: f.workspaceId, listId: f.feedId }, state, Date.now()).catch((e: unknown) => { this.#log.warn({ err: e, feed: f.feedId }, 'published rules not recorded') })
   }
 }

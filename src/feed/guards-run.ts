@@ -4,10 +4,12 @@
  * under the rule table's lock, the guard decides, and one snapshot is built from what it chose.
  */
 import { ThreatfeedError } from '../errors.js'
-import type { AccessList, GuardSettings, PublishState } from '../store/types.js'
+import type { GeoIndex } from '../geo/geo-index.js'
+import type { AccessList, GuardSettings, PublishedRecord, PublishState } from '../store/types.js'
 import type { ComputeResult, ComputeTask } from '../pool/protocol.js'
 import { feedTargets, shardCountsOf, type BuildResult, type FeedTargets } from './build-snapshot.js'
 import { freezeRows, markHeld, specialMode, type FeedGuard, type GuardName } from './guards.js'
+import { restoreGuard } from './guards-persist.js'
 import { allTargeting, grouping, selecting, type RuleTable } from './rule-table.js'
 import { runSliced, runWhole } from './slices.js'
 
@@ -25,6 +27,10 @@ export interface GuardedBuildIo {
   shards: readonly number[]
   /** Called when the guard's state changed (to record it with the list, log it, count it). */
   onState: (state: PublishState) => void
+  /** The geo index the expansions use (min-prefix judges their database records). */
+  geo?: Pick<GeoIndex, 'widestRecord'>
+  /** The stored record of what this feed published (guards-persist.ts), read before its first build. */
+  restore?: () => Promise<PublishedRecord | null>
 }
 
 function * candidateOf (table: RuleTable, list: AccessList | null, now: number): Generator<void, { targets: FeedTargets, frozen: RuleTable }> {
@@ -45,6 +51,7 @@ function * candidateOf (table: RuleTable, list: AccessList | null, now: number):
  *   const result = await guardedBuild({ guard: f.guard, settings, list, meta, now, read, compute, build, onState })
  */
 export async function guardedBuild (io: GuardedBuildIo): Promise<BuildResult> {
+  if (io.restore !== undefined) await restoreGuard(io.guard, io.restore)
   const candidate = await io.read((table) => runSliced(candidateOf(table, io.list, io.now)))
   const decision = await io.guard.decide({
     settings: io.settings,
@@ -55,6 +62,7 @@ export async function guardedBuild (io: GuardedBuildIo): Promise<BuildResult> {
     meta: io.meta,
     defaultAction: io.list?.defaults.action ?? 'block',
     shards: shardCountsOf(io.list, io.shards),
+    ...(io.geo !== undefined ? { geo: io.geo } : {}),
   })
   if (decision.state !== undefined) io.onState(decision.state)
   if (decision.targets === null) {

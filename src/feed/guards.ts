@@ -21,6 +21,7 @@
 import { createHash } from 'node:crypto'
 import { NetworkSet } from '../net/network-set.js'
 import { FEED_ACTIONS, type FeedAction, type GuardSettings, type PublishState } from '../store/types.js'
+import type { GeoIndex } from '../geo/geo-index.js'
 import type { ComputeResult, ComputeTask, TargetGroup } from '../pool/protocol.js'
 import type { FeedTargets } from './build-snapshot.js'
 import type { RuleTable } from './rule-table.js'
@@ -44,7 +45,11 @@ export interface ActionFacts {
   readonly count: number
   /** Networks of the special space in it (0 when dropped). */
   readonly special: number
-  /** Shortest prefix length among the rule targets, per family (Infinity when none). */
+  /**
+   * Shortest prefix length per family among the `ip` rule targets and the database records the
+   * country and ASN targets expand from (Infinity when none): never the coalesced output, where a
+   * country's blocks legitimately merge into wide prefixes.
+   */
   readonly widest: { readonly v4: number, readonly v6: number }
 }
 
@@ -108,9 +113,28 @@ export function digestOf (r: ComputeResult): string {
   return createHash('sha256').update(r.block.hash.both).update('\0').update(r.allow.hash.both).digest('hex').slice(0, 32)
 }
 
-function factsOf (r: ComputeResult, targets: FeedTargets, action: FeedAction): ActionFacts {
+/** widestTargets, with the widest database record of each country and ASN target (GeoIndex#widestRecord). */
+export function widestOf (groups: readonly TargetGroup[], geo: Pick<GeoIndex, 'widestRecord'> | undefined): { v4: number, v6: number } {
+  const w = widestTargets(groups)
+  if (geo === undefined) return w
+  for (const g of groups) {
+    for (const country of g.countries) {
+      const r = geo.widestRecord({ country })
+      w.v4 = Math.min(w.v4, r.v4)
+      w.v6 = Math.min(w.v6, r.v6)
+    }
+    for (const asn of g.asns) {
+      const r = geo.widestRecord({ asn })
+      w.v4 = Math.min(w.v4, r.v4)
+      w.v6 = Math.min(w.v6, r.v6)
+    }
+  }
+  return w
+}
+
+function factsOf (r: ComputeResult, targets: FeedTargets, action: FeedAction, geo: Pick<GeoIndex, 'widestRecord'> | undefined): ActionFacts {
   const n = r[action].total
-  return { count: n.v4.length / 2 + n.v6.length / 5, special: r.special?.[action] ?? 0, widest: widestTargets(targets[action]) }
+  return { count: n.v4.length / 2 + n.v6.length / 5, special: r.special?.[action] ?? 0, widest: widestOf(targets[action], geo) }
 }
 
 /** Networks added and removed between the published build and a held one, with counts and samples. */
@@ -188,6 +212,8 @@ export interface GuardInputs {
   defaultAction: FeedAction
   /** The shard counts the build will ask for: the candidate's task is then the build's own. */
   shards: readonly number[]
+  /** The geo index the expansions use: min-prefix judges their database records. */
+  geo?: Pick<GeoIndex, 'widestRecord'>
 }
 
 /** What the compute tasks of a guarded feed do with the special space. */
@@ -209,6 +235,15 @@ export interface GuardDecision {
 export class FeedGuard {
   published: RuleTable | null = null
   state: PublishState = { held: null, publishedDigest: null }
+  /** The stored record was read (guards-persist.ts): a restart judges against what was published. */
+  restored = false
+
+  /** Takes the published rules and state a store kept (null: none recorded). */
+  restore (published: RuleTable | null, state: PublishState | null): void {
+    this.restored = true
+    this.published = published
+    if (state !== null) this.state = state
+  }
 
   /** Decides what to publish; null targets means nothing may be served (a first build that trips). */
   async decide (io: GuardInputs): Promise<GuardDecision> {
@@ -227,8 +262,8 @@ export class FeedGuard {
       for (const action of FEED_ACTIONS) {
         // Only expiry between them: the same content, never held.
         if (pub !== null && pub[action].hash.both === cand[action].hash.both) continue
-        const facts = factsOf(cand, io.candidate.targets, action)
-        const before = pub === null ? null : factsOf(pub, pubTargets!, action)
+        const facts = factsOf(cand, io.candidate.targets, action, io.geo)
+        const before = pub === null ? null : factsOf(pub, pubTargets!, action, io.geo)
         // An action empty before and after (a deny list's allow side) has nothing to guard, unless
         // it is the one the feed answers by default.
         if (facts.count === 0 && (before?.count ?? 0) === 0 && action !== io.defaultAction) continue
@@ -262,6 +297,7 @@ export class FeedGuard {
    * Answers the new state when something was held (to record), else undefined.
    */
   reset (): PublishState | undefined {
+    this.restored = true
     this.published = null
     return this.state.held === null ? undefined : this.#record({ held: null, publishedDigest: null })
   }

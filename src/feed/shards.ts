@@ -9,7 +9,8 @@
  * full waits for the rebuild interval like any other change.
  */
 import { ThreatfeedError } from '../errors.js'
-import type { FeedSnapshot } from './snapshot-types.js'
+import { MAX_SHARDS } from './render/shard-networks.js'
+import type { FeedSnapshot, ShardRef } from './snapshot-types.js'
 
 const KEPT = 4
 
@@ -60,4 +61,35 @@ export async function awaitShardCount (of: number, current: () => Promise<FeedSn
       if (b !== null) void b.finally(() => { clearTimeout(t); resolve() })
     })
   }
+}
+
+/** '1'…'n': what `shard` accepts given N, and `of` accepts (n = MAX_SHARDS). */
+export function shardValues (n: number): readonly string[] {
+  return Array.from({ length: n }, (_, i) => String(i + 1))
+}
+
+/**
+ * The shard asked for (the feed routes' `shard=I&of=N`, `feed get --shard I --of N`): I of N, or
+ * I of the list's stored N. `of` alone, `shard` with no N, or I > N is TF_ERR_FEED_BAD_PARAM (a
+ * 400) whose details.supported lists the values that would do. Values are 1…MAX_SHARDS already.
+ */
+export function resolveShard (shard: number | null, of: number | null, stored: number | undefined): ShardRef | null {
+  if (shard === null && of === null) return null
+  if (shard === null) {
+    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`of=${of} without shard: ask for shard=I&of=${of}, 1 ≤ I ≤ ${of}`], {
+      details: { parameter: 'shard', supported: shardValues(of!) },
+    })
+  }
+  const n = of ?? stored ?? null
+  if (n === null) {
+    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`shard=${shard} without of, and the feed stores no shard count: ask for shard=I&of=N, 1 ≤ I ≤ N ≤ ${MAX_SHARDS}`], {
+      details: { parameter: 'of', supported: shardValues(MAX_SHARDS) },
+    })
+  }
+  if (shard > n) {
+    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`shard=${shard} of ${n}: 1 ≤ shard ≤ of`], {
+      details: { parameter: 'shard', value: String(shard), supported: shardValues(n) },
+    })
+  }
+  return { index: shard, of: n }
 }

@@ -5,7 +5,7 @@
 import { NetworkSet } from '../net/network-set.js'
 import type { PackedPrefixes } from '../net/packed.js'
 import type { IntervalTableData } from './interval-table.js'
-import { emptyTable, findKey, keyIntervals, unionIntervals } from './interval-table.js'
+import { NO_RECORD, emptyTable, findKey, keyIntervals, unionIntervals } from './interval-table.js'
 import { packCountryCode, unpackCountryCode } from './record-keys.js'
 
 /** Where an index came from, for logs, /readyz and `geo lookup`. */
@@ -73,6 +73,23 @@ export class GeoIndex {
   /** The networks of an ASN, coalesced; empty if unknown. */
   expandAsn (asn: number): PackedPrefixes {
     return this.#expand(this.#data.asn, Number.isInteger(asn) ? findKey(this.#data.asn, asn) : -1)
+  }
+
+  /**
+   * The shortest prefix length of a country's or an ASN's database records, per family (Infinity
+   * where it has none, or is unknown): what an expansion publishes at its widest before coalescing.
+   */
+  widestRecord (target: { country: string } | { asn: number }): { v4: number, v6: number } {
+    const t = 'country' in target ? this.#data.country : this.#data.asn
+    let r = -1
+    if ('country' in target) {
+      const k = packCountryCode(target.country)
+      r = k < 0 ? -1 : findKey(t, k)
+    } else if (Number.isInteger(target.asn)) {
+      r = findKey(t, target.asn)
+    }
+    const at = (i: number): number => r < 0 || t.widest[i] === NO_RECORD ? Infinity : t.widest[i]!
+    return { v4: at(2 * r), v6: at(2 * r + 1) }
   }
 
   #expand (t: IntervalTableData, r: number): PackedPrefixes {

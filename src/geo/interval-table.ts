@@ -28,7 +28,16 @@ export interface IntervalTableData {
   readonly v6Joins: Uint32Array
   readonly v6Members: Uint32Array
   readonly v6MemberStart: Uint32Array
+  /**
+   * Per key rank r: [2r] the shortest prefix length among its IPv4 database records, [2r + 1]
+   * among its IPv6 ones; NO_RECORD when it has none. What a publish guard's min-prefix judges of
+   * an expansion (src/feed/guards.ts): the records as the database has them, not their union.
+   */
+  readonly widest: Uint8Array
 }
+
+/** IntervalTableData.widest of a family a key has no record in. */
+export const NO_RECORD = 255
 
 /** Interval arrays in NetworkSet's layout. */
 export interface Intervals { v4: Uint32Array, v6: Uint32Array }
@@ -76,6 +85,9 @@ export class IntervalTableBuilder {
     this.#v6Joins = new Growable(half >>> 7)
   }
 
+  /** Per id: the widest IPv4 and IPv6 record (IntervalTableData.widest). */
+  readonly #widest: number[] = []
+
   /** The dense id of a key, registering it on first sight. */
   idOf (key: number): number {
     let id = this.#ids.get(key)
@@ -83,6 +95,7 @@ export class IntervalTableBuilder {
       id = this.#keys.length
       this.#ids.set(key, id)
       this.#keys.push(key)
+      this.#widest.push(NO_RECORD, NO_RECORD)
     }
     return id
   }
@@ -90,6 +103,7 @@ export class IntervalTableBuilder {
   get keyCount (): number { return this.#keys.length }
 
   addV4 (id: number, addr: number, len: number): void {
+    if (len < this.#widest[2 * id]!) this.#widest[2 * id] = len
     const last = addr + 2 ** (32 - len) - 1
     const touches = addr === this.#end4 + 1
     this.#end4 = last
@@ -108,6 +122,7 @@ export class IntervalTableBuilder {
   }
 
   addV6 (id: number, w: Uint32Array, len: number): void {
+    if (len < this.#widest[2 * id + 1]!) this.#widest[2 * id + 1] = len
     const prev = this.#last6
     const n = this.#n6
     // Does this network start right after the previous one ends (first = prev + 1)?
@@ -151,7 +166,13 @@ export class IntervalTableBuilder {
     }
     const [v4Members, v4MemberStart] = membersByRank(this.#v4Ids, rank)
     const [v6Members, v6MemberStart] = membersByRank(this.#v6Ids, rank)
+    const widest = new Uint8Array(new SharedArrayBuffer(2 * sorted.length))
+    for (let id = 0; id < rank.length; id++) {
+      widest[2 * rank[id]!] = this.#widest[2 * id]!
+      widest[2 * rank[id]! + 1] = this.#widest[2 * id + 1]!
+    }
     return {
+      widest,
       keys,
       v4: toShared(this.#v4.a, this.#v4.length),
       v4Joins: toShared(this.#v4Joins.a, Math.ceil(this.#v4Ids.length / 32)),

@@ -8,8 +8,10 @@
  * the feed error body (SPEC 2.9), as on the feed routes, and authentication comes before the
  * parameters, so nothing about a list leaks to a caller without access.
  *
- * The answer comes from the snapshots the feed routes serve (a feed not built is built, as a poll
- * would) and a few point reads of the rule store; nothing here touches a poll's path.
+ * The answer comes from the snapshots the feed routes serve and a few point reads of the rule
+ * store; nothing here touches a poll's path. The list asked for (`list=`) is built when it has no
+ * snapshot, as a poll would; explaining every feed builds none: a feed nobody polled lately says
+ * `not_built` (feed/explain.ts), so one request cannot make the server build every list.
  */
 import { ThreatfeedError } from '../errors.js'
 import { explainAddress, type ExplainSources } from '../feed/explain.js'
@@ -18,7 +20,7 @@ import type { ExplainGeo } from '../feed/explain-geo.js'
 import type { GeoIndex } from '../geo/geo-index.js'
 import type { GeoPaths } from '../geo/load.js'
 import { GeoLookup } from '../geo/lookup.js'
-import { WORKSPACE_FEED } from '../feed/snapshot-types.js'
+import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from '../feed/snapshot-types.js'
 import type { AccessList } from '../store/types.js'
 import type { HttpContext, RouteModule } from './app.js'
 import type { FeedSource } from './feed-routes.js'
@@ -28,7 +30,8 @@ import { sendJson, type Exchange } from './respond.js'
 export const EXPLAIN_PATH = '/v1/threat/explain'
 
 export interface ExplainRouteDeps {
-  readonly feeds: FeedSource
+  /** peekSnapshot: the current snapshot, if any, without building it or counting as a poll. */
+  readonly feeds: FeedSource & { peekSnapshot?: (workspaceId: string, feedId: FeedId, now: number) => FeedSnapshot | null }
   readonly lists: ListDirectory
   /** The geo databases in use now (they can be reloaded). */
   readonly geo: () => ExplainGeo
@@ -83,6 +86,7 @@ async function answer (ex: Exchange, ctx: HttpContext, deps: ExplainRouteDeps, a
     snapshotOf: async (list) => {
       const id = list?.id ?? WORKSPACE_FEED
       const now = Date.now()
+      if (query.list === null && deps.feeds.peekSnapshot !== undefined) return deps.feeds.peekSnapshot(workspace.id, id, now)
       return deps.feeds.getSnapshot(workspace.id, id, now) ?? await deps.feeds.awaitSnapshot(workspace.id, id, now)
     },
     ...(deps.heldBy !== undefined ? { heldBy: deps.heldBy } : {}),

@@ -13,7 +13,8 @@
  * each keeps its resolution without list defaults: the workspace feed then costs one Map lookup.
  */
 import { ThreatfeedError } from '../errors.js'
-import { variantKey, type ShardRef, type VariantParams } from '../feed/snapshot-types.js'
+import { resolveShard, shardValues } from '../feed/shards.js'
+import { variantKey, type VariantParams } from '../feed/snapshot-types.js'
 import { MAX_SHARDS } from '../feed/render/shard-networks.js'
 import { FAMILIES, FEED_ACTIONS, FORMATS, type FeedAction, type FeedFormat, type Family, type ListDefaults } from '../store/types.js'
 
@@ -33,11 +34,7 @@ type Parameter = (typeof PARAMETERS)[number]
 const CLIENT_NAME = /^[A-Za-z0-9._:@-]{1,64}$/
 const CLIENT_RULE = '1 to 64 letters, digits, ".", "_", "-", ":" or "@"'
 
-/** '1'…'n': what `shard` accepts given N, and `of` accepts (n = MAX_SHARDS). */
-function counting (n: number): readonly string[] {
-  return Array.from({ length: n }, (_, i) => String(i + 1))
-}
-const SHARD_VALUES = counting(MAX_SHARDS)
+const SHARD_VALUES = shardValues(MAX_SHARDS)
 
 const SUPPORTED: Readonly<Record<Exclude<Parameter, 'client'>, readonly string[]>> = {
   format: FORMAT_VALUES,
@@ -179,38 +176,13 @@ export function parseFeedQuery (raw: string): FeedQuery {
   return query
 }
 
-/**
- * The shard asked for: `shard=I&of=N`, or `shard=I` with the list's stored N. `of` alone, `shard`
- * with no N, or I > N is a 400 whose details.supported lists the values that would do.
- */
-function resolveShard (query: FeedQuery, defaults: ListDefaults | null): ShardRef | null {
-  if (query.shard === null && query.of === null) return null
-  if (query.shard === null) {
-    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`of=${query.of} without shard: ask for shard=I&of=${query.of}, 1 ≤ I ≤ ${query.of}`], {
-      details: { parameter: 'shard', supported: counting(query.of!) },
-    })
-  }
-  const of = query.of ?? defaults?.shards ?? null
-  if (of === null) {
-    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`shard=${query.shard} without of, and the feed stores no shard count: ask for shard=I&of=N, 1 ≤ I ≤ N ≤ ${MAX_SHARDS}`], {
-      details: { parameter: 'of', supported: SHARD_VALUES },
-    })
-  }
-  if (query.shard > of) {
-    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`shard=${query.shard} of ${of}: 1 ≤ shard ≤ of`], {
-      details: { parameter: 'shard', value: String(query.shard), supported: counting(of) },
-    })
-  }
-  return { index: query.shard, of }
-}
-
 function resolve (query: FeedQuery, defaults: ListDefaults | null): ResolvedVariant {
   const params: VariantParams = {
     format: query.format ?? defaults?.format ?? 'plain',
     family: query.family ?? defaults?.family ?? 'both',
     action: query.action ?? defaults?.action ?? 'block',
     checksum: query.checksum,
-    shard: resolveShard(query, defaults),
+    shard: resolveShard(query.shard, query.of, defaults?.shards),
   }
   if (params.format === 'nftables' && params.family === 'both') {
     throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', ['family "both" with format nftables: an nftables set holds one family'], {

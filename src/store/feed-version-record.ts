@@ -8,9 +8,11 @@
  * every node on one `since` — the build that lost rebuilds soon anyway, since whatever it lagged
  * in (a revision its poll has not seen yet, a lapse before its snapshot's expiresAt) is due.
  */
+import { deserialize, serialize } from 'node:v8'
+import { copyPublishState } from './guard-settings.js'
 import {
   FEED_CHANGE_BUCKET_MS, FEED_CHANGE_DAYS_MS, FEED_VERSION_HISTORY,
-  type FeedKey, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord,
+  type FeedKey, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord, type PublishedRecord,
 } from './types.js'
 
 /** Negative when `a` is older than `b`, 0 when as new, positive when newer. */
@@ -75,4 +77,17 @@ export function normalizeRecord (key: FeedKey, r: Partial<FeedVersionRecord> & F
     history: r.history ?? [],
     changes: r.changes ?? [],
   }
+}
+
+/**
+ * A published record as both stores keep it: one byte string (V8's structured clone copies the
+ * encoded rules as they are; the state is small JSON-shaped data).
+ */
+export function encodePublished (r: PublishedRecord): Buffer {
+  return serialize({ state: copyPublishState(r.state), rules: r.rules, savedAt: r.savedAt })
+}
+
+export function decodePublished (raw: Uint8Array): PublishedRecord {
+  const r = deserialize(raw) as PublishedRecord
+  return { state: r.state, rules: r.rules ?? null, savedAt: r.savedAt }
 }

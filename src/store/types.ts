@@ -502,6 +502,20 @@ export interface FeedVersionStore {
   recordFetches (fetches: readonly FeedFetch[]): Promise<void>
   /** The feeds whose recorded fetch time is at or after `since`, each once, with that time. */
   fetchedSince (since: number): Promise<FeedFetch[]>
+  /**
+   * What a guarded feed last published and its guards' state (src/feed/guards-persist.ts), so a
+   * restart or another node holds what this one held; null forgets it (the guards were removed).
+   */
+  savePublished (ref: FeedRef, record: PublishedRecord | null): Promise<void>
+  loadPublished (ref: FeedRef): Promise<PublishedRecord | null>
+}
+
+/** A guarded feed's published rules (encoded by the feed service, opaque here) and publish state. */
+export interface PublishedRecord {
+  readonly state: PublishState
+  /** The rules the published build came from; null before anything was published. */
+  readonly rules: Uint8Array | null
+  readonly savedAt: number
 }
 
 /** Who holds a lease, until when (the store's clock, ms since the epoch). */

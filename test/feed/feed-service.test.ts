@@ -93,6 +93,8 @@ function countingFetches (store: Store): { store: Store, recorded: Map<string, n
     get: v.get.bind(v),
     record: v.record.bind(v),
     fetchedSince: v.fetchedSince.bind(v),
+    savePublished: v.savePublished.bind(v),
+    loadPublished: v.loadPublished.bind(v),
     recordFetches: async (fetches) => {
       for (const f of fetches) recorded.set(`${f.workspaceId}/${f.listId}`, (recorded.get(`${f.workspaceId}/${f.listId}`) ?? 0) + 1)
       await v.recordFetches(fetches)

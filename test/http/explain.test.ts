@@ -13,7 +13,7 @@ import { createLogger } from '../../src/log.js'
 import { startServer } from '../../src/main.js'
 import { openStore } from '../../src/store/open.js'
 import type { AccessRule } from '../../src/store/types.js'
-import type { ExplainedAction, ExplainedFeed, Explanation } from '../../src/feed/explain.js'
+import type { ExplainedAction, ExplainedFeed, ExplainReason, Explanation } from '../../src/feed/explain.js'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import { buildOpenApiDocument } from '../../src/ingest/openapi.js'
 import { ASN_TEST_DB, COUNTRY_TEST_DB } from '../helpers/server.js'
@@ -42,6 +42,10 @@ const server = await startServer(config, createLogger('silent'))
 t.teardown(() => server.stop())
 const base = `http://127.0.0.1:${server.port}`
 const auth = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
+// Explaining every feed builds none: the fixture's feeds are polled first, as appliances would.
+for (const path of ['/v1/threat/feeds', ...Object.values(fx.lists).map((id) => `/v1/threat/feeds/${id}`)]) {
+  await (await fetch(`${base}${path}`, { headers: auth(fx.rulesKey) })).arrayBuffer()
+}
 
 async function explain (query: string, key = fx.rulesKey): Promise<{ status: number, body: unknown, headers: Headers }> {
   const r = await fetch(`${base}/v1/threat/explain${query}`, { headers: auth(key) })
@@ -198,6 +202,34 @@ t.test('no rule covers it', async (t) => {
   t.same(feedOf(e, 'tiny').actions.block.reasons.map((r) => r.code), ['over_cap', 'no_rule'], 'every reason that holds is given')
   t.same(feedOf(e, 'v6only').actions.block.reasons.map((r) => r.code), ['family_not_published', 'no_rule'])
   await checkAgainstBodies(t, e)
+})
+
+t.test('a list nobody polled is not built by explaining every feed: not_built, from the rules alone', async (t) => {
+  const unpolled = await server.store.lists.create({ workspaceId: fx.workspaceId, name: 'unpolled', description: '', defaults: { family: 'v6' }, selector: { team: 'edge' } })
+  const notBuilt = (name: string): ExplainReason => ({ code: 'not_built', message: `not built: nobody polled list ${name} lately, and explaining every feed builds none (ask with list=${unpolled.id} to build it); what follows comes from the rules alone` })
+  const e = await explained('?ip=203.0.113.7')
+  const f = feedOf(e, 'unpolled')
+  t.same({ feed: f.feed, name: f.name, built_at: f.built_at, held: f.held }, { feed: unpolled.id, name: 'unpolled', built_at: null, held: undefined })
+  t.same(f.actions.block, {
+    published: false,
+    default: { format: 'plain', family: 'v6' },
+    formats: [],
+    rules: [rule('r-ip'), rule('r-net')],
+    reasons: [notBuilt('unpolled'), { code: 'family_not_published', message: 'this feed publishes v6 only by default; 203.0.113.7 is v4 (ask with family=v4 or family=both)', family: 'v6' }],
+  }, 'the selected rules that cover it, and what the rules alone say')
+  t.same(feedOf(e, 'unpolled').actions.allow.reasons.map((r) => r.code), ['not_built', 'family_not_published', 'no_rule'])
+  const carved = feedOf(await explained('?ip=198.51.100.200'), 'unpolled').actions.block
+  t.same(carved.reasons.map((r) => r.code), ['not_built', 'family_not_published', 'carved'], 'carving is a rule-only reason')
+  t.equal(feedOf(await explained('?ip=203.0.113.7'), 'edge').built_at !== null, true, 'a polled list is explained from its snapshot')
+  // Had the explanation started a build, it would be done well within this.
+  await new Promise((resolve) => setTimeout(resolve, 800))
+  t.equal(feedOf(await explained('?ip=203.0.113.7'), 'unpolled').built_at, null, 'still not built')
+  const asked = await explain(`?ip=2001:db8::1&list=${unpolled.id}`)
+  t.equal(asked.status, 200, 'asking for the list builds it, as a poll would')
+  const one = (asked.body as Explanation).feeds[0]!
+  t.not(one.built_at, null)
+  t.equal(one.actions.block.published, true)
+  t.equal(feedOf(await explained('?ip=2001:db8::1'), 'unpolled').actions.block.published, true, 'explained from its snapshot from then on')
 })
 
 t.test('stream_seq is the stream position of the signal that last changed the rule', async (t) => {

@@ -10,6 +10,7 @@ import type { BatchingStore } from '../../src/store/batch-types.js'
 import { describeAdminContract } from './contract-admin.js'
 import { describeConsumerContract } from './contract-consumers.js'
 import { describeDeadlineContract } from './contract-deadline.js'
+import { describePublishedContract } from './contract-published.js'
 import { describeClusterContract, describeLeaseContract } from './contract-cluster.js'
 import { describeRuleContract } from './contract-rules.js'
 import { describeStreamContract } from './contract-stream.js'
@@ -60,4 +61,5 @@ export function runStoreContract (t: Test, name: string, makeStore: MakeStore): 
   describeConsumerContract(storeTest)
   describeClusterContract(storeTest)
   describeLeaseContract(storeTest)
+  describePublishedContract(storeTest)
 }

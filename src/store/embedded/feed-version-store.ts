@@ -1,7 +1,7 @@
 /** Feed versions (Last-Modified, DECISIONS §5) and feed fetch times (DECISIONS §6) on LMDB. */
-import { nextFeedVersion, normalizeRecord, versionOf } from '../feed-version-record.js'
-import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord as StoredVersion, type FeedVersionStore } from '../types.js'
-import { feedOfVersionKey, feedVersionKey } from './key-layout.js'
+import { decodePublished, encodePublished, nextFeedVersion, normalizeRecord, versionOf } from '../feed-version-record.js'
+import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedRef, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord as StoredVersion, type FeedVersionStore, type PublishedRecord } from '../types.js'
+import { feedOfVersionKey, feedVersionKey, publishedRulesKey } from './key-layout.js'
 import type { Databases } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
 
@@ -67,6 +67,19 @@ export class EmbeddedFeedVersionStore implements FeedVersionStore {
         }
       }
     })
+  }
+
+  async savePublished (ref: FeedRef, record: PublishedRecord | null): Promise<void> {
+    const id = publishedRulesKey(ref)
+    await this.#env.write((dbs) => {
+      if (record === null) void dbs.publishedRules.remove(id)
+      else void dbs.publishedRules.put(id, encodePublished(record))
+    })
+  }
+
+  async loadPublished (ref: FeedRef): Promise<PublishedRecord | null> {
+    const raw: Buffer | undefined = this.#env.read((dbs) => dbs.publishedRules.get(publishedRulesKey(ref)))
+    return raw === undefined ? null : decodePublished(raw)
   }
 
   async fetchedSince (since: number): Promise<FeedFetch[]> {

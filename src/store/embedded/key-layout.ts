@@ -178,6 +178,11 @@ export function feedVersionKey (key: FeedKey): string {
   return key.workspaceId + SEP + key.listId + SEP + key.family + SEP + key.action
 }
 
+/** A feed's key in the published-rules database: its feed-versions keys' first two components. */
+export function publishedRulesKey (ref: FeedRef): string {
+  return ref.workspaceId + SEP + ref.listId
+}
+
 /** The feed a feed-versions key belongs to (its first two components). */
 export function feedOfVersionKey (key: string): FeedRef {
   const a = key.indexOf(SEP)

@@ -34,6 +34,8 @@ export interface Databases {
   readonly legacyStream: Database<Buffer, number>
   readonly checkpoints: Database<number, string>
   readonly feedVersions: Database<FeedVersion, string>
+  /** workspace␟list → what a guarded feed last published (feed-version-store.ts savePublished). */
+  readonly publishedRules: Database<Buffer, string>
   /** workspace␟consumer id → the consumer's record (consumer-store.ts). */
   readonly consumers: Database<FeedConsumer, string>
   /** [table, partition, at, id] → the entry's data (journal-store.ts: the admin API's diagnostics and audit log). */

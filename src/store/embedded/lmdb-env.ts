@@ -143,6 +143,7 @@ export class LmdbEnv {
         legacyStream: root.openDB('stream-chunks', binary),
         checkpoints: root.openDB('checkpoints', json),
         feedVersions: root.openDB('feed-versions', json),
+        publishedRules: root.openDB('published-rules', binary),
         consumers: root.openDB('feed-consumers', json),
         journal: root.openDB('admin-journal', json),
         meta: root.openDB('meta', json),

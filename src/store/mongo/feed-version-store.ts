@@ -2,8 +2,9 @@
  * Feed versions (Last-Modified, DECISIONS §5) on MongoDB: one document per feed key, which also
  * holds when its feed was last served (DECISIONS §6).
  */
-import { nextFeedVersion, normalizeRecord, versionOf } from '../feed-version-record.js'
-import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord, type FeedVersionStore } from '../types.js'
+import { Binary, type Collection } from 'mongodb'
+import { decodePublished, encodePublished, nextFeedVersion, normalizeRecord, versionOf } from '../feed-version-record.js'
+import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedRef, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord, type FeedVersionStore, type PublishedRecord } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
@@ -78,6 +79,30 @@ export class MongoFeedVersionStore implements FeedVersionStore {
       }))
       await this.#ctx.c.feedVersions.bulkWrite(ops, { ordered: false })
     })
+  }
+
+  /**
+   * One document per feed in `published_rules`, the encoded record as one binary field (a feed's
+   * rules must stay under MongoDB's 16 MiB document limit: about 400,000 rules).
+   */
+  savePublished (ref: FeedRef, record: PublishedRecord | null): Promise<void> {
+    return this.#ctx.run(async () => {
+      const id = `${text(ref.workspaceId)}:${text(ref.listId)}`
+      const workspaceId = text(ref.workspaceId)
+      if (record === null) await this.#published().deleteOne({ _id: id, workspaceId })
+      else await this.#published().replaceOne({ _id: id, workspaceId }, { workspaceId, data: new Binary(encodePublished(record)) }, { upsert: true })
+    })
+  }
+
+  loadPublished (ref: FeedRef): Promise<PublishedRecord | null> {
+    return this.#ctx.run(async () => {
+      const doc = await this.#published().findOne({ _id: `${text(ref.workspaceId)}:${text(ref.listId)}`, workspaceId: text(ref.workspaceId) })
+      return doc === null ? null : decodePublished(doc.data.buffer)
+    })
+  }
+
+  #published (): Collection<{ _id: string, workspaceId: string, data: Binary }> {
+    return this.#ctx.client.db(this.#ctx.c.feedVersions.dbName).collection('published_rules')
   }
 
   fetchedSince (since: number): Promise<FeedFetch[]> {
