@@ -1,6 +1,8 @@
 /**
  * Rules on LMDB. Writes live in rule-writes.ts so that applyRuleBatch can run many of them in
- * one transaction; every write that changes something raises the rules revision with it.
+ * one transaction; every write that changes something raises the rules revision with it. Reads
+ * start from the latest commit (LmdbEnv.readLatest): a rule written or deleted by another store on
+ * the directory — the consumer's thread, the CLI, another node — is seen by the next read.
  */
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
 import type { EmbeddedRuleOp } from './packed-batch.js'
@@ -70,7 +72,7 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async revisionOf (workspaceId: string): Promise<number> {
-    return this.#env.read((dbs) => dbs.meta.get(workspaceRulesRevision(workspaceId)) ?? 0)
+    return this.#env.readLatest((dbs) => dbs.meta.get(workspaceRulesRevision(workspaceId)) ?? 0)
   }
 
   /** Inside a write: raises the rules revision and that of each workspace whose rules changed. */
@@ -80,8 +82,8 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async list (workspaceId: string, kind: RuleKind, now?: number): Promise<Rule[]> {
-    if (kind === 'access_rule') return this.#env.read((dbs) => readAccessRules(dbs, workspaceId, now))
-    return this.#env.read((dbs) => {
+    if (kind === 'access_rule') return this.#env.readLatest((dbs) => readAccessRules(dbs, workspaceId, now))
+    return this.#env.readLatest((dbs) => {
       const rules: Rule[] = []
       for (const { value } of dbs.expressionRules.getRange(expressionRuleRange(workspaceId, kind))) {
         if (now === undefined || !isLapsed(value, now)) rules.push(value)
@@ -91,7 +93,7 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async listAccessRules (workspaceId: string, now: number): Promise<AccessRule[]> {
-    return this.#env.read((dbs) => readAccessRules(dbs, workspaceId, now))
+    return this.#env.readLatest((dbs) => readAccessRules(dbs, workspaceId, now))
   }
 
   /**
@@ -176,7 +178,7 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async lapsedTombstones (workspaceId: string, of: Target | { kind: ExpressionRule['kind'], ruleRef: string }): Promise<LapsedTombstone[]> {
-    return this.#env.read((dbs) => {
+    return this.#env.readLatest((dbs) => {
       const found: LapsedTombstone[] = []
       if ('kind' in of) {
         const t = dbs.tombstones.get(tombstoneKey(workspaceId, of.kind, null, of.ruleRef))
@@ -189,7 +191,7 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async accessRulesOfTargets (workspaceId: string, targets: readonly Target[]): Promise<AccessRule[]> {
-    return this.#env.read((dbs) => {
+    return this.#env.readLatest((dbs) => {
       const found: AccessRule[] = []
       for (const target of targets) {
         // The unkeyed rule is in arrival order (or, written before format 5, under its target
