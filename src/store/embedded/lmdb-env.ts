@@ -135,6 +135,7 @@ export class LmdbEnv {
         lists: root.openDB('lists', json),
         listsByName: root.openDB('lists-by-name', text),
         accessRules: root.openDB('access-rules', { ...binary, keyEncoder: UTF8_KEYS } as never),
+        accessChanges: root.openDB('access-changes', binary),
         accessByTarget: root.openDB('access-by-target', text),
         expressionRules: root.openDB('expression-rules', json),
         expiryLog: root.openDB('expiry-log', binary),

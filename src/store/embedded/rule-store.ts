@@ -12,10 +12,13 @@ import {
 } from '../types.js'
 import { ArrivalIndex } from './arrival-index.js'
 import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
+import type { Transaction } from 'lmdb'
+import { changesTrimmedKey, trimChanges } from './change-log.js'
+import { readChanges, readWhole } from './change-reads.js'
 import { accessRuleKey, expressionRuleRange, targetIdentity, targetIndexRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
-import { accessRuleExpiresAt, accessRuleSeq, decodeAccessRule } from './rule-codec.js'
+import { decodeAccessRule } from './rule-codec.js'
 import { dropTombstones, lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, readAccessRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 
 /** Expiry-log references handled per transaction: bounded, so a purge after a long outage never
@@ -97,33 +100,27 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   /**
-   * One snapshot of the workspace's access rules, read in slices of about SLICE_MS: only the
-   * header of each record is read (seq, expiry), and only the changed ones are decoded.
+   * One snapshot, read in slices of about SLICE_MS. `since` and the answer's `seq` are numbers of
+   * the store's change counter (change-log.ts), not rule seqs. From a number the change log still
+   * covers, the workspace's arrival keys and change entries after it are read, merged in number
+   * order, removals handed to `gone`, and `live` is null: O(changes). Otherwise (the first read, or
+   * one from before the log's trim mark) every rule is read and counted, and handed to `each`.
    */
-  async accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges> {
-    let changed = 0
-    let live = 0
-    let seq = since
-    let rows: Iterator<{ value: Buffer }> | null = null
+  async accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void, gone?: (ruleRef: string | null, target: Target | null) => void): Promise<AccessRuleChanges> {
+    let read: ((dbs: Databases, transaction: Transaction, until: number) => boolean) | null = null
+    let answer: AccessRuleChanges = { changed: 0, live: null, seq: since }
     await this.#env.readSliced((dbs, transaction) => {
-      rows ??= dbs.accessRules.getRange({ ...workspaceRange(workspaceId), transaction })[Symbol.iterator]()
       const until = performance.now() + SLICE_MS
-      for (let n = 1; ; n++) {
-        if ((n & 1023) === 0 && performance.now() >= until) return true
-        const row = rows.next()
-        if (row.done === true) return false
-        const buf = row.value.value
-        const s = accessRuleSeq(buf)
-        if (s > seq) seq = s
-        if (s > since) {
-          changed++
-          each(decodeAccessRule(buf, workspaceId))
-        }
-        const e = accessRuleExpiresAt(buf)
-        if (e === null || e > now) live++
+      if (read === null) {
+        const top = (dbs.meta.get(META.arrivalNext, { transaction }) ?? 1) - 1
+        const trimmed = dbs.meta.get(changesTrimmedKey(workspaceId), { transaction }) ?? 0
+        const whole = since < 0 || since < trimmed || gone === undefined
+        answer = { changed: 0, live: whole ? 0 : null, seq: top }
+        read = whole ? readWhole(workspaceId, transaction, now, each, answer) : readChanges(workspaceId, since, transaction, each, gone, answer)
       }
+      return read(dbs, transaction, until)
     })
-    return { changed, live, seq }
+    return answer
   }
 
   async purgeLapsed (before: number): Promise<number> {
@@ -253,8 +250,10 @@ export class EmbeddedRuleStore implements RuleStore {
   async #write<T> (fn: (txn: RuleTxn) => T): Promise<T> {
     try {
       return await this.#env.write((dbs) => {
-        const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals: this.#arrivals.begin(dbs) }
+        const now = Date.now()
+        const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals: this.#arrivals.begin(dbs), now, logged: new Set() }
         const result = fn(txn)
+        for (const ws of txn.logged) trimChanges(dbs, ws, now)
         txn.log.write(dbs, txn.scratch)
         txn.arrivals.finish()
         return result
