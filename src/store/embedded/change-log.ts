@@ -24,7 +24,8 @@ import type { Databases } from './layout.js'
 
 /** How long change entries are kept: a cache that refreshes at least this often catches up from the log. */
 export const CHANGES_KEPT_MS = 600_000
-/** Oldest entries looked at per workspace per write: a few more than a write adds, so the log shrinks back. */
+/** Oldest entries looked at per workspace per write, at least: with twice what the write added,
+ *  the trim outruns any rate of writes, so the log holds about CHANGES_KEPT_MS of them. */
 const TRIM_PER_WRITE = 64
 
 const SEP = '\u001f'
@@ -82,13 +83,14 @@ export function numberOfKey (key: string): number {
 }
 
 /**
- * Inside a write: drops up to TRIM_PER_WRITE entries of the workspace older than
- * CHANGES_KEPT_MS, oldest first, and raises the workspace's trim mark past them.
+ * Inside a write that added `added` entries to the workspace's log: drops up to
+ * max(TRIM_PER_WRITE, 2 × added) of its entries older than CHANGES_KEPT_MS, oldest first, and
+ * raises the workspace's trim mark past them.
  */
-export function trimChanges (dbs: Databases, workspaceId: string, now: number): void {
+export function trimChanges (dbs: Databases, workspaceId: string, now: number, added: number): void {
   const cut = now - CHANGES_KEPT_MS
   const old: string[] = []
-  for (const { key, value } of dbs.accessChanges.getRange({ ...changeRange(workspaceId, 0), limit: TRIM_PER_WRITE })) {
+  for (const { key, value } of dbs.accessChanges.getRange({ ...changeRange(workspaceId, 0), limit: Math.max(TRIM_PER_WRITE, 2 * added) })) {
     if (value.readDoubleLE(0) >= cut) break
     old.push(key)
   }

@@ -251,9 +251,9 @@ export class EmbeddedRuleStore implements RuleStore {
     try {
       return await this.#env.write((dbs) => {
         const now = Date.now()
-        const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals: this.#arrivals.begin(dbs), now, logged: new Set() }
+        const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals: this.#arrivals.begin(dbs), now, logged: new Map() }
         const result = fn(txn)
-        for (const ws of txn.logged) trimChanges(dbs, ws, now)
+        for (const [ws, added] of txn.logged) trimChanges(dbs, ws, now, added)
         txn.log.write(dbs, txn.scratch)
         txn.arrivals.finish()
         return result

@@ -34,8 +34,8 @@ export interface RuleTxn {
   readonly arrivals: ArrivalTxn
   /** The transaction's time, as the change log records it. */
   readonly now: number
-  /** Workspaces whose change log this transaction wrote (its trim runs on them). */
-  readonly logged: Set<string>
+  /** Workspaces whose change log this transaction wrote, and how many entries (its trim runs on them). */
+  readonly logged: Map<string, number>
 }
 
 /** A primary key of the access-rules table: the string, or its UTF-8 bytes. */
@@ -107,13 +107,13 @@ export function upsertAccessRule (txn: RuleTxn, input: AccessRuleInput, now: num
 /** Logs a rule written in place (change-log.ts); a new unkeyed rule's arrival key logs itself. */
 function logPut (txn: RuleTxn, workspaceId: string, pk: AccessKey): void {
   logChange(txn.dbs, workspaceId, txn.arrivals.next(), txn.now, 'put', typeof pk === 'string' ? pk : pk.toString('utf8'))
-  txn.logged.add(workspaceId)
+  txn.logged.set(workspaceId, (txn.logged.get(workspaceId) ?? 0) + 1)
 }
 
 /** Logs the removal of a rule of that identity (change-log.ts). */
 function logGone (txn: RuleTxn, workspaceId: string, ruleRef: string | null, target: Target): void {
   logChange(txn.dbs, workspaceId, txn.arrivals.next(), txn.now, 'gone', removedIdentity(ruleRef, target))
-  txn.logged.add(workspaceId)
+  txn.logged.set(workspaceId, (txn.logged.get(workspaceId) ?? 0) + 1)
 }
 
 /**
