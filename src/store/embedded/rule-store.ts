@@ -25,6 +25,9 @@ import { dropTombstones, lapseTarget, putAccessRule, putEncodedAccessRule, putEx
  *  holds the (cross-process) write lock for long. */
 const PURGE_CHUNK = 5000
 
+/** Arrival keys per slice of warmArrivals (a few milliseconds). */
+const WARM_SLICE = 5000
+
 /** Longest slice of a sliced read (accessRulesChangedSince): well under the 5 ms a poll may wait. */
 const SLICE_MS = 0.5
 
@@ -121,6 +124,24 @@ export class EmbeddedRuleStore implements RuleStore {
       return read(dbs, transaction, until)
     })
     return answer
+  }
+
+  /**
+   * Builds the arrival identity of every workspace ahead of its first write, WARM_SLICE keys at a
+   * time with the event loop free between slices (a write arriving meanwhile catches up the rest
+   * itself). Ends quietly when the store closes.
+   */
+  async warmArrivals (): Promise<void> {
+    try {
+      const workspaces = this.#env.readLatest((dbs) => Array.from(dbs.workspaces.getKeys({})))
+      for (const ws of workspaces) {
+        while (this.#env.readLatest((dbs) => this.#arrivals.warm(dbs, ws, WARM_SLICE))) {
+          await new Promise<void>((resolve) => { setImmediate(resolve) })
+        }
+      }
+    } catch (e) {
+      if (!this.#env.closed) throw e
+    }
   }
 
   async purgeLapsed (before: number): Promise<number> {

@@ -145,6 +145,35 @@ t.test('a rule read sees every commit another process made before it began', asy
   }
 })
 
+t.test('a warm-up of the identity, between writes of its own store and of another, never stores a target twice', async (t) => {
+  const dir = await tempDir(t)
+  const a = await openStore({ kind: 'embedded', dataDir: dir })
+  const b = await openStore({ kind: 'embedded', dataDir: dir })
+  t.teardown(async () => { await a.close(); await b.close() })
+  // The warm-up goes through the workspaces the admin table lists.
+  const other = (await a.workspaces.create({ name: 'first', subscription: 'active' })).id
+  const ws = (await a.workspaces.create({ name: 'warm', subscription: 'active' })).id
+  const target = (i: number): string => `10.7.${i >> 8}.${i & 255}/32`
+  const n = 12_000
+  for (const w of [ws, other]) {
+    for (let i = 0; i < n; i += 4000) await b.applyRuleBatch({ ops: Array.from({ length: 4000 }, (_, k) => upsert(w, target(i + k))) })
+  }
+  const c = await openStore({ kind: 'embedded', dataDir: dir })
+  const embedded = c.rules as unknown as { warmArrivals: () => Promise<void> }
+  const warming = embedded.warmArrivals()
+  // While it warms (slices of 5,000 keys, the event loop free between): b deletes and stores, c writes.
+  await b.rules.deleteAccessByTarget(ws, ip(target(11_999)))
+  await c.applyRuleBatch({ ops: [upsert(ws, target(0), { action: 'allow' }), upsert(ws, target(11_999), { action: 'allow' }), upsert(ws, '10.8.0.1/32')] })
+  await b.applyRuleBatch({ ops: [upsert(ws, '10.8.0.2/32')] })
+  await warming
+  await c.applyRuleBatch({ ops: [upsert(ws, target(5000), { action: 'allow' }), upsert(ws, '10.8.0.2/32', { action: 'allow' }), upsert(ws, '10.8.0.1/32', { action: 'allow' })] })
+  const stored = await rules(a, ws)
+  t.equal(stored.length, n + 2, 'one rule per target')
+  t.equal(new Set(stored.map((r) => r.split(' ')[0])).size, stored.length, 'no target twice')
+  t.same(stored.filter((r) => r.endsWith('allow')).sort(), [`${target(0)} allow`, `${target(11_999)} allow`, `${target(5000)} allow`, '10.8.0.1/32 allow', '10.8.0.2/32 allow'].sort())
+  await c.close()
+})
+
 t.test('a rule swept by another store is stored again by the first, once', async (t) => {
   const dir = await tempDir(t)
   const ws = freshWorkspaceId()
