@@ -84,11 +84,11 @@ export function numberOfKey (key: string): number {
 
 /**
  * Inside a write that added `added` entries to the workspace's log: drops up to
- * max(TRIM_PER_WRITE, 2 × added) of its entries older than CHANGES_KEPT_MS, oldest first, and
+ * max(TRIM_PER_WRITE, 2 × added) of its entries older than `keptMs`, oldest first, and
  * raises the workspace's trim mark past them.
  */
-export function trimChanges (dbs: Databases, workspaceId: string, now: number, added: number): void {
-  const cut = now - CHANGES_KEPT_MS
+export function trimChanges (dbs: Databases, workspaceId: string, now: number, added: number, keptMs = CHANGES_KEPT_MS): void {
+  const cut = now - keptMs
   const old: string[] = []
   for (const { key, value } of dbs.accessChanges.getRange({ ...changeRange(workspaceId, 0), limit: Math.max(TRIM_PER_WRITE, 2 * added) })) {
     if (value.readDoubleLE(0) >= cut) break

@@ -13,7 +13,7 @@ import {
 import { ArrivalIndex } from './arrival-index.js'
 import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
 import type { Transaction } from 'lmdb'
-import { changesTrimmedKey, trimChanges } from './change-log.js'
+import { CHANGES_KEPT_MS, changesTrimmedKey, trimChanges } from './change-log.js'
 import { readChanges, readWhole } from './change-reads.js'
 import { accessRuleKey, expressionRuleRange, targetIdentity, targetIndexRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey } from './layout.js'
@@ -39,8 +39,12 @@ export class EmbeddedRuleStore implements RuleStore {
   #scrubAfter: ExpiryLogKey | undefined
   readonly #arrivals = new ArrivalIndex()
 
-  constructor (env: LmdbEnv, counters: HousekeepingCounters, tombstoneMax: number) {
+  readonly #changesKeptMs: number
+
+  /** `changesKeptMs`: how long change-log entries are kept (change-log.ts CHANGES_KEPT_MS). */
+  constructor (env: LmdbEnv, counters: HousekeepingCounters, tombstoneMax: number, changesKeptMs = CHANGES_KEPT_MS) {
     this.#env = env
+    this.#changesKeptMs = changesKeptMs
     this.#counters = counters
     this.#tombstoneMax = tombstoneMax
   }
@@ -274,7 +278,7 @@ export class EmbeddedRuleStore implements RuleStore {
         const now = Date.now()
         const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals: this.#arrivals.begin(dbs), now, logged: new Map() }
         const result = fn(txn)
-        for (const [ws, added] of txn.logged) trimChanges(dbs, ws, now, added)
+        for (const [ws, added] of txn.logged) trimChanges(dbs, ws, now, added, this.#changesKeptMs)
         txn.log.write(dbs, txn.scratch)
         txn.arrivals.finish()
         return result
