@@ -15,6 +15,10 @@
  *
  * With BIGWS_BASE=<dir of another checkout, its node_modules installed> the same run is made
  * against that build too, alternating (BIGWS_ROUNDS rounds each), on copies of one data directory.
+ * The fixture is then written as format 5 (the change log of format 6 dropped; nothing else
+ * differs for what the fixture holds), which a format-5 build reads and this build upgrades in
+ * place at its start. Also reported: each signal POST's time to its answer (acknowledgement), and
+ * how many were not 202 — the first write after a start builds the consumer's identity map.
  * BIGWS_CPU_PROF=<dir> writes each server's CPU profile there (node --cpu-prof).
  *
  *   npm run bench bigws
@@ -27,6 +31,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Pool } from 'undici'
 import { hashApiKey } from '../src/store/api-key.js'
+import { open } from 'lmdb'
 import { openStore } from '../src/store/open.js'
 import { ensureDefaultAsnDb } from '../src/geo/default-db.js'
 import type { AccessRuleInput } from '../src/store/types.js'
@@ -77,6 +82,12 @@ async function makeFixture (): Promise<Fixture> {
   const bigList = (await store.lists.create({ workspaceId: big, name: 'everything', description: '', selector: {}, defaults: { maxEntries: 4 * RULES + 1_000_000 } })).id
   await store.feedVersions.recordFetches([{ workspaceId: big, listId: bigList, at: Date.now() }, { workspaceId: small, listId: '*', at: Date.now() }])
   await store.close()
+  if (BASE !== undefined) {
+    const raw = open({ path: dir, noSubdir: false, maxDbs: 24, overlappingSync: false })
+    await raw.openDB('access-changes', { encoding: 'binary' }).drop()
+    await raw.openDB('meta', { encoding: 'json' }).put('format', 5)
+    await raw.close()
+  }
   // A restart finds the default ASN database built by the first start; the runs measure a restart.
   await ensureDefaultAsnDb(dir)
   console.log(`fixture: ${RULES} rules loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`)
@@ -124,6 +135,10 @@ interface RunResult {
   steal: number | null
   /** The worst quarter-seconds: [seconds since spawn at the scheduled send, worst latency ms]. */
   worst: Array<[number, number]>
+  /** Signal POSTs: time to their answer, p99 and max, ms, and how many were not 202. */
+  ackP99: number
+  ackMax: number
+  ackFailed: number
 }
 
 /** utime + stime of a process, or of its main thread, ms (from /proc; clock ticks of 10 ms). */
@@ -178,11 +193,18 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     void watchBig()
     // Ingest: 100 changes every 100 ms into the big workspace.
     let n = 0
+    const acks: number[] = []
+    let ackFailed = 0
     const ingest = setInterval(() => {
       const entries = []
       for (let k = 0; k < CHANGES_PER_S / 10; k++) entries.push({ type: 'access_rules', action: 'block', ip: ipOf(0x64400000 + 2 * (n++)) })
+      const sentAt = performance.now()
       pool.request({ path: '/v1/signal', method: 'POST', headers: { authorization: `Bearer ${fx.bigKey}`, 'content-type': 'application/json' }, body: JSON.stringify(entries) })
-        .then((r) => r.body.dump(), () => {})
+        .then(async (r) => {
+          await r.body.dump()
+          acks.push(performance.now() - sentAt)
+          if (r.statusCode !== 202) ackFailed++
+        }, () => { ackFailed++ })
     }, 100)
     const bigTimer = setInterval(() => { void watchBig() }, 500)
     // Open loop: poll i is due at t0 + i / POLLS_PER_S, whatever the answers before it did.
@@ -233,7 +255,11 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     latencies.sort((a, b) => a - b)
     loading.sort((a, b) => a - b)
     const worst = [...quarters].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([q, ms]): [number, number] => [q / 4, Math.round(ms)])
-    return { p50: median(latencies), p99: percentile(latencies, 99), p999: percentile(latencies, 99.9), max: latencies[latencies.length - 1] ?? NaN, polls: latencies.length, errors, rebuilds, startupMs, bigReadyMs, loadingP999: percentile(loading, 99.9), loadingMax: loading[loading.length - 1] ?? NaN, loadingPolls: loading.length, peakRssMiB: peakRss, seconds, cpuPerPollUs, mainCpuPerRebuildMs, steal, worst }
+    acks.sort((a, b) => a - b)
+    return {
+      p50: median(latencies), p99: percentile(latencies, 99), p999: percentile(latencies, 99.9), max: latencies[latencies.length - 1] ?? NaN, polls: latencies.length, errors, rebuilds, startupMs, bigReadyMs, loadingP999: percentile(loading, 99.9), loadingMax: loading[loading.length - 1] ?? NaN, loadingPolls: loading.length, peakRssMiB: peakRss, seconds, cpuPerPollUs, mainCpuPerRebuildMs, steal, worst,
+      ackP99: percentile(acks, 99), ackMax: acks[acks.length - 1] ?? NaN, ackFailed,
+    }
   } finally {
     clearInterval(rssTimer)
     await pool.close().catch(() => {})
@@ -275,5 +301,8 @@ for (const [subject, rs] of results) {
   rows.push({ case: c, subject: `${subject}: main-thread CPU per big rebuild (with polls and ingest)`, value: median(rs.map((r) => r.mainCpuPerRebuildMs)), unit: 'ms' })
   rows.push({ case: c, subject: `${subject}: CPU steal`, value: median(rs.map((r) => r.steal ?? NaN)), unit: '%' })
   rows.push({ case: c, subject: `${subject}: big-feed rebuilds seen`, value: Math.min(...rs.map((r) => r.rebuilds)), unit: '' })
+  rows.push({ case: c, subject: `${subject}: signal acknowledgement p99`, value: worst((r) => r.ackP99), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: signal acknowledgement max`, value: worst((r) => r.ackMax), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: signals not acknowledged (not 202)`, value: worst((r) => r.ackFailed), unit: '' })
 }
 report('bigws', 'A big workspace under ingest vs. polls of a small one (open loop)', rows, [], { rules: RULES, pollsPerSecond: POLLS_PER_S, changesPerSecond: CHANGES_PER_S, rebuildMs: REBUILD_MS, rounds: ROUNDS, runs: Object.fromEntries(results) })

@@ -1,19 +1,23 @@
 /**
  * One workspace's access rules as the feed side keeps them between rebuilds, caught up from the
- * store by what changed (RuleStore#accessRulesChangedSince) instead of read whole: a rebuild of a
- * workspace of millions reads the header of each stored rule, in slices, and decodes only the rules
- * written since the last. Deletions are not listed by the store: when the rules held, with the
+ * store by what changed (RuleStore#accessRulesChangedSince) instead of read whole. A store that
+ * lists removals (the embedded store's change log) makes a catch-up cost what changed: a removed
+ * rule's row is marked lapsed at once (never served) and its slot left as a hole, and the table is
+ * read whole again once holes are most of it. A store that does not: when the rules held, with the
  * changes applied, count more live rules than the store (an explicit delete), the cache reloads
- * the workspace whole (also in slices). Lapsed rules the sweep removed are not live on either side.
+ * the workspace whole (in slices). Lapsed rules the sweep removed are not live on either side.
  *
  * The table is changed only while no build reads it (`read` and `refresh` take turns).
  */
-import type { AccessRule, LabelValue, RuleStore } from '../store/types.js'
+import type { AccessRule, LabelValue, RuleStore, Target } from '../store/types.js'
 import { CONFIDENCES, SEVERITIES } from '../store/types.js'
 import type { RuleTable } from './rule-table.js'
 import { ROWS_PER_YIELD, runSliced } from './slices.js'
 
 const TYPE = { ip: 0, asn: 1, country: 2 } as const
+
+/** Holes a table may hold beyond half its rows before it is read whole again. */
+const HOLES_KEPT = 4096
 
 function ownRank (values: readonly string[], field: string | null, label: unknown): number {
   if (field !== null) {
@@ -28,9 +32,9 @@ function isEmpty (o: object): boolean {
   return true
 }
 
-/** The identity of an access rule in its workspace (DECISIONS §3). */
-function identityOf (r: AccessRule): string {
-  return r.ruleRef !== null ? `r\u001f${r.ruleRef}` : `t\u001f${r.target.type}\u001f${r.target.value}`
+/** The identity of an access rule in its workspace (DECISIONS §3): its ruleRef, or else its target. */
+function identityOf (ruleRef: string | null, target: Target | null): string {
+  return ruleRef !== null ? `r\u001f${ruleRef}` : `t\u001f${target!.type}\u001f${target!.value}`
 }
 
 /** A RuleTable whose rows are updated in place and appended to (typed arrays grow by doubling). */
@@ -45,11 +49,13 @@ class Columns implements RuleTable {
   confidence = new Uint8Array(0)
   severity = new Uint8Array(0)
   fingerprint = '0'
+  /** Rows of removed rules (marked lapsed, reused by nothing). */
+  holes = 0
   readonly rows = new Map<string, number>()
   readonly #labelIndex = new Map<string, number>()
 
   put (r: AccessRule): void {
-    const id = identityOf(r)
+    const id = identityOf(r.ruleRef, r.target)
     let i = this.rows.get(id)
     if (i === undefined) {
       i = this.length++
@@ -71,6 +77,18 @@ class Columns implements RuleTable {
     this.labels[i] = li
     this.confidence[i] = ownRank(CONFIDENCES, r.confidence, r.labels.confidence)
     this.severity[i] = ownRank(SEVERITIES, r.severity, r.labels.severity)
+  }
+
+  /** The rule of that identity went: its row lapses (selection skips it) and frees its text. */
+  remove (ruleRef: string | null, target: Target | null): boolean {
+    const id = identityOf(ruleRef, target)
+    const i = this.rows.get(id)
+    if (i === undefined) return false
+    this.rows.delete(id)
+    this.expiresAt[i] = -Infinity
+    this.value[i] = ''
+    this.holes++
+    return true
   }
 
   #grow (capacity: number): void {
@@ -123,15 +141,23 @@ export class WorkspaceRuleCache {
       let t = this.#table
       if (t !== null) {
         const table = t
-        const r = await rules.accessRulesChangedSince(this.workspaceId, this.#seq, now, (rule) => { table.put(rule) })
-        const live = await runSliced(countingLive(table, now))
+        let removed = 0
+        const r = await rules.accessRulesChangedSince(this.workspaceId, this.#seq, now, (rule) => { table.put(rule) }, (ruleRef, target) => {
+          if (table.remove(ruleRef, target)) removed++
+        })
+        if (r.live === null && table.holes * 2 <= table.length + HOLES_KEPT) {
+          if (r.changed + removed > 0) table.fingerprint = String(++this.#generation)
+          this.#seq = r.seq
+          return table
+        }
+        const live = r.live === null ? -1 : await runSliced(countingLive(table, now))
         if (live === r.live) {
           if (r.changed > 0) table.fingerprint = String(++this.#generation)
           this.#seq = r.seq
           return table
         }
-        // Held rules the store no longer has: a delete, which the store does not list. The old
-        // table serves until the reload is done (and if it fails).
+        // Held rules the store no longer has (a delete the store does not list), or a table of
+        // holes. The old table serves until the reload is done (and if it fails).
       }
       t = new Columns()
       const fresh = t

@@ -247,21 +247,24 @@ export interface RuleStore {
   revisionsOf? (workspaceIds: readonly string[]): Promise<Map<string, number>>
   /**
    * What a cache of a workspace's access rules needs to catch up (the feed side's rebuild reads):
-   * every access rule written with a seq above `since`, lapsed or not, handed to `each` one at a
-   * time (a first read of millions never holds them all at once), and how many access rules
-   * of the workspace are live at `now`. Rules are written in stream order, so `seq` — the highest
-   * seq in the workspace when the read began — is the `since` of the next call. Deletions are not
-   * listed: a cache that, with `changed` applied, holds more live rules than `live` knows some
-   * went and reloads (since -1). Long reads yield to the event loop between slices.
+   * every access rule changed after `since` (-1: every rule), lapsed or not, handed to `each` one
+   * at a time (a first read of millions never holds them all at once). The answer's `seq` is the
+   * `since` of the next call (a position only the same store reads: MongoDB, the highest rule seq;
+   * the embedded store, its change counter). Deletions: a store that lists them hands each to
+   * `gone` (the rule of that ruleRef, or else the unkeyed rule of that target) and answers `live`
+   * null; otherwise `live` counts the workspace's access rules live at `now`, and a cache that,
+   * with `changed` applied, holds more live rules knows some went and reloads (since -1). Long
+   * reads yield to the event loop between slices.
    */
-  accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges>
+  accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void, gone?: (ruleRef: string | null, target: Target | null) => void): Promise<AccessRuleChanges>
 }
 
 /** RuleStore#accessRulesChangedSince's answer. */
 export interface AccessRuleChanges {
   /** How many rules went to `each`. */
   changed: number
-  live: number
+  /** Null when removals went to `gone` instead. */
+  live: number | null
   seq: number
 }
 

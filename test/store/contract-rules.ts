@@ -266,7 +266,7 @@ export function describeRuleContract (test: StoreTest): void {
     t.equal(await store.rules.revisionOf(other), otherRev, 'the other workspace\'s counter never moved')
   })
 
-  test('accessRulesChangedSince: the rules written after a seq, the live count, the next seq', async (t, store) => {
+  test('accessRulesChangedSince: each call lists what changed since the last answer, and what went', async (t, store) => {
     const ws = freshWorkspaceId()
     const other = freshWorkspaceId()
     const refsOf = (rules: AccessRule[]): string[] => rules.map((r) => `${r.target.value}@${r.seq}`).sort()
@@ -279,28 +279,47 @@ export function describeRuleContract (test: StoreTest): void {
     await store.rules.upsertAccessRule(accessInput(ws, { target: c, seq: 3, ruleRef: 'c' }))
     await store.rules.upsertAccessRule(accessInput(other, { target: a, seq: 4 }))
     await store.rules.upsertExpressionRule(expressionInput(ws, { seq: 9 }))
-    const cases: Array<{ description: string, step: () => Promise<unknown>, since: number, changed: string[], live: number, seq: number }> = [
-      { description: 'from nothing: every access rule, lapsed too; a lapsed one is not live', step: async () => {}, since: -1, changed: ['198.51.100.1/32@1', '198.51.100.2/32@2', '198.51.100.3/32@3'], live: 2, seq: 3 },
-      { description: 'nothing written since', step: async () => {}, since: 3, changed: [], live: 2, seq: 3 },
-      { description: 'an update', step: () => store.rules.upsertAccessRule(accessInput(ws, { target: a, seq: 5, action: 'allow' })), since: 3, changed: ['198.51.100.1/32@5'], live: 2, seq: 5 },
-      { description: 'a lapsed rule made live again', step: () => store.rules.upsertAccessRule(accessInput(ws, { target: b, seq: 6 })), since: 5, changed: ['198.51.100.2/32@6'], live: 3, seq: 6 },
-      { description: 'a delete is not listed; the live count drops', step: () => store.rules.deleteByRef(ws, 'access_rule', 'c'), since: 6, changed: [], live: 2, seq: 6 },
-      { description: 'a batch', step: () => store.applyRuleBatch({ ops: [{ op: 'upsertAccessRule', input: accessInput(ws, { target: c, seq: 7 }) }] }), since: 6, changed: ['198.51.100.3/32@7'], live: 3, seq: 7 },
+    // `gone`: what a store that lists removals hands over; `live`: what one that does not counts.
+    const cases: Array<{ description: string, step: () => Promise<unknown>, changed: string[], gone: string[], live: number }> = [
+      { description: 'from nothing: every access rule, lapsed too; a lapsed one is not live', step: async () => {}, changed: ['198.51.100.1/32@1', '198.51.100.2/32@2', '198.51.100.3/32@3'], gone: [], live: 2 },
+      { description: 'nothing written since', step: async () => {}, changed: [], gone: [], live: 2 },
+      { description: 'an update', step: () => store.rules.upsertAccessRule(accessInput(ws, { target: a, seq: 5, action: 'allow' })), changed: ['198.51.100.1/32@5'], gone: [], live: 2 },
+      { description: 'a lapsed rule made live again', step: () => store.rules.upsertAccessRule(accessInput(ws, { target: b, seq: 6 })), changed: ['198.51.100.2/32@6'], gone: [], live: 3 },
+      { description: 'a keyed rule deleted by its ref', step: () => store.rules.deleteByRef(ws, 'access_rule', 'c'), changed: [], gone: ['r c'], live: 2 },
+      { description: 'a batch', step: () => store.applyRuleBatch({ ops: [{ op: 'upsertAccessRule', input: accessInput(ws, { target: c, seq: 7 }) }] }), changed: ['198.51.100.3/32@7'], gone: [], live: 3 },
+      { description: 'an unkeyed rule deleted by its target', step: () => store.rules.deleteAccessByTarget(ws, a), changed: [], gone: ['t 198.51.100.1/32'], live: 2 },
+      {
+        description: 'deleted and stored again in one batch: both, in that order',
+        step: () => store.applyRuleBatch({ ops: [{ op: 'deleteAccessByTarget', workspaceId: ws, target: b }, { op: 'upsertAccessRule', input: accessInput(ws, { target: b, seq: 8 }) }] }),
+        changed: ['198.51.100.2/32@8'],
+        gone: ['t 198.51.100.2/32'],
+        live: 2,
+      },
     ]
+    let since = -1
     for (const k of cases) {
       await k.step()
       const seen: AccessRule[] = []
-      const r = await store.rules.accessRulesChangedSince(ws, k.since, now, (rule) => { seen.push(rule) })
+      const events: string[] = []
+      const gone: string[] = []
+      const r = await store.rules.accessRulesChangedSince(ws, since, now, (rule) => { seen.push(rule); events.push(`put ${rule.target.value}`) }, (ruleRef, target) => {
+        const id = ruleRef !== null ? `r ${ruleRef}` : `t ${target!.value}`
+        gone.push(id)
+        events.push(`gone ${target?.value ?? ruleRef!}`)
+      })
       t.equal(r.changed, seen.length, `${k.description}: counted`)
       t.same(refsOf(seen), k.changed, `${k.description}: changed`)
-      t.equal(r.live, k.live, `${k.description}: live`)
-      t.equal(r.seq, k.seq, `${k.description}: next seq`)
+      if (r.live === null || since === -1) t.same(gone.sort(), since === -1 ? [] : k.gone, `${k.description}: gone`)
+      if (r.live !== null) t.equal(r.live, k.live, `${k.description}: live`)
+      if (r.live === null && k.gone.length > 0 && k.changed.length > 0) t.same(events, ['gone 198.51.100.2/32', 'put 198.51.100.2/32'], `${k.description}: in order`)
+      since = r.seq
     }
     const changed: AccessRule[] = []
-    await store.rules.accessRulesChangedSince(ws, 6, now, (rule) => { changed.push(rule) })
-    t.same(changed[0], (await store.rules.list(ws, 'access_rule')).find((r) => r.kind === 'access_rule' && r.target.value === c.value), 'a changed rule is the rule as listed')
+    await store.rules.accessRulesChangedSince(ws, -1, now, (rule) => { changed.push(rule) })
+    const listed = await store.rules.list(ws, 'access_rule')
+    t.same(changed.sort((x, y) => (x.id < y.id ? -1 : 1)), listed.sort((x, y) => (x.id < y.id ? -1 : 1)), 'a changed rule is the rule as listed')
     const none = await store.rules.accessRulesChangedSince(freshWorkspaceId(), -1, now, () => { t.fail('no rule') })
-    t.same(none, { changed: 0, live: 0, seq: -1 }, 'a workspace without rules')
+    t.same([none.changed, none.live], [0, 0], 'a workspace without rules')
   })
 
   test('accessRulesChangedSince: a large workspace is read whole, one snapshot', async (t, store) => {
@@ -310,12 +329,13 @@ export function describeRuleContract (test: StoreTest): void {
     for (let i = 0; i < n; i++) ops.push({ op: 'upsertAccessRule', input: accessInput(ws, { target: ip(`10.${i >> 8 & 255}.${i & 255}.0/24`), seq: 10 + i }) })
     for (let i = 0; i < n; i += 5000) await store.applyRuleBatch({ ops: ops.slice(i, i + 5000) })
     // A write while the read runs lands after its snapshot or in it, never half-way.
-    const reading = store.rules.accessRulesChangedSince(ws, 9, Date.now(), () => {})
+    const reading = store.rules.accessRulesChangedSince(ws, -1, Date.now(), () => {})
     await store.rules.upsertAccessRule(accessInput(ws, { target: ip('11.0.0.0/24'), seq: 10 + n }))
     const r = await reading
     t.ok(r.changed === n || r.changed === n + 1, 'every rule')
     t.equal(r.live, r.changed, 'counted in the same snapshot as listed')
-    t.equal(r.seq, 9 + r.changed)
+    const next = await store.rules.accessRulesChangedSince(ws, r.seq, Date.now(), () => {}, () => { t.fail('nothing went') })
+    t.equal(next.changed, n + 1 - r.changed, 'the next call lists the write exactly when the snapshot missed it')
   })
 
   test('applyRuleBatch: ops in order, checkpoint in the same transaction', async (t, store) => {

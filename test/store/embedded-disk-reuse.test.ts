@@ -14,7 +14,9 @@ import { rule } from '../feed/fixtures.js'
 t.test('the data file stops growing when rules are deleted and re-inserted in cycles', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'tf-reuse-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const store = await openEmbeddedStore(dir)
+  // Page reuse, not the change log's retention (a deleted rule's entry is kept 10 minutes, then
+  // trimmed: test/store/embedded/change-log.test.ts): here entries go at the next write.
+  const store = await openEmbeddedStore(dir, { changesKeptMs: 0 })
   t.teardown(() => store.close())
   const ws = await store.workspaces.create({ name: 'acme', subscription: 'active' })
   const sizes: number[] = []

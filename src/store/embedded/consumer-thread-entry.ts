@@ -11,5 +11,8 @@ import { unpackBatch } from './packed-batch.js'
 const data = workerData as ConsumerThreadData
 const { dataDir } = data.store as EmbeddedThreadStore
 const store = await openEmbeddedStore(dataDir, { syncWrites: true })
+// In the background, between batches, so the first write after a start does not wait for it; a
+// warm-up that fails costs nothing (each write catches up what it needs itself).
+void store.rules.warmArrivals().catch(() => {})
 const body = await import(data.body) as ConsumerThreadBody
 await body.runConsumerThread({ store, unpack: unpackBatch }, data.consumer)

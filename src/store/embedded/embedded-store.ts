@@ -39,14 +39,14 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
   readonly consumerThread: ConsumerThreadHandoff
   readonly #env: LmdbEnv
 
-  /** `tombstoneMax`: tombstones kept at most (RuleStore#sweepLapsed). */
-  constructor (env: LmdbEnv, dataDir: string, tombstoneMax = TOMBSTONE_MAX) {
+  /** `tombstoneMax`: tombstones kept at most (RuleStore#sweepLapsed); `changesKeptMs`: see change-log.ts. */
+  constructor (env: LmdbEnv, dataDir: string, tombstoneMax = TOMBSTONE_MAX, changesKeptMs?: number) {
     this.#env = env
     this.consumerThread = embeddedConsumerThread(dataDir)
     this.workspaces = new EmbeddedWorkspaceStore(env)
     this.keys = new EmbeddedKeyStore(env)
     this.lists = new EmbeddedListStore(env)
-    this.rules = new EmbeddedRuleStore(env, this.housekeeping, tombstoneMax)
+    this.rules = new EmbeddedRuleStore(env, this.housekeeping, tombstoneMax, changesKeptMs)
     this.stream = new EmbeddedSignalStream(env, this.housekeeping)
     this.feedVersions = new EmbeddedFeedVersionStore(env)
     this.consumers = new EmbeddedConsumerStore(env)
@@ -85,9 +85,9 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
  *   const ws = await store.workspaces.create({ name: 'acme', subscription: 'active' })
  *   await store.close()
  */
-export async function openEmbeddedStore (dataDir: string, options: LmdbEnvOptions & { tombstoneMax?: number } = {}): Promise<EmbeddedStore> {
+export async function openEmbeddedStore (dataDir: string, options: LmdbEnvOptions & { tombstoneMax?: number, changesKeptMs?: number } = {}): Promise<EmbeddedStore> {
   const env = new LmdbEnv(dataDir, options)
   // An older directory is upgraded before any store reads it (migrate-format.ts).
   env.upgrade(migrateFormat)
-  return new EmbeddedStore(env, dataDir, options.tombstoneMax)
+  return new EmbeddedStore(env, dataDir, options.tombstoneMax, options.changesKeptMs)
 }

@@ -21,6 +21,8 @@ export interface Databases {
   readonly listsByName: Database<string, string>
   /** Identity key (see key-layout.ts) → rule in the form of rule-codec.ts; one entry per identity by construction. */
   readonly accessRules: Database<Buffer, string>
+  /** workspace␟change number → what changed (change-log.ts; format 6). */
+  readonly accessChanges: Database<Buffer, string>
   /** workspace␟type␟value␟ruleRef → primary key, for keyed access rules only. */
   readonly accessByTarget: Database<string, string>
   readonly expressionRules: Database<ExpressionRule, string>
@@ -68,7 +70,8 @@ export const META = {
   streamHead: 'stream:head',
   /** How many tombstones are kept (rule-writes.ts), so the cap is checked without a scan. */
   tombstoneCount: 'tombstones:count',
-  /** The next arrival number of an unkeyed access rule (arrival-index.ts). */
+  /** The next arrival number of an unkeyed access rule (arrival-index.ts), which also numbers
+   *  every other access-rule change (change-log.ts). */
   arrivalNext: 'arrival:next',
 } as const
 

@@ -135,6 +135,7 @@ export class LmdbEnv {
         lists: root.openDB('lists', json),
         listsByName: root.openDB('lists-by-name', text),
         accessRules: root.openDB('access-rules', { ...binary, keyEncoder: UTF8_KEYS } as never),
+        accessChanges: root.openDB('access-changes', binary),
         accessByTarget: root.openDB('access-by-target', text),
         expressionRules: root.openDB('expression-rules', json),
         expiryLog: root.openDB('expiry-log', binary),
@@ -179,6 +180,18 @@ export class LmdbEnv {
   }
 
   /**
+   * read() from the latest commit of any writer. lmdb-js keeps one read snapshot per opened
+   * environment until a timer of its own, and renews it early only after commits made through
+   * that same handle: a commit by another handle — another store on the directory, the
+   * consumer's thread, another process — would otherwise stay unseen for that long, even by a
+   * read that starts after the commit resolved.
+   */
+  readLatest<T> (fn: (dbs: Databases) => T): T {
+    this.#renewMain()
+    return this.#readIn(this.dbs, fn)
+  }
+
+  /**
    * Runs `fn` in a write transaction and resolves once it is committed, which (without
    * overlapping sync) includes the flush to disk. A child transaction, so that an exception
    * thrown half-way rolls back every write `fn` made: lmdb-js's plain `transaction` would commit
@@ -205,6 +218,8 @@ export class LmdbEnv {
     if (this.#closed) throw closedError()
     let transaction: Transaction
     try {
+      // Of the latest commit, as readLatest.
+      this.#root.resetReadTxn()
       transaction = this.#root.useReadTransaction()
     } catch (e) {
       throw toStoreError(e)
@@ -273,9 +288,13 @@ export class LmdbEnv {
   /** Drops the cached read snapshot so the next read sees commits of other processes now,
    *  not at the next event turn. */
   renew (): void {
+    this.#renewMain()
+    this.#streamRoot.resetReadTxn()
+  }
+
+  #renewMain (): void {
     if (this.#closed) throw closedError()
     this.#root.resetReadTxn()
-    this.#streamRoot.resetReadTxn()
   }
 
   /**

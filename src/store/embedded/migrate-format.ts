@@ -17,6 +17,11 @@
  *             rewritten: rules stored under their target stay there and are still found. A
  *             format-4 version would look an arrival-order rule up by its target, miss it and
  *             store the target a second time, so it must refuse the directory.
+ *   format 6  the access-rule change log (change-log.ts): every change of an access rule other
+ *             than a new unkeyed one is logged, so a rebuild's catch-up reads what changed, not
+ *             every rule. Nothing is rewritten (the log starts empty; a cache starts with a whole
+ *             read). A format-5 version would change rules without logging them, and a format-6
+ *             process's cache would miss those changes, so it must refuse the directory.
  *
  * Each upgrade of the main environment is one write transaction, so a crash leaves the older
  * format untouched, and it re-checks the format under the write lock, so two processes opening an
@@ -35,7 +40,7 @@ import { META, type Databases, type StreamDatabases } from './layout.js'
 import { accessRuleExpiresAt, encodeAccessRule } from './rule-codec.js'
 import { encodeChunk } from './stream-codec.js'
 
-export const FORMAT = 5
+export const FORMAT = 6
 const FORMAT_KEY = 'format'
 
 /** Records per chunk when old per-record entries are regrouped. */
@@ -76,9 +81,10 @@ export function migrateFormat (root: RootDatabase, dbs: Databases, streamRoot: R
   root.resetReadTxn()
   rebuildExpiryLog(root, dbs)
   root.resetReadTxn()
-  // Format 4 → 5 changes nothing stored: the number alone keeps older versions out.
+  // Format 4 → 5 → 6 changes nothing stored (the change log starts empty): the number alone
+  // keeps older versions out.
   root.transactionSync(() => {
-    if ((dbs.meta.get(FORMAT_KEY) ?? 0) < 5) dbs.meta.put(FORMAT_KEY, 5)
+    if ((dbs.meta.get(FORMAT_KEY) ?? 0) < FORMAT) dbs.meta.put(FORMAT_KEY, FORMAT)
   })
 }
 

@@ -147,12 +147,6 @@ function checkFormat (buf: Buffer): void {
   if (buf[0] !== FORMAT) throw new RangeError(`access rule of unknown format ${buf[0]}`)
 }
 
-/** The stream seq of the write that last changed a stored rule. */
-export function accessRuleSeq (buf: Buffer): number {
-  checkFormat(buf)
-  return buf.readDoubleLE(UPDATED_AT + 8)
-}
-
 /** A stored rule's expiresAt without decoding the rest (the expiry log's check of each reference). */
 export function accessRuleExpiresAt (buf: Buffer): number | null {
   checkFormat(buf)

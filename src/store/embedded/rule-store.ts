@@ -1,6 +1,8 @@
 /**
  * Rules on LMDB. Writes live in rule-writes.ts so that applyRuleBatch can run many of them in
- * one transaction; every write that changes something raises the rules revision with it.
+ * one transaction; every write that changes something raises the rules revision with it. Reads
+ * start from the latest commit (LmdbEnv.readLatest): a rule written or deleted by another store on
+ * the directory — the consumer's thread, the CLI, another node — is seen by the next read.
  */
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
 import type { EmbeddedRuleOp } from './packed-batch.js'
@@ -10,15 +12,21 @@ import {
 } from '../types.js'
 import { ArrivalIndex } from './arrival-index.js'
 import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
+import type { Transaction } from 'lmdb'
+import { CHANGES_KEPT_MS, changesTrimmedKey, trimChanges } from './change-log.js'
+import { readChanges, readWhole } from './change-reads.js'
 import { accessRuleKey, expressionRuleRange, targetIdentity, targetIndexRange, tombstoneKey, tombstoneTargetRange, workspaceRange } from './key-layout.js'
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
-import { accessRuleExpiresAt, accessRuleSeq, decodeAccessRule } from './rule-codec.js'
+import { decodeAccessRule } from './rule-codec.js'
 import { dropTombstones, lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, readAccessRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 
 /** Expiry-log references handled per transaction: bounded, so a purge after a long outage never
  *  holds the (cross-process) write lock for long. */
 const PURGE_CHUNK = 5000
+
+/** Arrival keys per slice of warmArrivals (a few milliseconds). */
+const WARM_SLICE = 5000
 
 /** Longest slice of a sliced read (accessRulesChangedSince): well under the 5 ms a poll may wait. */
 const SLICE_MS = 0.5
@@ -31,8 +39,12 @@ export class EmbeddedRuleStore implements RuleStore {
   #scrubAfter: ExpiryLogKey | undefined
   readonly #arrivals = new ArrivalIndex()
 
-  constructor (env: LmdbEnv, counters: HousekeepingCounters, tombstoneMax: number) {
+  readonly #changesKeptMs: number
+
+  /** `changesKeptMs`: how long change-log entries are kept (change-log.ts CHANGES_KEPT_MS). */
+  constructor (env: LmdbEnv, counters: HousekeepingCounters, tombstoneMax: number, changesKeptMs = CHANGES_KEPT_MS) {
     this.#env = env
+    this.#changesKeptMs = changesKeptMs
     this.#counters = counters
     this.#tombstoneMax = tombstoneMax
   }
@@ -70,7 +82,7 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async revisionOf (workspaceId: string): Promise<number> {
-    return this.#env.read((dbs) => dbs.meta.get(workspaceRulesRevision(workspaceId)) ?? 0)
+    return this.#env.readLatest((dbs) => dbs.meta.get(workspaceRulesRevision(workspaceId)) ?? 0)
   }
 
   /** Inside a write: raises the rules revision and that of each workspace whose rules changed. */
@@ -80,8 +92,8 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async list (workspaceId: string, kind: RuleKind, now?: number): Promise<Rule[]> {
-    if (kind === 'access_rule') return this.#env.read((dbs) => readAccessRules(dbs, workspaceId, now))
-    return this.#env.read((dbs) => {
+    if (kind === 'access_rule') return this.#env.readLatest((dbs) => readAccessRules(dbs, workspaceId, now))
+    return this.#env.readLatest((dbs) => {
       const rules: Rule[] = []
       for (const { value } of dbs.expressionRules.getRange(expressionRuleRange(workspaceId, kind))) {
         if (now === undefined || !isLapsed(value, now)) rules.push(value)
@@ -91,37 +103,49 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async listAccessRules (workspaceId: string, now: number): Promise<AccessRule[]> {
-    return this.#env.read((dbs) => readAccessRules(dbs, workspaceId, now))
+    return this.#env.readLatest((dbs) => readAccessRules(dbs, workspaceId, now))
   }
 
   /**
-   * One snapshot of the workspace's access rules, read in slices of about SLICE_MS: only the
-   * header of each record is read (seq, expiry), and only the changed ones are decoded.
+   * One snapshot, read in slices of about SLICE_MS. `since` and the answer's `seq` are numbers of
+   * the store's change counter (change-log.ts), not rule seqs. From a number the change log still
+   * covers, the workspace's arrival keys and change entries after it are read, merged in number
+   * order, removals handed to `gone`, and `live` is null: O(changes). Otherwise (the first read, or
+   * one from before the log's trim mark) every rule is read and counted, and handed to `each`.
    */
-  async accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges> {
-    let changed = 0
-    let live = 0
-    let seq = since
-    let rows: Iterator<{ value: Buffer }> | null = null
+  async accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void, gone?: (ruleRef: string | null, target: Target | null) => void): Promise<AccessRuleChanges> {
+    let read: ((dbs: Databases, transaction: Transaction, until: number) => boolean) | null = null
+    let answer: AccessRuleChanges = { changed: 0, live: null, seq: since }
     await this.#env.readSliced((dbs, transaction) => {
-      rows ??= dbs.accessRules.getRange({ ...workspaceRange(workspaceId), transaction })[Symbol.iterator]()
       const until = performance.now() + SLICE_MS
-      for (let n = 1; ; n++) {
-        if ((n & 1023) === 0 && performance.now() >= until) return true
-        const row = rows.next()
-        if (row.done === true) return false
-        const buf = row.value.value
-        const s = accessRuleSeq(buf)
-        if (s > seq) seq = s
-        if (s > since) {
-          changed++
-          each(decodeAccessRule(buf, workspaceId))
-        }
-        const e = accessRuleExpiresAt(buf)
-        if (e === null || e > now) live++
+      if (read === null) {
+        const top = (dbs.meta.get(META.arrivalNext, { transaction }) ?? 1) - 1
+        const trimmed = dbs.meta.get(changesTrimmedKey(workspaceId), { transaction }) ?? 0
+        const whole = since < 0 || since < trimmed || gone === undefined
+        answer = { changed: 0, live: whole ? 0 : null, seq: top }
+        read = whole ? readWhole(workspaceId, transaction, now, each, answer) : readChanges(workspaceId, since, transaction, each, gone, answer)
       }
+      return read(dbs, transaction, until)
     })
-    return { changed, live, seq }
+    return answer
+  }
+
+  /**
+   * Builds the arrival identity of every workspace ahead of its first write, WARM_SLICE keys at a
+   * time with the event loop free between slices (a write arriving meanwhile catches up the rest
+   * itself). Ends quietly when the store closes.
+   */
+  async warmArrivals (): Promise<void> {
+    try {
+      const workspaces = this.#env.readLatest((dbs) => Array.from(dbs.workspaces.getKeys({})))
+      for (const ws of workspaces) {
+        while (this.#env.readLatest((dbs) => this.#arrivals.warm(dbs, ws, WARM_SLICE))) {
+          await new Promise<void>((resolve) => { setImmediate(resolve) })
+        }
+      }
+    } catch (e) {
+      if (!this.#env.closed) throw e
+    }
   }
 
   async purgeLapsed (before: number): Promise<number> {
@@ -176,7 +200,7 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async lapsedTombstones (workspaceId: string, of: Target | { kind: ExpressionRule['kind'], ruleRef: string }): Promise<LapsedTombstone[]> {
-    return this.#env.read((dbs) => {
+    return this.#env.readLatest((dbs) => {
       const found: LapsedTombstone[] = []
       if ('kind' in of) {
         const t = dbs.tombstones.get(tombstoneKey(workspaceId, of.kind, null, of.ruleRef))
@@ -189,7 +213,7 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async accessRulesOfTargets (workspaceId: string, targets: readonly Target[]): Promise<AccessRule[]> {
-    return this.#env.read((dbs) => {
+    return this.#env.readLatest((dbs) => {
       const found: AccessRule[] = []
       for (const target of targets) {
         // The unkeyed rule is in arrival order (or, written before format 5, under its target
@@ -251,8 +275,10 @@ export class EmbeddedRuleStore implements RuleStore {
   async #write<T> (fn: (txn: RuleTxn) => T): Promise<T> {
     try {
       return await this.#env.write((dbs) => {
-        const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals: this.#arrivals.begin(dbs) }
+        const now = Date.now()
+        const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals: this.#arrivals.begin(dbs), now, logged: new Map() }
         const result = fn(txn)
+        for (const [ws, added] of txn.logged) trimChanges(dbs, ws, now, added, this.#changesKeptMs)
         txn.log.write(dbs, txn.scratch)
         txn.arrivals.finish()
         return result

@@ -13,6 +13,7 @@ import type { EncodedAccessUpsert } from './packed-batch.js'
 import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, LapsedTombstone, Rule, RuleKind, Target } from '../types.js'
 import type { ArrivalTxn } from './arrival-index.js'
 import type { ByteWriter } from './byte-writer.js'
+import { logChange, removedIdentity } from './change-log.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
 import {
   accessRuleKey, accessRuleKeyByRef, arrivalKey, expressionRuleKey, targetIdentity, targetIdentityOfKey, targetIndexKey, targetIndexRange, tombstoneKey, workspaceOfKey,
@@ -31,6 +32,10 @@ export interface RuleTxn {
   readonly log: ExpiryLogWriter
   /** Where unkeyed rules stored in arrival order are found (arrival-index.ts). */
   readonly arrivals: ArrivalTxn
+  /** The transaction's time, as the change log records it. */
+  readonly now: number
+  /** Workspaces whose change log this transaction wrote, and how many entries (its trim runs on them). */
+  readonly logged: Map<string, number>
 }
 
 /** A primary key of the access-rules table: the string, or its UTF-8 bytes. */
@@ -87,6 +92,7 @@ export function upsertAccessRule (txn: RuleTxn, input: AccessRuleInput, now: num
   // with a flag bit every keyed instruction carries); the saving is its JS read path.
   if (input.ruleRef !== null && insertIfAbsent(dbs, pk, scratch.lmdbValue())) {
     reindexAccess(txn, pk, undefined, input)
+    logPut(txn, input.workspaceId, pk)
     return undefined
   }
   const prev = readAccessRule(dbs, pk, input.workspaceId)!
@@ -94,7 +100,20 @@ export function upsertAccessRule (txn: RuleTxn, input: AccessRuleInput, now: num
   encodeAccessRule(scratch, input, prev.id, prev.createdAt, now)
   accessTable(dbs).put(pk, scratch.lmdbValue())
   reindexAccess(txn, pk, prev, input)
+  logPut(txn, input.workspaceId, pk)
   return prev
+}
+
+/** Logs a rule written in place (change-log.ts); a new unkeyed rule's arrival key logs itself. */
+function logPut (txn: RuleTxn, workspaceId: string, pk: AccessKey): void {
+  logChange(txn.dbs, workspaceId, txn.arrivals.next(), txn.now, 'put', typeof pk === 'string' ? pk : pk.toString('utf8'))
+  txn.logged.set(workspaceId, (txn.logged.get(workspaceId) ?? 0) + 1)
+}
+
+/** Logs the removal of a rule of that identity (change-log.ts). */
+function logGone (txn: RuleTxn, workspaceId: string, ruleRef: string | null, target: Target): void {
+  logChange(txn.dbs, workspaceId, txn.arrivals.next(), txn.now, 'gone', removedIdentity(ruleRef, target))
+  txn.logged.set(workspaceId, (txn.logged.get(workspaceId) ?? 0) + 1)
 }
 
 /**
@@ -202,6 +221,7 @@ export function removeAccessByTarget (txn: RuleTxn, workspaceId: string, target:
     txn.arrivals.removed(workspaceId, identity)
     removed++
   }
+  if (removed > 0) logGone(txn, workspaceId, null, target)
   // Collected first: removing entries under a live cursor is not something to rely on.
   const keyed = Array.from(txn.dbs.accessByTarget.getRange(targetIndexRange(workspaceId, target)), (e) => e.value)
   for (const pk of keyed) {
@@ -215,6 +235,7 @@ function removeAccessRule (txn: RuleTxn, pk: string): boolean {
   if (prev === undefined) return false
   txn.dbs.accessRules.remove(pk)
   reindexAccess(txn, pk, prev, undefined)
+  logGone(txn, prev.workspaceId, prev.ruleRef, prev.target)
   return true
 }
 
