@@ -113,6 +113,9 @@ export class Metrics {
       '# TYPE threatfeed_http_request_duration_seconds histogram',
     )
     for (const h of this.#latency.values()) {
+      // Routes are bound when the router is built: a route nobody called has no series yet, so
+      // the scrape grows with the routes in use, not with every route the API has.
+      if (h.n === 0) continue
       const r = label(h.route)
       let cumulative = 0
       for (let i = 0; i < BUCKETS.length; i++) {
