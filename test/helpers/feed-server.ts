@@ -101,9 +101,10 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
   const metrics = new Metrics()
   // THREATFEED_HTTP_THREADS in the test's environment (the second run of `npm test`) starts the
   // front-end threads over one shared catalog, as the server does. A test that simulates a list
-  // outage (listSource) keeps one thread: a thread would wait for a catalog that never loads.
+  // outage (listSource) or a first list load after the start (loadLists false) keeps one thread:
+  // a thread starts only once the catalog is loaded, which is what those tests hold back.
   const feedSource = await feeds(store, { config, log, metrics })
-  const threaded = threadsFromEnv() > 1 && options.listSource === undefined && hasOnSwap(feedSource)
+  const threaded = threadsFromEnv() > 1 && options.listSource === undefined && loadLists && hasOnSwap(feedSource)
   const catalog = threaded ? new StoreCatalog(store, { pollMs: config.pollMs }) : null
   if (catalog !== null) await catalog.start()
   const auth = new Authenticator(catalog ?? store, { pollMs: config.pollMs })
