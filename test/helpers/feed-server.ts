@@ -43,6 +43,8 @@ export interface FeedServer {
   readonly port: number
   readonly store: EmbeddedStore
   readonly metrics: Metrics
+  /** The HTTP server: its front-end threads' counts (threadMetrics), for the thread tests. */
+  readonly http: HttpServer
   readonly lists: ListDirectory
   /** Active workspace with a `feeds:read` key (`key`), and keys for the other outcomes. */
   readonly workspace: Workspace
@@ -128,6 +130,7 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
     port: http.port,
     store,
     metrics,
+    http,
     lists,
     workspace,
     key: read.key,
