@@ -3,6 +3,7 @@
  * names the variable (DECISIONS §1). Nothing else in the service reads process.env.
  */
 import { resolve } from 'node:path'
+import { availableParallelism } from 'node:os'
 import { ThreatfeedError } from './errors.js'
 import { TOMBSTONE_MAX } from './store/types.js'
 import { DEFAULT_CONSUMER_STALE_MS } from './feed/consumer-status.js'
@@ -58,6 +59,8 @@ export interface Config {
   readonly consumerStaleMs: number
   /** Peers whose X-Forwarded-For names the client: canonical CIDRs. */
   readonly trustedProxies: readonly string[]
+  /** Front-end threads answering HTTP on the same ports (README "Architecture"); 1: the main thread alone. */
+  readonly httpThreads: number
 }
 
 type Env = Record<string, string | undefined>
@@ -198,5 +201,6 @@ export function loadConfig (env: Env = process.env): Config {
     consumerTracking: oneOf(env, 'THREATFEED_CONSUMER_TRACKING', ['on', 'off'] as const, 'on') === 'on',
     consumerStaleMs: duration(env, 'THREATFEED_CONSUMER_STALE', DEFAULT_CONSUMER_STALE_MS, 1000, 30 * 86_400_000),
     trustedProxies: trustedProxies(env, 'THREATFEED_TRUSTED_PROXIES'),
+    httpThreads: int(env, 'THREATFEED_HTTP_THREADS', Math.min(64, availableParallelism()), 1, 64),
   })
 }

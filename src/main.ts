@@ -164,7 +164,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
     explainRoutes({ feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId, feedId) => feeds.holdOf(workspaceId, feedId) }),
     openapiRoutes(buildOpenApiDocument()),
-  ])
+  ], { threads: { feeds, catalog, tracker } })
 
   let stopping: Promise<void> | null = null
   return {

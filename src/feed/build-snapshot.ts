@@ -137,7 +137,8 @@ class SpanRepresentation implements Representation {
   }
 
   #assemble (): Uint8Array {
-    const out = new Uint8Array(this.#length)
+    // Shared memory: front-end threads send this body as a view, not a copy (snapshot-port.ts).
+    const out = new Uint8Array(new SharedArrayBuffer(this.#length))
     let o = 0
     for (let k = 0; k < this.#spans.length; k += 3) {
       const part = viewOf(this.#sources, this.#spans, k)

@@ -141,6 +141,7 @@ export class FeedService {
   #ready = false
   #initial: Promise<void> | null = null
   readonly #fetches: FetchRecorder
+  readonly #swapListeners = new Set<(workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot | null) => void>()
 
   constructor (opts: FeedServiceOptions) {
     this.#store = opts.store
@@ -246,6 +247,12 @@ export class FeedService {
       // A caller-given `now` is honoured once; later rounds are about the new snapshot.
       now = undefined
     }
+  }
+
+  /** Calls `listener` in the same tick as each snapshot swap or drop (the front-end threads' hook, feed/snapshot-port.ts). */
+  onSwap (listener: (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot | null) => void): () => void {
+    this.#swapListeners.add(listener)
+    return () => { this.#swapListeners.delete(listener) }
   }
 
   /** What a publish guard holds back of a feed, as explain reports it; undefined when nothing is held. */
@@ -392,6 +399,7 @@ export class FeedService {
     f.wanted = false
     this.#clearTimer(f)
     f.snapshot = undefined
+    for (const l of this.#swapListeners) l(ws.id, f.feedId, null)
     f.caches = undefined
     f.builtFrom = ''
     f.dirty = true
@@ -540,6 +548,7 @@ export class FeedService {
       : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, now))))
     // The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix.
     f.snapshot = result.snapshot
+    for (const l of this.#swapListeners) l(ws.id, f.feedId, result.snapshot)
     f.caches = result.caches
     f.builtFrom = from
     if (result.invalid > 0) this.#log.warn({ workspace: ws.id, feed: f.feedId, invalid: result.invalid }, 'feed: unreadable rule targets left out')

@@ -11,12 +11,13 @@ import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Store } from '../store/types.js'
 import type { Authenticator } from './auth.js'
-import type { Metrics } from './metrics.js'
+import type { Metrics, ThreadMetrics } from './metrics.js'
 import { RateLimiter } from './rate-limit.js'
 import { beginExchange, sendError, sendBody, sendJson, watchAbort, type ErrorShape, type Exchange } from './respond.js'
 import { ThreatfeedError } from '../errors.js'
 import { Listeners } from './tls-listeners.js'
 import { consoleRoutes } from './console-routes.js'
+import { FrontEndThreads, sharedPorts, threadToken, type ThreadSources } from './front-threads.js'
 
 export interface Readiness {
   ready: boolean
@@ -66,10 +67,29 @@ export interface HttpServer {
   /** Stops accepting, waits for in-flight requests up to `graceMs`, then closes every connection. */
   close (graceMs: number): Promise<void>
   inflight (): number
+  /** What each front-end thread other than this one counted (empty with one thread): which thread answered what. */
+  threadMetrics (): Promise<ThreadMetrics[]>
 }
 
-export async function startHttpServer (ctx: HttpContext, modules: RouteModule[]): Promise<HttpServer> {
-  const listeners = await Listeners.open(ctx.config, ctx.log, ctx.metrics)
+export interface HttpServerOptions {
+  /**
+   * What front-end threads replicate (front-threads.ts): with it and THREATFEED_HTTP_THREADS > 1,
+   * that many threads in all answer on the same ports.
+   */
+  readonly threads?: ThreadSources
+  /**
+   * On a front-end thread: the handler of every request its modules do not route (forward.ts);
+   * health, readiness and metrics are the main thread's then, and the certificate gauge too.
+   */
+  readonly forward?: Handler
+}
+
+export async function startHttpServer (ctx: HttpContext, modules: RouteModule[], options: HttpServerOptions = {}): Promise<HttpServer> {
+  const threaded = options.threads !== undefined && ctx.config.httpThreads > 1 && options.forward === undefined
+  const config = threaded ? await sharedPorts(ctx.config) : ctx.config
+  const token = threaded ? threadToken() : null
+  const listeners = await Listeners.open(config, ctx.log, options.forward === undefined ? ctx.metrics : null, token)
+  let threads: FrontEndThreads | null = null
   let inflight = 0
   let drained: (() => void) | null = null
   const report = (e: ThreatfeedError): void => { ctx.log.error({ err: e, cause: e.cause, code: e.code }, e.message) }
@@ -119,6 +139,45 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
     },
   }
 
+  if (options.forward !== undefined) {
+    // A front-end thread: its modules' routes, and everything else to the main thread, which
+    // counts it (so it is not counted here as well).
+    const forward = options.forward
+    for (const m of modules) m(router, ctx)
+    for (const [pattern, get] of getRoutes) {
+      if (!headPatterns.has(pattern)) router.on('head', pattern, get.route, get.shape, get.handler)
+    }
+    for (const method of ['any', 'head'] as const) {
+      listeners.route(method, '/*', (res, req, gate) => {
+        const ex = beginExchange(res, req.getMethod() === 'head')
+        inflight++
+        const done = (): void => {
+          inflight--
+          if (inflight === 0 && drained !== null) drained()
+        }
+        let pending: void | Promise<void> = undefined
+        try {
+          gate?.(res)
+          pending = forward(ex, req)
+        } catch (e) {
+          sendError(ex, e, 'signal', report)
+        }
+        watchAbort(ex)
+        if (pending === undefined) done()
+        else pending.then(done, (e: unknown) => { sendError(ex, e, 'signal', report); done() })
+      })
+    }
+    const { port, tlsPort } = await listeners.listen()
+    return {
+      port: port ?? tlsPort!,
+      tlsPort,
+      reloadTls: (reason) => listeners.reloadTls(reason),
+      inflight: () => inflight,
+      threadMetrics: async () => [],
+      close: (graceMs) => drain(graceMs),
+    }
+  }
+
   router.on('get', '/healthz', 'healthz', 'signal', (ex) => { sendJson(ex, 200, { status: 'ok' }) })
   router.on('get', '/readyz', 'readyz', 'signal', async (ex) => {
     const r = await ctx.readiness()
@@ -129,7 +188,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
     ctx.metrics.gauge(authCacheName, 'Bytes held by the cache of authenticated API keys (at most 4 MiB)')
   router.on('get', '/metrics', 'metrics', 'signal', async (ex) => {
     authCache.set(ctx.auth.cacheBytes)
-    const m = await ctx.metrics.render()
+    const m = await ctx.metrics.render(threads === null ? [] : await threads.metrics())
     sendBody(ex, 200, m.body, m.contentType)
   })
   for (const p of ['healthz', 'readyz', 'metrics']) router.onlyAllow(`/${p}`, p, 'signal', 'GET, HEAD')
@@ -143,22 +202,49 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[])
   router.on('head', '/*', 'unknown', 'signal', (ex) => { sendError(ex, new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal', report) })
 
   const { port, tlsPort } = await listeners.listen()
+  if (threaded) {
+    try {
+      threads = await FrontEndThreads.start({
+        count: ctx.config.httpThreads - 1,
+        config: Object.freeze({ ...config, port, tls: config.tls === null ? null : { ...config.tls, port: tlsPort! } }),
+        internalPort: listeners.internalPort!,
+        token: token!,
+        sources: options.threads!,
+        log: ctx.log,
+      })
+    } catch (e) {
+      listeners.close()
+      throw e
+    }
+    ctx.log.info({ threads: threads.size + 1 }, 'front-end threads listening')
+  }
 
   return {
     port: port ?? tlsPort!,
     tlsPort,
-    reloadTls: (reason) => listeners.reloadTls(reason),
-    inflight: () => inflight,
-    async close (graceMs) {
-      listeners.stopListening()
-      if (inflight > 0) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, graceMs)
-          drained = () => { clearTimeout(timer); resolve() }
-        })
-      }
-      listeners.close()
+    async reloadTls (reason) {
+      const [own, others] = await Promise.all([listeners.reloadTls(reason), threads?.reloadTls(reason) ?? false])
+      return own || others
     },
+    inflight: () => inflight,
+    threadMetrics: async () => threads === null ? [] : await threads.metrics(),
+    async close (graceMs) {
+      // The threads drain first: what they forward is answered here, on the internal listener.
+      listeners.stopListening()
+      await threads?.close(graceMs)
+      await drain(graceMs)
+    },
+  }
+
+  async function drain (graceMs: number): Promise<void> {
+    listeners.stopListening()
+    if (inflight > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, graceMs)
+        drained = () => { clearTimeout(timer); resolve() }
+      })
+    }
+    listeners.close()
   }
 }
 

@@ -48,7 +48,7 @@ export interface FeedRouteDeps {
    */
   readonly lists?: ListDirectory
   /** Counts every authenticated request for its consumer (issue 20); absent: tracking is off. */
-  readonly consumers?: { readonly tracker: ConsumerTracker, readonly addresses: ClientAddresses }
+  readonly consumers?: { readonly tracker: Pick<ConsumerTracker, 'count'>, readonly addresses: ClientAddresses }
 }
 
 export const FEEDS_PATH = '/v1/threat/feeds'

@@ -7,7 +7,7 @@
  * plain numbers in per-(route, status) slots, updated with two additions and a short bucket scan,
  * and written out in the Prometheus text format only when /metrics is scraped.
  */
-import { Counter, Histogram, Registry, collectDefaultMetrics, Gauge } from 'prom-client'
+import { AggregatorRegistry, Counter, Histogram, Registry, collectDefaultMetrics, Gauge, type MetricObjectWithValues, type MetricValue } from 'prom-client'
 import type { ConsumerHealth } from '../stream/consumer-health.js'
 import type { CertificateInfo } from './tls-material.js'
 import type { ConsumerCounts } from './consumers.js'
@@ -33,13 +33,25 @@ function label (v: string): string {
   return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
 }
 
+/**
+ * What a front-end thread counted (Metrics.export), merged into the main thread's scrape: its
+ * requests and latencies, and its registry's counters (the process figures are the main
+ * thread's, which reads them for the whole process).
+ */
+export interface ThreadMetrics {
+  readonly requests: ReadonlyArray<readonly [string, number, number]>
+  readonly latency: ReadonlyArray<readonly [string, readonly number[], number, number]>
+  readonly registry: Array<MetricObjectWithValues<MetricValue<string>>>
+}
+
 export class Metrics {
   readonly registry = new Registry()
   readonly #requests = new Map<string, RequestCount>()
   readonly #latency = new Map<string, RouteLatency>()
 
-  constructor () {
-    collectDefaultMetrics({ register: this.registry, prefix: 'threatfeed_' })
+  /** `processMetrics: false` on a front-end thread: the process's figures come from the main thread. */
+  constructor (options: { processMetrics?: boolean } = {}) {
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'threatfeed_' })
   }
 
   /** Arrival time for `observe` (performance.now(): a double, cheaper than hrtime.bigint()). */
@@ -102,17 +114,51 @@ export class Metrics {
     return new Histogram({ name, help, labelNames, buckets, registers: [this.registry] })
   }
 
-  #renderRequests (): string {
+  /** This registry's counts, for the main thread's scrape (front-end threads). */
+  async export (): Promise<ThreadMetrics> {
+    return {
+      requests: [...this.#requests.values()].map((c) => [c.route, c.status, c.n] as const),
+      latency: [...this.#latency.values()].map((h) => [h.route, [...h.counts], h.sum, h.n] as const),
+      registry: await this.registry.getMetricsAsJSON(),
+    }
+  }
+
+  #renderRequests (threads: readonly ThreadMetrics[]): string {
+    const requests = new Map<string, RequestCount>()
+    const latency = new Map<string, RouteLatency>()
+    for (const c of this.#requests.values()) requests.set(`${c.route} ${c.status}`, Object.assign(new RequestCount(c.route, c.status), { n: c.n }))
+    for (const h of this.#latency.values()) latency.set(h.route, h)
+    for (const t of threads) {
+      for (const [route, status, n] of t.requests) {
+        const key = `${route} ${status}`
+        const c = requests.get(key) ?? new RequestCount(route, status)
+        c.n += n
+        requests.set(key, c)
+      }
+      for (const [route, counts, sum, n] of t.latency) {
+        const own = latency.get(route)
+        const h = new RouteLatency(route)
+        if (own !== undefined) { h.counts.set(own.counts); h.sum = own.sum; h.n = own.n }
+        for (let i = 0; i < counts.length; i++) h.counts[i]! += counts[i]!
+        h.sum += sum
+        h.n += n
+        latency.set(route, h)
+      }
+    }
+    return this.#renderRequestsOf(requests, latency)
+  }
+
+  #renderRequestsOf (requests: ReadonlyMap<string, RequestCount>, latencies: ReadonlyMap<string, RouteLatency>): string {
     const out: string[] = [
       '# HELP threatfeed_http_requests_total HTTP requests by route and status',
       '# TYPE threatfeed_http_requests_total counter',
     ]
-    for (const c of this.#requests.values()) out.push(`threatfeed_http_requests_total{route="${label(c.route)}",status="${c.status}"} ${c.n}`)
+    for (const c of requests.values()) out.push(`threatfeed_http_requests_total{route="${label(c.route)}",status="${c.status}"} ${c.n}`)
     out.push(
       '# HELP threatfeed_http_request_duration_seconds HTTP request latency by route',
       '# TYPE threatfeed_http_request_duration_seconds histogram',
     )
-    for (const h of this.#latency.values()) {
+    for (const h of latencies.values()) {
       // Routes are bound when the router is built: a route nobody called has no series yet, so
       // the scrape grows with the routes in use, not with every route the API has.
       if (h.n === 0) continue
@@ -129,8 +175,12 @@ export class Metrics {
     return out.join('\n') + '\n'
   }
 
-  async render (): Promise<{ contentType: string, body: string }> {
-    return { contentType: this.registry.contentType, body: this.#renderRequests() + await this.registry.metrics() }
+  /** The scrape: this thread's figures, plus those of the front-end threads when there are. */
+  async render (threads: readonly ThreadMetrics[] = []): Promise<{ contentType: string, body: string }> {
+    if (threads.length === 0) return { contentType: this.registry.contentType, body: this.#renderRequestsOf(this.#requests, this.#latency) + await this.registry.metrics() }
+    // Counters and histograms add up across threads; a gauge only the main thread sets stays its value.
+    const merged = AggregatorRegistry.aggregate([await this.registry.getMetricsAsJSON(), ...threads.map((t) => t.registry)])
+    return { contentType: this.registry.contentType, body: this.#renderRequests(threads) + await merged.metrics() }
   }
 }
 

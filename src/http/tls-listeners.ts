@@ -11,31 +11,56 @@ import { ThreatfeedError } from '../errors.js'
 import { TlsListener, type RouteHandler } from './tls-listener.js'
 import type { Method } from './app.js'
 import { registerCertificateMetrics, type Metrics } from './metrics.js'
+import { THREAD_TOKEN_HEADER } from './forward.js'
 
 export class Listeners {
   readonly #config: Config
   readonly #log: Logger
   readonly #plain: TemplatedApp | null
   readonly #tls: TlsListener | null
+  /** The main thread's loopback listener for requests the front-end threads forward (forward.ts). */
+  readonly #internal: { readonly app: TemplatedApp, readonly token: string } | null
   #plainSocket: us_listen_socket | null = null
+  #internalSocket: us_listen_socket | null = null
 
-  private constructor (config: Config, log: Logger, tls: TlsListener | null) {
+  private constructor (config: Config, log: Logger, tls: TlsListener | null, internalToken: string | null) {
     this.#config = config
     this.#log = log
     this.#plain = config.port === null ? null : uWS.App()
     this.#tls = tls
+    this.#internal = internalToken === null ? null : { app: uWS.App(), token: internalToken }
   }
 
-  /** Opens the TLS listener's files first: a bad certificate or key stops the start here. */
-  static async open (config: Config, log: Logger, metrics: Metrics): Promise<Listeners> {
+  /**
+   * Opens the TLS listener's files first: a bad certificate or key stops the start here.
+   * `metrics` null on a front-end thread (the main thread reports the certificates);
+   * `internalToken` on the main thread of several front ends (front-threads.ts).
+   */
+  static async open (config: Config, log: Logger, metrics: Metrics | null, internalToken: string | null = null): Promise<Listeners> {
     const tls = config.tls === null ? null : await TlsListener.open(config.tls, { log })
-    if (tls !== null) registerCertificateMetrics(metrics, () => tls.certificates())
-    return new Listeners(config, log, tls)
+    if (tls !== null && metrics !== null) registerCertificateMetrics(metrics, () => tls.certificates())
+    return new Listeners(config, log, tls, internalToken)
   }
 
   route (method: Method, pattern: string, handler: RouteHandler): void {
     this.#plain?.[method](pattern, (res: HttpResponse, req: HttpRequest) => { handler(res, req, null) })
     this.#tls?.route(method, pattern, handler)
+    const internal = this.#internal
+    if (internal !== null) {
+      internal.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
+        // Only a front-end thread of this process knows the token; anyone else on the host is refused.
+        if (req.getHeader(THREAD_TOKEN_HEADER) !== internal.token) {
+          res.writeStatus('403 Forbidden').end('', true)
+          return
+        }
+        handler(res, req, null)
+      })
+    }
+  }
+
+  /** The internal listener's port (null without one, or before listen). */
+  get internalPort (): number | null {
+    return this.#internalSocket === null ? null : uWS.us_socket_local_port(this.#internalSocket)
   }
 
   /** Binds every listener; the ports bound (null for a listener that is off). */
@@ -52,6 +77,15 @@ export class Listeners {
       })
       bound = uWS.us_socket_local_port(this.#plainSocket)
       this.#log.info({ host, port: bound }, 'listening')
+    }
+    if (this.#internal !== null) {
+      const app = this.#internal.app
+      this.#internalSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+        app.listen('127.0.0.1', 0, (s) => {
+          if (s === false) reject(new ThreatfeedError('TF_ERR_CONFIG', ['cannot listen on 127.0.0.1 for the front-end threads']))
+          else resolve(s)
+        })
+      })
     }
     let tlsPort: number | null = null
     if (this.#tls !== null) {
@@ -79,6 +113,9 @@ export class Listeners {
 
   close (): void {
     this.stopListening()
+    if (this.#internalSocket !== null) uWS.us_listen_socket_close(this.#internalSocket)
+    this.#internalSocket = null
+    this.#internal?.app.close()
     this.#plain?.close()
     this.#tls?.close()
   }

@@ -3,6 +3,7 @@
  * the server as main.ts composes it with its log lines captured; polls over real connections
  * from a chosen loopback address (127.0.0.x: Linux answers them all); `consumers ls --json`.
  */
+import { threadsFromEnv } from './feed-server.js'
 import { spawn } from 'node:child_process'
 import { request } from 'node:http'
 import { mkdtempSync } from 'node:fs'
@@ -47,6 +48,7 @@ export function serverEnv (dir: string, extra: Record<string, string> = {}): Rec
     THREATFEED_GEO_COUNTRY_DB: COUNTRY_TEST_DB,
     THREATFEED_GEO_ASN_DB: ASN_TEST_DB,
     THREATFEED_CONSUMER_STALE: '2s',
+    THREATFEED_HTTP_THREADS: String(threadsFromEnv()),
     ...extra,
   }
 }

@@ -19,11 +19,22 @@ import { Metrics } from '../../src/http/metrics.js'
 import { RateLimiter, startHttpServer, type HttpContext, type HttpServer, type RouteModule } from '../../src/http/app.js'
 import { feedRoutes, type FeedSource } from '../../src/http/feed-routes.js'
 import { ListDirectory } from '../../src/http/list-resolve.js'
-import type { CatalogStore } from '../../src/feed/catalog.js'
+import { StoreCatalog, type CatalogStore } from '../../src/feed/catalog.js'
+import type { SnapshotSource } from '../../src/feed/snapshot-port.js'
 import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded/embedded-store.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import { CACHE_CONTROL, CONTENT_TYPES, VARY, variantKey, type FeedId, type FeedSnapshot, type Representation, type Variant } from '../../src/feed/snapshot-types.js'
 import { FAMILIES, FEED_ACTIONS, FORMATS, type Scope, type Workspace } from '../../src/store/types.js'
+
+/** Front-end threads the feed tests run with: THREATFEED_HTTP_THREADS of the test run, else 1. */
+export function threadsFromEnv (): number {
+  const n = Number(process.env.THREATFEED_HTTP_THREADS ?? '1')
+  return Number.isInteger(n) && n >= 1 ? n : 1
+}
+
+function hasOnSwap (source: FeedSource): boolean {
+  return typeof (source as Partial<SnapshotSource>).onSwap === 'function'
+}
 
 export interface FeedServer {
   readonly base: string
@@ -32,6 +43,8 @@ export interface FeedServer {
   readonly port: number
   readonly store: EmbeddedStore
   readonly metrics: Metrics
+  /** The HTTP server: its front-end threads' counts (threadMetrics), for the thread tests. */
+  readonly http: HttpServer
   readonly lists: ListDirectory
   /** Active workspace with a `feeds:read` key (`key`), and keys for the other outcomes. */
   readonly workspace: Workspace
@@ -74,7 +87,7 @@ export interface FeedServerOptions {
 export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<HttpContext, 'config' | 'log' | 'metrics'>) => FeedSource | Promise<FeedSource>, options: FeedServerOptions = {}): Promise<FeedServer> {
   const { extra = [], env = {}, loadLists = true, listSource = (s) => s, listAwaitMs } = options
   const dir = mkdtempSync(join(tmpdir(), 'tf-feed-http-'))
-  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '50', ...env })
+  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '50', THREATFEED_HTTP_THREADS: String(threadsFromEnv()), ...env })
   const store = await openEmbeddedStore(dir)
   const log = createLogger('silent')
   const workspace = await store.workspaces.create({ name: 'acme', subscription: 'active' })
@@ -88,9 +101,17 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
   const other = await createKey(store, otherWorkspace.id, ['feeds:read'])
 
   const metrics = new Metrics()
-  const auth = new Authenticator(store, { pollMs: config.pollMs })
+  // THREATFEED_HTTP_THREADS in the test's environment (the second run of `npm test`) starts the
+  // front-end threads over one shared catalog, as the server does. A test that simulates a list
+  // outage (listSource) or a first list load after the start (loadLists false) keeps one thread:
+  // a thread starts only once the catalog is loaded, which is what those tests hold back.
+  const feedSource = await feeds(store, { config, log, metrics })
+  const threaded = threadsFromEnv() > 1 && options.listSource === undefined && loadLists && hasOnSwap(feedSource)
+  const catalog = threaded ? new StoreCatalog(store, { pollMs: config.pollMs }) : null
+  if (catalog !== null) await catalog.start()
+  const auth = new Authenticator(catalog ?? store, { pollMs: config.pollMs })
   await auth.start()
-  const lists = new ListDirectory(listSource(store), { pollMs: config.pollMs, awaitMs: listAwaitMs })
+  const lists = new ListDirectory(catalog ?? listSource(store), { pollMs: config.pollMs, awaitMs: listAwaitMs })
   if (loadLists) await lists.start()
   const ctx: HttpContext = {
     config,
@@ -101,13 +122,15 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst),
     readiness: async () => ({ ready: true, checks: {} }),
   }
-  const http: HttpServer = await startHttpServer(ctx, [feedRoutes({ feeds: await feeds(store, ctx), lists }), ...extra])
+  const http: HttpServer = await startHttpServer(ctx, [feedRoutes({ feeds: feedSource, lists }), ...extra],
+    threaded ? { threads: { feeds: feedSource as SnapshotSource, catalog: catalog!, tracker: null } } : {})
   return {
     base: `http://127.0.0.1:${http.port}`,
     dir,
     port: http.port,
     store,
     metrics,
+    http,
     lists,
     workspace,
     key: read.key,
@@ -120,6 +143,7 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
       await http.close(1000)
       auth.stop()
       lists.stop()
+      catalog?.stop()
       await store.close()
       rmSync(dir, { recursive: true, force: true })
     },
@@ -283,17 +307,26 @@ const NO_NETWORKS = { total: { v4: new Uint32Array(0), v6: new Uint32Array(0) },
 export class StaticFeedSource implements FeedSource {
   readonly #snapshots = new Map<string, FeedSnapshot>()
   readonly #waiters = new Map<string, Array<(s: FeedSnapshot) => void>>()
+  readonly #swaps = new Set<(workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot | null) => void>()
   awaited = 0
 
   set (snapshot: FeedSnapshot): void {
     const id = `${snapshot.workspaceId}/${snapshot.feedId}`
     this.#snapshots.set(id, snapshot)
+    for (const l of this.#swaps) l(snapshot.workspaceId, snapshot.feedId, snapshot)
     for (const w of this.#waiters.get(id) ?? []) w(snapshot)
     this.#waiters.delete(id)
   }
 
   delete (workspaceId: string, feedId: FeedId): void {
     this.#snapshots.delete(`${workspaceId}/${feedId}`)
+    for (const l of this.#swaps) l(workspaceId, feedId, null)
+  }
+
+  /** The front-end threads' hook (src/feed/snapshot-port.ts), as FeedService has it. */
+  onSwap (listener: (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot | null) => void): () => void {
+    this.#swaps.add(listener)
+    return () => { this.#swaps.delete(listener) }
   }
 
   getSnapshot (workspaceId: string, feedId: FeedId, now: number): FeedSnapshot | null {

@@ -14,10 +14,13 @@ import { startServer, type RunningServer } from '../../src/main.js'
 import { openStore } from '../../src/store/open.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import { ASN_TEST_DB, COUNTRY_TEST_DB } from './server.js'
+import { threadsFromEnv } from './feed-server.js'
 
 export interface RealServer {
   readonly server: RunningServer
   readonly base: string
+  /** The API key (both scopes). */
+  readonly key: string
   /** Posts a v1 batch blocking each address; the status, the error code if any, and the ms taken. */
   postBlocks (ips: readonly string[]): Promise<{ status: number, code: string | undefined, ms: number }>
   /** The workspace feed's body, or its status when not 200. */
@@ -41,6 +44,7 @@ export async function startRealServer (dataDir: string, env: Record<string, stri
     THREATFEED_POLL_MS: '100',
     THREATFEED_GEO_COUNTRY_DB: COUNTRY_TEST_DB,
     THREATFEED_GEO_ASN_DB: ASN_TEST_DB,
+    THREATFEED_HTTP_THREADS: String(threadsFromEnv()),
     ...env,
   })
   const server = await startServer(config, createLogger(config.logLevel))
@@ -49,6 +53,7 @@ export async function startRealServer (dataDir: string, env: Record<string, stri
   return {
     server,
     base,
+    key,
     async postBlocks (ips) {
       const started = Date.now()
       const body = JSON.stringify(ips.map((ip) => ({ type: 'access_rules', action: 'block', ip })))

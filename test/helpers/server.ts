@@ -30,6 +30,9 @@ import { openStore } from '../../src/store/open.js'
 import type { BatchingStore } from '../../src/store/batch-types.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import type { Scope, Workspace } from '../../src/store/types.js'
+import { StoreCatalog } from '../../src/feed/catalog.js'
+import type { SnapshotSource } from '../../src/feed/snapshot-port.js'
+import { threadsFromEnv } from './feed-server.js'
 
 /** MaxMind's test databases, copied into the repo (MIT; see the LICENSE-MIT beside them). */
 export const GEO_FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'geo', 'maxmind')
@@ -60,6 +63,11 @@ export interface TestServerOptions {
   readonly admissionWaitMs?: number
   /** What the signal routes see of the consumer, in place of the server's own (admission tests). */
   readonly admissionConsumer?: SignalRouteDeps['consumer']
+  /**
+   * The feed service a module built (feed-module.ts): with THREATFEED_HTTP_THREADS > 1 in the
+   * test's environment, front-end threads then answer its feeds too, as in the server.
+   */
+  readonly threadFeeds?: () => SnapshotSource
 }
 
 export interface TestServer {
@@ -120,7 +128,7 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
   const ownDir = options.dataDir === undefined
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'tf-srv-'))
   const config = loadConfig({
-    HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '50', ...options.env,
+    HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '50', THREATFEED_HTTP_THREADS: String(threadsFromEnv()), ...options.env,
   })
   const log = createLogger(config.logLevel)
   const store = await openStore({ kind: 'embedded', dataDir })
@@ -135,7 +143,10 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
     checks: { asnExists, checkExpressions: true },
     onAppended: (batch) => { consumer.offer(batch) },
   })
-  const auth = new Authenticator(store, { pollMs: config.pollMs })
+  const threaded = threadsFromEnv() > 1 && options.threadFeeds !== undefined
+  const catalog = threaded ? new StoreCatalog(store, { pollMs: config.pollMs }) : null
+  if (catalog !== null) await catalog.start()
+  const auth = new Authenticator(catalog ?? store, { pollMs: config.pollMs })
   await auth.start()
   if (options.consumer !== false) await consumer.start()
   const ctx: HttpContext = {
@@ -153,7 +164,7 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
     ...(options.admissionWaitMs === undefined ? {} : { admissionWaitMs: options.admissionWaitMs }),
   }
   const modules = [signalRoutes({ ingester, ...admission }), openapiRoutes(buildOpenApiDocument()), ...(options.modules?.({ store, consumer, config }) ?? [])]
-  const http = await startHttpServer(ctx, modules)
+  const http = await startHttpServer(ctx, modules, threaded ? { threads: { feeds: options.threadFeeds!(), catalog: catalog!, tracker: null } } : {})
   const keys = provisioned?.keys ?? ({} as Record<KeyName, string>)
   let closed: Promise<void> | null = null
   return {
@@ -175,6 +186,7 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
         await http.close(1000)
         await consumer.stop()
         auth.stop()
+        catalog?.stop()
         await store.close()
         if (ownDir) rmSync(dataDir, { recursive: true, force: true })
       })()

@@ -8,6 +8,7 @@
  *   const leaf = pki.issue({ keyType: 'ec' })
  *   const s = await startTlsServer(dir, { THREATFEED_TLS_CERT: leaf.certFile, THREATFEED_TLS_KEY: leaf.keyFile })
  */
+import { threadsFromEnv } from './feed-server.js'
 import { execFile, execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -139,6 +140,7 @@ export async function startTlsServer (dataDir: string, env: Record<string, strin
     THREATFEED_FEED_REBUILD_MS: '0',
     THREATFEED_GEO_COUNTRY_DB: COUNTRY_TEST_DB,
     THREATFEED_GEO_ASN_DB: ASN_TEST_DB,
+    THREATFEED_HTTP_THREADS: String(threadsFromEnv()),
     ...env,
   })
   const logs: TlsServer['logs'] = []

@@ -11,7 +11,7 @@ import { rawRequest } from '../helpers/feed-server.js'
 
 // Started by the test once the signal is applied.
 const feeds = feedModule({ start: false })
-const srv = await startTestServer({ env: { THREATFEED_FEED_REBUILD_MS: '30000' }, modules: feeds.modules })
+const srv = await startTestServer({ env: { THREATFEED_FEED_REBUILD_MS: '30000' }, modules: feeds.modules, threadFeeds: feeds.service })
 t.teardown(async () => {
   await feeds.stop()
   await srv.close()

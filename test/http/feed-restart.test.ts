@@ -18,7 +18,7 @@ t.teardown(() => { rmSync(dataDir, { recursive: true, force: true }) })
 /** A server with the feed routes over `dataDir`; `provision` only the first time. */
 async function start (provision: boolean): Promise<{ srv: TestServer, stop: () => Promise<void> }> {
   const feeds = feedModule()
-  const srv = await startTestServer({ dataDir, provision, env: { THREATFEED_FEED_REBUILD_MS: '0' }, modules: feeds.modules })
+  const srv = await startTestServer({ dataDir, provision, env: { THREATFEED_FEED_REBUILD_MS: '0' }, modules: feeds.modules, threadFeeds: feeds.service })
   return { srv, stop: async () => { await feeds.stop(); await srv.close() } }
 }
 

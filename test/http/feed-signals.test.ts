@@ -10,7 +10,7 @@ import { startTestServer } from '../helpers/server.js'
 import { rawRequest } from '../helpers/feed-server.js'
 
 const feeds = feedModule()
-const srv = await startTestServer({ env: { THREATFEED_FEED_REBUILD_MS: '0' }, modules: feeds.modules })
+const srv = await startTestServer({ env: { THREATFEED_FEED_REBUILD_MS: '0' }, modules: feeds.modules, threadFeeds: feeds.service })
 t.teardown(async () => {
   await feeds.stop()
   await srv.close()
