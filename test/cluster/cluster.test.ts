@@ -7,12 +7,13 @@
  * holds is never sent the body again. Then the applying node is SIGKILLed: another applies within
  * 5 s, and every acknowledged entry is in the feeds.
  *
- * Each variant is asked once, at the settling time: no second look. A check during which a node
- * finished a build (its threatfeed_feed_builds_total moved) found the fleet still building — the
- * machine did not give the builds the CPU to finish within the settling time. Such a check is
- * reported with that evidence and the load average; it fails the test when the machine was not
- * overloaded (load average per core under LOADED_PER_CORE) or when more than a quarter of the
- * checks were late. A disagreement in a check during which no node built fails the test.
+ * Each variant is asked once, at the settling time: no second look. Answers that differ between
+ * nodes always fail the test. A tag answered 200 by another node fails it too, unless a node
+ * finished a build during the check (its threatfeed_feed_builds_total moved): the fleet was still
+ * building at the settling time and moved on between the two asks — the machine did not give the
+ * builds the CPU to finish in time. Such a check is reported with that evidence and the load
+ * average, and fails the test when the machine was not overloaded (load average per core under
+ * LOADED_PER_CORE) or when more than a quarter of the checks were late.
  *
  * CLUSTER_SEED=<n> replays a run (the seed is printed).
  */
@@ -121,46 +122,48 @@ t.test('three nodes on one store answer alike after every change, and survive th
     return sum
   }
   /**
-   * Every variant on every live node, once: the same answer, and each tag a 304 on the others.
-   * A disagreement fails the test, unless a node finished a build during the check on an
-   * overloaded machine (see the header): then the check is late, and shown.
+   * Every variant on every live node, once: the same answer (any difference fails the test), and
+   * each tag a 304 on the others. A tag answered 200 fails it too, unless a node finished a build
+   * during the check (see the header): the fleet moved on together between the two asks, and the
+   * check is late, shown.
    */
   const check = async (label: string, live: Node[]): Promise<void> => {
     checks++
     const load = loadavg()[0]! / availableParallelism()
     const before = await Promise.all(live.map(builds))
     const found: string[] = []
-    await compare(label, live, all, found)
+    await compare(label, live, disagreements, found)
     const moved = (await Promise.all(live.map(builds))).map((b, k) => b - before[k]!)
     if (found.length === 0) return
     if (moved.some((b) => b > 0)) late.push({ label, load, builds: moved, found })
     else disagreements.push(...found)
   }
-  const compare = async (label: string, live: Node[], which: typeof all, disagreements: string[]): Promise<void> => {
+  /** `differ`: answers that differ between nodes; `refused`: tags of another node answered 200. */
+  const compare = async (label: string, live: Node[], differ: string[], refused: string[]): Promise<void> => {
+    const which = all
     for (let i = 0; i < which.length; i += 8) {
       await Promise.all(which.slice(i, i + 8).map(async (v) => {
         const answers: Answer[] = await Promise.all(live.map((n) => get(n.port, v.path, { ...auth, ...v.headers })))
         const first = answers[0]!
         answers.forEach((a, k) => {
           if (a.status !== first.status || a.etag !== first.etag || a.lastModified !== first.lastModified || !a.body.equals(first.body)) {
-            disagreements.push(`${label} ${v.path} ${JSON.stringify(v.headers)}: node 0 ${first.status} ${first.etag} ${first.lastModified} ${first.digest} / node ${k} ${a.status} ${a.etag} ${a.lastModified} ${a.digest}`)
+            differ.push(`${label} ${v.path} ${JSON.stringify(v.headers)}: node 0 ${first.status} ${first.etag} ${first.lastModified} ${first.digest} / node ${k} ${a.status} ${a.etag} ${a.lastModified} ${a.digest}`)
           }
         })
         if (first.status !== 200) return
         await Promise.all(live.map(async (n, k) => {
           const tag = answers[(k + 1) % live.length]!.etag!
           const r = await get(n.port, v.path, { ...auth, ...v.headers, 'if-none-match': tag })
-          if (r.status !== 304) disagreements.push(`${label} ${v.path} ${JSON.stringify(v.headers)}: a tag of another node answered ${r.status} by node ${k}`)
+          if (r.status !== 304) refused.push(`${label} ${v.path} ${JSON.stringify(v.headers)}: a tag of another node answered ${r.status} by node ${k}`)
         }))
       }))
     }
-    if (which !== all) return
     // A poller hopping between nodes, holding the tag it was last given: never the body again.
     const path = '/v1/threat/feeds?format=dialect_a&family=both&action=block'
     let tag = (await get(live[0]!.port, path, auth)).etag!
     for (let hop = 0; hop < 3 * live.length; hop++) {
       const r = await get(live[hop % live.length]!.port, path, { ...auth, 'if-none-match': tag })
-      if (r.status !== 304) disagreements.push(`${label} ${path} {}: hop ${hop} to node ${hop % live.length} answered ${r.status} to the tag of the node before`)
+      if (r.status !== 304) refused.push(`${label} ${path} {}: hop ${hop} to node ${hop % live.length} answered ${r.status} to the tag of the node before`)
       tag = r.etag ?? tag
     }
   }
