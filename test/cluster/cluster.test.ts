@@ -7,13 +7,14 @@
  * holds is never sent the body again. Then the applying node is SIGKILLed: another applies within
  * 5 s, and every acknowledged entry is in the feeds.
  *
- * Each variant is asked once, at the settling time: no second look. Answers that differ between
- * nodes always fail the test. A tag answered 200 by another node fails it too, unless a node
- * finished a build during the check (its threatfeed_feed_builds_total moved): the fleet was still
- * building at the settling time and moved on between the two asks — the machine did not give the
- * builds the CPU to finish in time. Such a check is reported with that evidence and the load
- * average, and fails the test when the machine was not overloaded (load average per core under
- * LOADED_PER_CORE) or when more than a quarter of the checks were late.
+ * Each variant is asked once, at the settling time: no second look. Any disagreement fails the
+ * test, except in a late check: one during which a node finished a build (its
+ * threatfeed_feed_builds_total moved), so the fleet was still building at the settling time — the
+ * machine did not give the builds the CPU to finish in time — and at most LATE_DIFFER_MAX of the
+ * variants differed between nodes (those asked within a poll of the first node's switch). A late
+ * check is reported with that evidence and the load average, and fails the test when the machine
+ * was not overloaded (load average per core under LOADED_PER_CORE) or when more than a quarter of
+ * the checks were late.
  *
  * CLUSTER_SEED=<n> replays a run (the seed is printed).
  */
@@ -33,6 +34,12 @@ const SETTLE_MS = REBUILD_MS + 1000
 const ROUNDS = 16
 /** A machine with more runnable work than this per core is overloaded: a late build there is slowness, shown. */
 const LOADED_PER_CORE = 2
+/**
+ * In a late check, the share of variants whose answers may differ between nodes: those asked in
+ * the poll interval after the first node switched (a node learns of another's switch on its next
+ * poll of the store, or at once from a tag it does not know).
+ */
+const LATE_DIFFER_MAX = 0.05
 /** Expiries are floored at 60 s (SPEC §2.1): rules posted with one lapse mid-run. */
 const EXPIRY_S = 60
 
@@ -131,12 +138,15 @@ t.test('three nodes on one store answer alike after every change, and survive th
     checks++
     const load = loadavg()[0]! / availableParallelism()
     const before = await Promise.all(live.map(builds))
+    const differ: string[] = []
     const found: string[] = []
-    await compare(label, live, disagreements, found)
+    await compare(label, live, differ, found)
     const moved = (await Promise.all(live.map(builds))).map((b, k) => b - before[k]!)
-    if (found.length === 0) return
-    if (moved.some((b) => b > 0)) late.push({ label, load, builds: moved, found })
-    else disagreements.push(...found)
+    if (differ.length + found.length === 0) return
+    // Late: the first node's switch fell inside the check; the others follow within a poll.
+    const variantsDiffering = new Set(differ.map((d) => d.slice(0, d.indexOf('}:') + 1))).size
+    if (moved.some((b) => b > 0) && variantsDiffering <= LATE_DIFFER_MAX * all.length) late.push({ label, load, builds: moved, found: [...differ, ...found] })
+    else disagreements.push(...differ, ...found)
   }
   /** `differ`: answers that differ between nodes; `refused`: tags of another node answered 200. */
   const compare = async (label: string, live: Node[], differ: string[], refused: string[]): Promise<void> => {
