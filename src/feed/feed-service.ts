@@ -44,6 +44,7 @@ import { feedHoldOf, type FeedHold } from './explain.js'
 import { guardedBuild } from './guards-run.js'
 import { persistGuard } from './guards-persist.js'
 import { LastModifiedKeeper } from './last-modified.js'
+import { Supersession } from './supersession.js'
 import { FeedState, WorkspaceState } from './feed-state.js'
 import { Slots } from './slots.js'
 import { FetchRecorder, RECORD_MS } from './fetch-recorder.js'
@@ -142,6 +143,8 @@ export class FeedService {
   #initial: Promise<void> | null = null
   readonly #fetches: FetchRecorder
   readonly #swapListeners = new Set<(workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot | null) => void>()
+  /** Feeds another node switched first (several nodes, supersession.ts). */
+  readonly #superseded: Supersession<FeedState>
 
   constructor (opts: FeedServiceOptions) {
     this.#store = opts.store
@@ -161,6 +164,7 @@ export class FeedService {
       onStoreError: (e) => { this.#log.warn({ err: e }, 'feed versions unavailable; Last-Modified kept in memory') },
     })
     this.#fetches = new FetchRecorder(opts.store.feedVersions, this.#log)
+    this.#superseded = new Supersession(opts.store.feedVersions, opts.config.feedRebuildMs)
     if (opts.geo !== undefined) this.#installGeo(opts.geo)
   }
 
@@ -275,7 +279,32 @@ export class FeedService {
     return awaitShardCount(of, () => this.awaitSnapshot(workspaceId, feedId), () => feed.building, this.#awaitMs)
   }
 
+  /**
+   * A poll's tag matched nothing in `snapshot`: when another node recorded newer content, the
+   * snapshot this node builds of it (the client may hold it already); else the current one.
+   */
+  async fresher (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot): Promise<FeedSnapshot> {
+    const f = this.#knownFeed(workspaceId, feedId)
+    if (f?.snapshot === snapshot) await this.#catchUp(f)
+    return this.awaitSnapshot(workspaceId, feedId)
+  }
+
   // --- internals -------------------------------------------------------------------------
+
+  #catchUp (f: FeedState): Promise<void> {
+    return this.#superseded.catchUp(f, {
+      building: () => f.building,
+      rebuildNow: () => {
+        // Outside the boundaries, without moving them: the next change still builds on one.
+        const last = f.lastStart
+        f.dirty = true
+        f.lastStart = -Infinity
+        this.#tick(f)
+        f.lastStart = last
+        return f.building
+      },
+    })
+  }
 
   #installGeo (index: GeoIndex): void {
     this.#geo = index
@@ -345,7 +374,7 @@ export class FeedService {
   /** The snapshot if valid at `now`; otherwise starts what is due and answers null. */
   #current (f: FeedState, now: number): FeedSnapshot | null {
     const s = f.snapshot
-    if (s !== undefined && now < s.expiresAt) return s
+    if (s !== undefined && now < s.expiresAt && !this.#superseded.holds(f, f.building)) return s
     f.wanted = true
     this.#tick(f)
     return null
@@ -382,6 +411,7 @@ export class FeedService {
       for (const f of ws.feeds.values()) {
         if (f.wanted && f.fetchedAt < now - this.#idleMs && f.building === null) this.#release(ws, f)
         if (f.snapshot === undefined) continue
+        if (f.dirty || f.building !== null) void this.#catchUp(f)
         this.#metrics?.setAge(ws.id, f.feedId, (now - f.snapshot.builtAt) / 1000)
         if (f.fetchedAt - f.recordedAt >= RECORD_MS) due.push({ workspaceId: ws.id, listId: f.feedId, at: f.fetchedAt })
       }
@@ -514,7 +544,7 @@ export class FeedService {
 
   async #buildNow (f: FeedState, now: number, reason: BuildReason, started: number, first: boolean): Promise<void> {
     const ws = this.#workspace(f.workspaceId)
-    await ws.catchUp(this.#store.rules, now, first, this.#log)
+    await ws.catchUp(this.#store.rules, now, first || this.#superseded.catchingUp(f, f.building), this.#log)
     const rules = ws.rules.table!
     if (ws.name === null) ws.name = (await this.#store.workspaces.get(ws.id))?.name ?? ws.id
     if (f.feedId !== WORKSPACE_FEED && f.list === null) {
@@ -530,10 +560,11 @@ export class FeedService {
     // hold up the polls of every other feed.
     const list = f.list
     const def = { workspaceId: ws.id, workspaceName: ws.name, list }
+    // Recorded with what it was built from, so no node moves the version back (rebuild-schedule.ts).
+    const keeper = this.#lastModified.forBuild({ rulesRevision: ws.rulesRevision, adminRevision: this.#adminView?.revision ?? 0, ...geoBasis(this.#geo), expiryCutoff: now }, () => { this.#markDirty(f, 'change') })
     const build = (targets: FeedTargets, special?: 'detect' | 'drop'): Promise<BuildResult> => buildSnapshot(def, targets, {
       tasks: this.#pool,
-      // Recorded with what it was built from, so no node moves the version back (rebuild-schedule.ts).
-      lastModified: this.#lastModified.forBuild({ rulesRevision: ws.rulesRevision, adminRevision: this.#adminView?.revision ?? 0, ...geoBasis(this.#geo), expiryCutoff: now }, () => { this.#markDirty(f, 'change') }),
+      lastModified: keeper,
       now,
       shards: f.shards.counts(),
       ...(special !== undefined ? { special } : {}),
@@ -551,6 +582,7 @@ export class FeedService {
     for (const l of this.#swapListeners) l(ws.id, f.feedId, result.snapshot)
     f.caches = result.caches
     f.builtFrom = from
+    this.#superseded.built(f, keeper.built()!)
     if (result.invalid > 0) this.#log.warn({ workspace: ws.id, feed: f.feedId, invalid: result.invalid }, 'feed: unreadable rule targets left out')
     this.#metrics?.observeBuild(reason, 'built', (performance.now() - started) / 1000)
     this.#metrics?.setSnapshot(result.snapshot)

@@ -15,6 +15,12 @@
  */
 import type { FeedKey, FeedVersion, FeedVersionBasis, FeedVersionStore } from '../store/types.js'
 
+/** What one build recorded: its basis and, per key, the content it built (supersession.ts compares them with the store). */
+export interface BuiltVersions {
+  readonly basis: FeedVersionBasis
+  readonly keys: ReadonlyMap<string, { readonly key: FeedKey, readonly contentHash: string }>
+}
+
 export interface LastModifiedOptions {
   /** Longest wait for the store before falling back to memory (a store outage must not stall builds). */
   timeoutMs: number
@@ -31,6 +37,7 @@ export class LastModifiedKeeper {
   readonly #seen: Map<string, FeedVersion>
   readonly #basis: FeedVersionBasis | undefined
   readonly #onBehind: (() => void) | undefined
+  readonly #built = new Map<string, { key: FeedKey, contentHash: string }>()
 
   constructor (store: FeedVersionStore, opts: LastModifiedOptions, shared?: { seen: Map<string, FeedVersion>, basis: FeedVersionBasis, onBehind: () => void }) {
     this.#store = store
@@ -56,6 +63,7 @@ export class LastModifiedKeeper {
    */
   async observe (key: FeedKey, contentHash: string, now: number): Promise<FeedVersion> {
     const id = keyString(key)
+    if (this.#basis !== undefined) this.#built.set(id, { key, contentHash })
     let timer: NodeJS.Timeout | undefined
     try {
       const v = await Promise.race([
@@ -92,6 +100,11 @@ export class LastModifiedKeeper {
   predict (key: FeedKey, contentHash: string, now: number): number {
     const seen = this.#seen.get(keyString(key))
     return seen !== undefined && seen.contentHash === contentHash ? seen.since : now
+  }
+
+  /** A build's keeper (forBuild): what it observed, for comparing with the store later; null otherwise. */
+  built (): BuiltVersions | null {
+    return this.#basis === undefined ? null : { basis: this.#basis, keys: this.#built }
   }
 
   /** Forgets the versions of a feed that no longer exists. */

@@ -38,6 +38,8 @@ export interface FeedSource {
   awaitSnapshot (workspaceId: string, feedId: FeedId, now: number): Promise<FeedSnapshot>
   /** Resolves with a snapshot holding the shards of `of`, building them first when none does. */
   awaitShards? (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot>
+  /** A tag matched nothing in `snapshot`: the snapshot to answer from once this node caught up with newer content recorded by another. */
+  fresher? (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot): Promise<FeedSnapshot>
 }
 
 export interface FeedRouteDeps {
@@ -122,13 +124,13 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     if (consumers !== null && !ex.aborted) consumers.tracker.count(r, status, etag, since)
   }
 
-  const answer = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, retried = false): void | Promise<void> => {
+  const answer = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, retried = false, checked = false): void | Promise<void> => {
     const variant = snapshot.variants.get(r.variant!.key)
     if (variant === undefined) {
       // A shard count this feed has not built yet: its first request waits for one build.
       const shard = r.variant!.params.shard
       if (shard == null || retried || feeds.awaitShards === undefined) throw missingVariant(r)
-      return feeds.awaitShards(r.workspaceId, r.feedId, shard.of).then((s) => ex.aborted ? undefined : answer(ex, r, s, true))
+      return feeds.awaitShards(r.workspaceId, r.feedId, shard.of).then((s) => ex.aborted ? undefined : answer(ex, r, s, true, checked))
     }
     const prepared = prepareVariant(variant)
     const rep = r.gzip ? prepared.gzip : prepared.identity
@@ -136,6 +138,10 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
       writeNotModified(ex, rep.notModified, r.close)
       polled(ex, r, 304, rep.etag, variant.lastModified)
       return
+    }
+    // A tag from another node that switched first: a node hop must not cost a download.
+    if (!checked && r.ifNoneMatch !== '' && rep.notModified !== null && feeds.fresher !== undefined) {
+      return feeds.fresher(r.workspaceId, r.feedId, snapshot).then((s) => ex.aborted ? undefined : answer(ex, r, s, retried, true))
     }
     polled(ex, r, rep.status, rep.status === 200 ? rep.etag : null, variant.lastModified)
     if (r.head) {
