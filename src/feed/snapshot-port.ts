@@ -28,6 +28,8 @@ export interface SnapshotSource {
   getSnapshot (workspaceId: string, feedId: FeedId, now: number): FeedSnapshot | null
   awaitSnapshot (workspaceId: string, feedId: FeedId, now: number): Promise<FeedSnapshot>
   awaitShards? (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot>
+  /** A poll's tag matched nothing in `snapshot`: the snapshot to answer with once another node's newer content is caught up (FeedService.fresher). */
+  fresher? (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot): Promise<FeedSnapshot>
   /** Calls `listener` in the same tick as each swap (null: the snapshot was dropped); returns the unsubscribe. */
   onSwap (listener: (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot | null) => void): () => void
 }
@@ -87,6 +89,7 @@ export function fromWireError (w: WireError): Error {
 export type ReplicaRequest =
   | { readonly type: 'await', readonly id: number, readonly workspaceId: string, readonly feedId: FeedId, readonly now: number }
   | { readonly type: 'shards', readonly id: number, readonly workspaceId: string, readonly feedId: FeedId, readonly of: number }
+  | { readonly type: 'fresher', readonly id: number, readonly workspaceId: string, readonly feedId: FeedId, readonly seq: number }
   | { readonly type: 'touch', readonly fetches: ReadonlyArray<readonly [string, FeedId, number]> }
   | { readonly type: 'body', readonly seq: number, readonly key: string }
 
@@ -163,7 +166,9 @@ export class SnapshotExporter {
     try {
       const snapshot = m.type === 'await'
         ? await this.#source.awaitSnapshot(m.workspaceId, m.feedId, m.now)
-        : await this.#awaitShards(m.workspaceId, m.feedId, m.of)
+        : m.type === 'shards'
+          ? await this.#awaitShards(m.workspaceId, m.feedId, m.of)
+          : await this.#fresher(m.workspaceId, m.feedId, m.seq)
       post({ id: m.id, seq: this.#ensurePublished(snapshot) })
     } catch (e) {
       post({ id: m.id, error: toWireError(e) })
@@ -177,6 +182,14 @@ export class SnapshotExporter {
       t.bodies.close()
     }
     this.#threads.length = 0
+  }
+
+  /** The thread's snapshot `seq` (a poll's tag matched nothing in it): as the source answers for it. */
+  #fresher (workspaceId: string, feedId: FeedId, seq: number): Promise<FeedSnapshot> {
+    const snapshot = this.#bySeq.get(seq)?.deref()
+    // Gone: the main thread swapped since, so its current snapshot is already the fresher one.
+    if (this.#source.fresher === undefined || snapshot === undefined) return this.#source.awaitSnapshot(workspaceId, feedId, Date.now())
+    return this.#source.fresher(workspaceId, feedId, snapshot)
   }
 
   #awaitShards (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot> {
@@ -353,6 +366,15 @@ export class SnapshotReplica {
   async awaitShards (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot> {
     const id = this.#nextId++
     await this.#ask({ type: 'shards', id, workspaceId, feedId, of }, id)
+    return this.#after(workspaceId, feedId)
+  }
+
+  /** As FeedService.fresher, asked of the main thread (a node hop must not cost a download on any thread). */
+  async fresher (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot): Promise<FeedSnapshot> {
+    const held = this.#snapshots.get(keyOf(workspaceId, feedId))
+    if (held === undefined || held.snapshot !== snapshot) return this.#after(workspaceId, feedId)
+    const id = this.#nextId++
+    await this.#ask({ type: 'fresher', id, workspaceId, feedId, seq: held.seq }, id)
     return this.#after(workspaceId, feedId)
   }
 

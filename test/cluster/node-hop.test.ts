@@ -89,3 +89,36 @@ t.test('a tag from a node that switched first gets a 304 from one that had not',
     t.same([r.status, r.etag, r.digest], [200, after[0]!.etag, after[0]!.digest], `${c.name}: 200 with the current body`)
   }
 })
+
+t.test('the hop holds on every front-end thread of the node that had not switched', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tf-hop-threads-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const fleet = await seedCluster(dir)
+  const auth = { authorization: fleet.auth }
+  const nodes: Node[] = []
+  t.teardown(async () => { await Promise.all(nodes.map((n) => stopNode(n, 'SIGKILL'))) })
+  const a = await startNode(dir, { THREATFEED_FEED_REBUILD_MS: '1000', THREATFEED_POLL_MS: '100', THREATFEED_HTTP_THREADS: '1' })
+  nodes.push(a)
+  const b = await startNode(dir, { THREATFEED_FEED_REBUILD_MS: '1000', THREATFEED_POLL_MS: '60000', THREATFEED_HTTP_THREADS: '2' })
+  nodes.push(b)
+  const path = VARIANTS[0].path
+  // A new connection per hop: the kernel spreads them over B's two threads, so over the rounds a
+  // thread that answered the hop without asking the main thread would give a 200.
+  const fresh = { ...auth, connection: 'close' }
+  let tag = (await get(a.port, path, auth)).etag
+  for (let round = 1; round <= 6; round++) {
+    const r = await post(a.port, '/v1/signal', auth, [{ type: 'access_rules', action: 'block', ip: `203.0.113.${round}` }])
+    t.equal(r.status, 200, `round ${round}: acknowledged`)
+    let x = await get(a.port, path, auth)
+    for (let k = 0; k < 200 && x.etag === tag; k++) {
+      await sleep(50)
+      x = await get(a.port, path, auth)
+    }
+    t.not(x.etag, tag, `round ${round}: node A switched`)
+    tag = x.etag
+    const hop = await get(b.port, path, { ...fresh, 'if-none-match': tag! })
+    t.same([hop.status, hop.etag], [304, tag], `round ${round}: the tag from node A is a 304 on node B`)
+    // B caught up off its boundaries; SPEC §8 lets it build that feed again one interval later.
+    await sleep(1200)
+  }
+})
