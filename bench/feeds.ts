@@ -176,6 +176,8 @@ async function startNodeServer (name: 'threatfeed' | 'threatfeed (old)' | 'node:
   const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags(name), '--import=tsx', join(dir, script), workspaceId], {
     ...process.env,
     THREATFEED_DATA_DIR: dataDir,
+    // One front-end thread against nginx's one worker (issue 17); threads are bench/tls's case.
+    THREATFEED_HTTP_THREADS: '1',
     PORT: String(port),
   })
   const ready = Number(await waitForLine(child, 'READY'))
@@ -548,6 +550,7 @@ async function consumerTrackingCase (): Promise<void> {
       ...process.env,
       THREATFEED_DATA_DIR: dataDir,
       THREATFEED_CONSUMER_TRACKING: tracking,
+      THREATFEED_HTTP_THREADS: '1',
       PORT: String(port),
     })
     const ready = Number(await waitForLine(child, 'READY'))
