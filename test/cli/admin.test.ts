@@ -81,7 +81,7 @@ t.test('bad input: clear errors on stderr, non-zero exit, nothing on stdout', as
     { description: 'update unknown workspace', args: ['workspace', 'update', '--workspace', missing, '--subscription', 'active'], code: 1, stderr: /no workspace with id 00000000/ },
     { description: 'update with nothing to change', args: ['workspace', 'update', '--workspace', w.id], code: 2, stderr: /nothing to update/ },
     { description: 'key for unknown workspace', args: ['key', 'create', '--workspace', missing, '--scopes', 'feeds:read'], code: 1, stderr: /no workspace with id/ },
-    { description: 'bad scope', args: ['key', 'create', '--workspace', w.id, '--scopes', 'feeds:read,admin'], code: 2, stderr: /unknown scope "admin"; scopes are signals:write, feeds:read/ },
+    { description: 'bad scope', args: ['key', 'create', '--workspace', w.id, '--scopes', 'feeds:read,root'], code: 2, stderr: /unknown scope "root"; scopes are signals:write, feeds:read, rules:read, admin, admin:all/ },
     { description: 'empty scopes', args: ['key', 'create', '--workspace', w.id, '--scopes', ','], code: 2, stderr: /--scopes needs at least one/ },
     { description: 'revoke unknown key', args: ['key', 'revoke', '--id', missing], code: 1, stderr: /no API key with id/ },
     { description: 'list for unknown workspace', args: ['list', 'create', '--workspace', missing, '--name', 'x'], code: 1, stderr: /no workspace with id/ },
