@@ -70,7 +70,7 @@ t.test('three nodes on one store answer alike after every change, and survive th
   const dir = mkdtempSync(join(tmpdir(), 'tf-cluster-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const fleet = await seedCluster(dir)
-  const env = { THREATFEED_FEED_REBUILD_MS: String(REBUILD_MS), THREATFEED_POLL_MS: '100' }
+  const env = { THREATFEED_FEED_REBUILD_MS: String(REBUILD_MS), THREATFEED_POLL_MS: '100', THREATFEED_HTTP_THREADS: '1' }
   const nodes: Node[] = []
   for (let i = 0; i < 3; i++) nodes.push(await startNode(dir, env))
   t.teardown(async () => { await Promise.all(nodes.map((n) => stopNode(n, 'SIGKILL'))) })
