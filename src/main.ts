@@ -207,6 +207,12 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     return 1
   }
   const log = createLogger(config.logLevel)
+  // A stop asked for while starting (the listener is up before the front-end threads are) is
+  // kept, and done once the start is over: without a handler the signal would end the process.
+  let early: string | null = null
+  const onEarly = (signal: string): void => { early ??= signal }
+  process.on('SIGTERM', onEarly)
+  process.on('SIGINT', onEarly)
   let server: RunningServer
   try {
     server = await startServer(config, log)
@@ -214,6 +220,9 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     log.fatal({ err: e, code: isThreatfeedError(e) ? e.code : undefined }, `cannot start: ${(e as Error).message}`)
     process.stderr.write(`threatfeed: cannot start: ${(e as Error).message}\n`)
     return 1
+  } finally {
+    process.off('SIGTERM', onEarly)
+    process.off('SIGINT', onEarly)
   }
   // SIGHUP re-reads the TLS files (README "HTTPS"); without TLS it keeps Node's default (exit).
   const onHangUp = (): void => { void server.reloadTls('SIGHUP') }
@@ -229,7 +238,10 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
         (e: unknown) => { clearTimeout(hard); log.error({ err: e }, 'shutdown failed'); resolve(1) },
       )
     }
-    process.once('SIGTERM', onSignal)
-    process.once('SIGINT', onSignal)
+    if (early !== null) onSignal(early)
+    else {
+      process.once('SIGTERM', onSignal)
+      process.once('SIGINT', onSignal)
+    }
   })
 }

@@ -49,3 +49,22 @@ t.test('serve starts, answers, and stops on SIGTERM with exit 0', async (t) => {
   t.ok(Date.now() - t0 < 10_000, `stopped in ${Date.now() - t0} ms`)
   t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
 })
+
+t.test('SIGTERM as soon as the listener is up, before the front-end threads are: still a clean stop with exit 0', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tf-serve-early-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const child = spawn(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'serve'], {
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: join(dir, 'data'), THREATFEED_HTTP_THREADS: '2' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  const logs: Array<Record<string, unknown>> = []
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    const rec = JSON.parse(line) as Record<string, unknown>
+    logs.push(rec)
+    // The main thread's listener logs first; its threads start after it.
+    if (rec.msg === 'listening' && rec.thread === undefined) child.kill('SIGTERM')
+  })
+  t.equal(await exited, 0, 'exit code 0')
+  t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
+})
