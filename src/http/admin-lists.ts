@@ -5,24 +5,17 @@
  * into the current ones, accept names the held build's digest.
  */
 import { ThreatfeedError } from '../errors.js'
-import type { AccessList, Confidence, Family, FeedAction, FeedFormat, ListDefaults, Severity, Store } from '../store/types.js'
+import type { AccessList, ListDefaults, Store } from '../store/types.js'
 import { mayAccess, workspaceFor } from './admin-access.js'
 import { invalid, readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
 import type { AdminJournal } from './admin-journal.js'
-import { guardsFromBody, showList, type GuardsBody } from './admin-shapes.js'
+import { defaultsFromBody, guardsFromBody, showList, type DefaultsBody, type GuardsBody } from './admin-shapes.js'
 
 const LISTS = '/v1/admin/lists'
 
-interface ListFields {
+interface ListFields extends DefaultsBody {
   name?: string
   description?: string
-  format?: FeedFormat
-  family?: Family
-  action?: FeedAction
-  max_entries?: number
-  confidence?: Confidence
-  severity?: Severity
-  shards?: number
   selector?: Record<string, string>
 }
 
@@ -31,14 +24,7 @@ interface ListUpdate extends ListFields { guards?: GuardsBody | null }
 
 /** The defaults a body sets, over `base`. */
 function defaultsOf (b: ListFields, base: ListDefaults): ListDefaults {
-  const d: ListDefaults = { ...base }
-  if (b.format !== undefined) d.format = b.format
-  if (b.family !== undefined) d.family = b.family
-  if (b.action !== undefined) d.action = b.action
-  if (b.max_entries !== undefined) d.maxEntries = b.max_entries
-  if (b.confidence !== undefined) d.confidence = b.confidence
-  if (b.severity !== undefined) d.severity = b.severity
-  if (b.shards !== undefined) d.shards = b.shards
+  const d = defaultsFromBody(b, base)
   if (d.format === 'nftables' && (d.family ?? 'both') === 'both') {
     throw invalid([{ field: 'family', message: 'format nftables needs family v4 or v6 (an nftables set holds one family)', value: d.family ?? null }])
   }

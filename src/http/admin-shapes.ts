@@ -2,7 +2,7 @@
  * The admin API's JSON shapes (docs/admin-api.md): the store's records in snake_case with ISO
  * times, and the guards both ways. One place, so the routes and the OpenAPI document agree.
  */
-import type { AccessList, ApiKey, GuardSettings, Workspace } from '../store/types.js'
+import type { AccessList, ApiKey, GuardSettings, ListDefaults, Workspace } from '../store/types.js'
 import { iso } from './admin-io.js'
 
 /** The admin body's guards (src/json/admin-schemas.ts `admin-guards`). */
@@ -32,6 +32,26 @@ export function guardsFromBody (b: GuardsBody): GuardSettings {
   return g as GuardSettings
 }
 
+/** A list's defaults: the body's field and the stored one (as GUARD_FIELDS for guards). */
+const DEFAULT_FIELDS = [
+  ['format', 'format'],
+  ['family', 'family'],
+  ['action', 'action'],
+  ['max_entries', 'maxEntries'],
+  ['confidence', 'confidence'],
+  ['severity', 'severity'],
+  ['shards', 'shards'],
+] as const
+
+export type DefaultsBody = { [K in (typeof DEFAULT_FIELDS)[number] as K[0]]?: ListDefaults[K[1]] }
+
+/** The defaults a body sets, over `base`. */
+export function defaultsFromBody (b: DefaultsBody, base: ListDefaults): ListDefaults {
+  const d: Record<string, unknown> = { ...base }
+  for (const [from, to] of DEFAULT_FIELDS) if (b[from] !== undefined) d[to] = b[from]
+  return d as ListDefaults
+}
+
 export function showGuards (g: GuardSettings | undefined): Record<string, unknown> | null {
   if (g === undefined) return null
   const out: Record<string, unknown> = {}
@@ -51,13 +71,7 @@ export function showKey (k: ApiKey): Record<string, unknown> {
 export function showList (l: AccessList): Record<string, unknown> {
   const d = l.defaults
   const defaults: Record<string, unknown> = {}
-  if (d.format !== undefined) defaults.format = d.format
-  if (d.family !== undefined) defaults.family = d.family
-  if (d.action !== undefined) defaults.action = d.action
-  if (d.maxEntries !== undefined) defaults.max_entries = d.maxEntries
-  if (d.confidence !== undefined) defaults.confidence = d.confidence
-  if (d.severity !== undefined) defaults.severity = d.severity
-  if (d.shards !== undefined) defaults.shards = d.shards
+  for (const [to, from] of DEFAULT_FIELDS) if (d[from] !== undefined) defaults[to] = d[from]
   const held = l.publishState?.held ?? null
   return {
     id: l.id,
