@@ -38,6 +38,8 @@ t.test('SIGHUP reloads the certificate; the process keeps running', async (t) =>
       THREATFEED_TLS_CERT: join(live, 'tls.crt'),
       THREATFEED_TLS_KEY: join(live, 'tls.key'),
       THREATFEED_TLS_RELOAD: 'off',
+      // Two front-end threads: the SIGHUP must reach both (either may take a connection).
+      THREATFEED_HTTP_THREADS: '2',
       THREATFEED_DATA_DIR: join(dir, 'data'),
       THREATFEED_GEO_COUNTRY_DB: COUNTRY_TEST_DB,
       THREATFEED_GEO_ASN_DB: ASN_TEST_DB,
@@ -58,8 +60,11 @@ t.test('SIGHUP reloads the certificate; the process keeps running', async (t) =>
     waiters.push({ msg, resolve: (rec) => { clearTimeout(timer); resolve(rec) } })
   })
 
+  const threadsUp = next('front-end threads listening')
   const listening = await next('listening (TLS)')
   const port = listening.port as number
+  // The main thread listens first; the other thread reads the files when it starts.
+  await threadsUp
   t.notOk(logs.some((l) => l.msg === 'listening'), 'PORT=off: no plain listener')
   await new Promise((resolve) => setTimeout(resolve, 1000))
   t.equal(await presentedSerial(port), first.serial)
