@@ -94,7 +94,12 @@ t.test('lapsed rules are swept from the store while the feed stays byte-identica
   }
   t.equal(store.housekeeping.rulesSwept - sweptBefore, LAPSING, 'every lapsed rule swept, each once')
   t.same(await store.rules.lapsedTombstones(ws.id, ip('10.9.0.7/32')), [{ workspaceId: ws.id, kind: 'access_rule', target: ip('10.9.0.7/32'), ruleRef: null, lapsedAt: lapsesAt, action: 'block' }], 'a tombstone says when it lapsed')
-  const logged = logLines.filter((l) => l.msg === 'sweep: lapsed rules removed')
+  // A run logs once it is over, which can be after its last pass's commit is visible.
+  const sweepLines = (): typeof logLines => logLines.filter((l) => l.msg === 'sweep: lapsed rules removed')
+  for (const deadline = Date.now() + 5000; sweepLines().reduce((n, l) => n + (l.rules as number), 0) < LAPSING && Date.now() < deadline;) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  const logged = sweepLines()
   t.ok(logged.length > 0 && logged.every((l) => typeof l.rules === 'number' && typeof l.ms === 'number' && typeof l.passes === 'number'), 'a log line per run that removed something, with counts and duration')
   t.equal(logged.reduce((n, l) => n + (l.rules as number), 0), LAPSING, 'the logged counts add up')
 
