@@ -88,7 +88,8 @@ t.test('lapsed rules are swept from the store while the feed stays byte-identica
   t.equal((await store.rules.list(ws.id, 'access_rule')).length, LAPSING + live.length, 'lapsed, not yet swept: still stored')
 
   // The sweep removes them once their grain has ended (at most 10 s, plus the 1 s interval).
-  for (const deadline = lapsesAt + SWEEP_GRAIN_MS + 5000; (await store.rules.list(ws.id, 'access_rule')).length > live.length;) {
+  // Both the store and the sweep's own count: a read sees the commit before the sweep counts it.
+  for (const deadline = lapsesAt + SWEEP_GRAIN_MS + 5000; (await store.rules.list(ws.id, 'access_rule')).length > live.length || store.housekeeping.rulesSwept - sweptBefore < LAPSING;) {
     if (Date.now() > deadline) throw new Error('the lapsed rules were never swept')
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
