@@ -565,6 +565,8 @@ async function consumerTrackingCase (): Promise<void> {
     'tracking off': await start('off'),
     'uWS floor': await startUwsFloor('uWS floor', floorRaw, join(tmp, 'nginx', 'html'), floorTags, tf.auth),
     'uWS floor + address': await startUwsFloor('uWS floor', floorRaw, join(tmp, 'nginx', 'html'), floorTags, tf.auth, { FLOOR_ADDRESS: '1' }),
+    // The anchor in the same rounds: what tracking costs against issue 17's 304 line.
+    nginx,
   }
   type Which = keyof typeof subjects
   const names = Object.keys(subjects) as Which[]
@@ -587,7 +589,12 @@ async function consumerTrackingCase (): Promise<void> {
   }
   pair('tracking on', 'tracking off', 1.03)
   pair('uWS floor + address', 'uWS floor', null)
-  for (const s of Object.values(subjects)) s.child.kill('SIGTERM')
+  pair('tracking off', 'nginx', 1.1)
+  pair('tracking on', 'nginx', null)
+  pair('uWS floor + address', 'nginx', null)
+  pair('tracking off', 'uWS floor', 1.1)
+  pair('tracking on', 'uWS floor + address', 1.1)
+  for (const [n, s] of Object.entries(subjects)) if (n !== 'nginx') s.child.kill('SIGTERM')
 }
 
 if (ONLY === '' || CONSUMER_CASE.includes(ONLY)) await consumerTrackingCase()
