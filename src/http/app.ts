@@ -89,6 +89,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
   const config = threaded ? await sharedPorts(ctx.config) : ctx.config
   const token = threaded ? threadToken() : null
   const listeners = await Listeners.open(config, ctx.log, options.forward === undefined ? ctx.metrics : null, token)
+  if (threaded) listeners.leavePublicPortsToThreads()
   let threads: FrontEndThreads | null = null
   let inflight = 0
   let drained: (() => void) | null = null
@@ -205,7 +206,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
   if (threaded) {
     try {
       threads = await FrontEndThreads.start({
-        count: ctx.config.httpThreads - 1,
+        count: ctx.config.httpThreads,
         config: Object.freeze({ ...config, port, tls: config.tls === null ? null : { ...config.tls, port: tlsPort! } }),
         internalPort: listeners.internalPort!,
         token: token!,
@@ -216,7 +217,8 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
       listeners.close()
       throw e
     }
-    ctx.log.info({ threads: threads.size + 1 }, 'front-end threads listening')
+    ctx.log.info({ threads: threads.size }, 'front-end threads listening')
+    listeners.announce(port, tlsPort)
   }
 
   return {

@@ -177,13 +177,22 @@ export class TlsListener {
       })
     })
     this.#socket = socket
+    this.watch()
+    return uWS.us_socket_local_port(socket)
+  }
+
+  /**
+   * Checks the certificate's expiry and, with THREATFEED_TLS_RELOAD, the files, without
+   * listening: what the main thread does when only front-end threads listen (app.ts).
+   */
+  watch (): void {
+    if (this.#poller !== null) return
     this.#checkExpiry()
     // The poll also closes drained apps; with reloads on SIGHUP only, it runs for that alone.
     this.#poller = setInterval(() => { void this.#poll() }, this.#settings.reloadMs ?? RETIRE_GRACE_MS)
     this.#poller.unref()
     this.#expiryTimer = setInterval(() => { this.#checkExpiry() }, EXPIRY_CHECK_MS)
     this.#expiryTimer.unref()
-    return uWS.us_socket_local_port(socket)
   }
 
   async #poll (): Promise<void> {

@@ -22,6 +22,8 @@ export class Listeners {
   readonly #internal: { readonly app: TemplatedApp, readonly token: string } | null
   #plainSocket: us_listen_socket | null = null
   #internalSocket: us_listen_socket | null = null
+  /** The public ports are the front-end threads' alone (app.ts): this binds only the internal one. */
+  #publicOnThreads = false
 
   private constructor (config: Config, log: Logger, tls: TlsListener | null, internalToken: string | null) {
     this.#config = config
@@ -63,10 +65,26 @@ export class Listeners {
     return this.#internalSocket === null ? null : uWS.us_socket_local_port(this.#internalSocket)
   }
 
+  /**
+   * With front-end threads, the main thread holds the rule caches and runs the rebuilds: its
+   * collector and its longer turns would stall the polls it took (bench/bigws). So the public
+   * ports are left to the threads (`config` holds them already chosen, front-threads.ts
+   * sharedPorts), listen() binds only the internal listener, and announce() logs the ports once
+   * the threads listen.
+   */
+  leavePublicPortsToThreads (): void {
+    this.#publicOnThreads = true
+  }
+
   /** Binds every listener; the ports bound (null for a listener that is off). */
   async listen (): Promise<{ port: number | null, tlsPort: number | null }> {
     const { host, port } = this.#config
     let bound: number | null = null
+    if (this.#publicOnThreads) {
+      await this.#listenInternal()
+      this.#tls?.watch()
+      return { port: this.#plain === null ? null : port, tlsPort: this.#tls === null ? null : this.#config.tls!.port }
+    }
     if (this.#plain !== null && port !== null) {
       const plain = this.#plain
       this.#plainSocket = await new Promise<us_listen_socket>((resolve, reject) => {
@@ -78,15 +96,7 @@ export class Listeners {
       bound = uWS.us_socket_local_port(this.#plainSocket)
       this.#log.info({ host, port: bound }, 'listening')
     }
-    if (this.#internal !== null) {
-      const app = this.#internal.app
-      this.#internalSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-        app.listen('127.0.0.1', 0, (s) => {
-          if (s === false) reject(new ThreatfeedError('TF_ERR_CONFIG', ['cannot listen on 127.0.0.1 for the front-end threads']))
-          else resolve(s)
-        })
-      })
-    }
+    await this.#listenInternal()
     let tlsPort: number | null = null
     if (this.#tls !== null) {
       try {
@@ -95,9 +105,30 @@ export class Listeners {
         this.close()
         throw e
       }
-      this.#log.info({ host, port: tlsPort, serial: this.#tls.serial, clientCertificates: this.#config.tls?.clientCaFile !== null }, 'listening (TLS)')
+      this.#announceTls(tlsPort)
     }
     return { port: bound, tlsPort }
+  }
+
+  /** The lines listen() logs, for ports the front-end threads bound (leavePublicPortsToThreads). */
+  announce (port: number | null, tlsPort: number | null): void {
+    if (port !== null) this.#log.info({ host: this.#config.host, port }, 'listening')
+    if (tlsPort !== null) this.#announceTls(tlsPort)
+  }
+
+  #announceTls (port: number): void {
+    this.#log.info({ host: this.#config.host, port, serial: this.#tls!.serial, clientCertificates: this.#config.tls?.clientCaFile !== null }, 'listening (TLS)')
+  }
+
+  async #listenInternal (): Promise<void> {
+    if (this.#internal === null) return
+    const app = this.#internal.app
+    this.#internalSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+      app.listen('127.0.0.1', 0, (s) => {
+        if (s === false) reject(new ThreatfeedError('TF_ERR_CONFIG', ['cannot listen on 127.0.0.1 for the front-end threads']))
+        else resolve(s)
+      })
+    })
   }
 
   /** Reads the TLS files again (SIGHUP); false when there is no TLS listener or nothing changed. */
