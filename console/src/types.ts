@@ -53,7 +53,8 @@ export interface Batch {
   id: string
   at: string
   api: string
-  key_id?: string
+  /** The id of the key that posted it; null for batches kept from before it was recorded. */
+  key_id: string | null
   entries: number
   accepted: number
   failed: number
