@@ -2,6 +2,8 @@
 export interface Page<T> { items: T[], next_cursor?: string | null }
 
 export interface Workspace { id: string, name: string, subscription: string }
+/** GET /v1/admin/workspaces/ID: with the workspace feed's guards and publish state. */
+export interface WorkspaceDetail extends Workspace { guards: Guards | null, publish?: { published_digest: string | null, held: Held | null } }
 
 export interface Guards {
   min_entries?: number | null

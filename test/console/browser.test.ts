@@ -235,6 +235,30 @@ async function run (): Promise<void> {
     await rootContext.close()
   })
 
+  await t.test('overview with an admin:all key: another workspace\'s feed held, accepted by keyboard, as the API then says', async (t) => {
+    const rootContext = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    const p = await rootContext.newPage()
+    watch(p)
+    const workspace = async (): Promise<{ guards: { accepted?: string | null } | null, publish: { held: { digest: string, guards: Record<string, string> } | null } }> =>
+      await (await fetch(`${fx.base}/v1/admin/workspaces/${fx.otherWorkspaceId}`, { headers: { authorization: `Bearer ${fx.rootKey}` } })).json() as never
+    await p.goto(`${fx.base}/console`)
+    await p.locator('#key').fill(fx.rootKey)
+    await p.locator('#key').press('Enter')
+    await p.locator('table[data-testid="overview"]').waitFor()
+    await p.locator('header select').selectOption({ label: OTHER_WORKSPACE })
+    const cell = p.locator('tr[data-list="*"] td[data-label="Guards"]')
+    await cell.filter({ hasText: 'held' }).waitFor()
+    const held = (await workspace()).publish.held
+    t.ok(held !== null, 'the API: the workspace feed\'s build is held')
+    t.match(await cell.innerText(), `held (${Object.entries(held!.guards).map(([a, g]) => `${a}: ${g}`).join(', ')})`)
+    await p.screenshot({ path: join(ARTIFACTS, 'overview-workspace-held.png'), fullPage: true })
+    await cell.getByRole('button', { name: 'Accept held build' }).focus()
+    await p.keyboard.press('Enter')
+    await p.locator('[role="status"]').filter({ hasText: 'Accepted' }).waitFor()
+    t.equal((await workspace()).guards?.accepted, held!.digest, 'the API records the held build\'s digest as accepted')
+    await rootContext.close()
+  })
+
   await t.test('batches: failures first, with each failed entry\'s reason', async (t) => {
     await visit('#/batches', 'ol[data-testid="batches"] > li')
     const api = await fx.api<{ items: Array<{ failed: number, errors: string[] }> }>('/v1/admin/batches?failed=true')
