@@ -158,11 +158,12 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   if (tracker !== null) registerFeedConsumerMetrics(metrics, () => tracker.counts())
   tracker?.start()
   journal.start(feeds)
+  const explain = { feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId: string, feedId: string) => feeds.holdOf(workspaceId, feedId) }
   const http = await startHttpServer(ctx, [
-    adminRoutes({ journal }),
+    adminRoutes({ journal, explain }),
     signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
-    explainRoutes({ feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId, feedId) => feeds.holdOf(workspaceId, feedId) }),
+    explainRoutes(explain),
     openapiRoutes(buildOpenApiDocument()),
   ], { threads: { feeds, catalog, tracker } })
 

@@ -2,6 +2,8 @@
 export interface Page<T> { items: T[], next_cursor?: string | null }
 
 export interface Workspace { id: string, name: string, subscription: string }
+/** GET /v1/admin/workspaces/ID: with the workspace feed's guards and publish state. */
+export interface WorkspaceDetail extends Workspace { guards: Guards | null, publish?: { published_digest: string | null, held: Held | null } }
 
 export interface Guards {
   min_entries?: number | null
@@ -53,7 +55,8 @@ export interface Batch {
   id: string
   at: string
   api: string
-  key_id?: string
+  /** The id of the key that posted it; null for batches kept from before it was recorded. */
+  key_id: string | null
   entries: number
   accepted: number
   failed: number

@@ -87,6 +87,7 @@ export class AdminJournal {
       id: randomUUID(),
       data: {
         api: r.api,
+        key_id: r.keyId,
         entries: r.entries,
         accepted: r.accepted,
         failed: r.failed,

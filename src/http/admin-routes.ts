@@ -8,16 +8,20 @@
 import type { RouteModule } from './app.js'
 import { AdminGate, type FailureLimit } from './admin-access.js'
 import { registerAdminRoutes } from './admin-io.js'
+import { explainAdminRoute } from './admin-explain.js'
 import type { AdminJournal } from './admin-journal.js'
 import { listRoutes } from './admin-lists.js'
 import { viewRoutes } from './admin-views.js'
 import { workspaceRoutes } from './admin-workspaces.js'
 import { ClientAddresses } from './consumer-address.js'
+import type { ExplainRouteDeps } from './explain-route.js'
 
 export interface AdminRouteDeps {
   readonly journal: AdminJournal
   /** Failed authentications per client address (default: 10 at once, then 1 a second). */
   readonly failureLimit?: FailureLimit
+  /** What /v1/admin/explain needs (the feeds, lists and geo of /v1/threat/explain); absent: no such route. */
+  readonly explain?: ExplainRouteDeps
 }
 
 /**
@@ -32,6 +36,7 @@ export function adminRoutes (deps: AdminRouteDeps): RouteModule {
       ...workspaceRoutes(ctx.store, deps.journal),
       ...listRoutes(ctx.store, deps.journal),
       ...viewRoutes(ctx.store, { staleMs: ctx.config.consumerStaleMs }),
+      ...(deps.explain === undefined ? [] : [explainAdminRoute(ctx.store, deps.explain)]),
     ], ctx.log)
   }
 }

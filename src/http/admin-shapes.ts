@@ -2,7 +2,7 @@
  * The admin API's JSON shapes (docs/admin-api.md): the store's records in snake_case with ISO
  * times, and the guards both ways. One place, so the routes and the OpenAPI document agree.
  */
-import type { AccessList, ApiKey, GuardSettings, ListDefaults, Workspace } from '../store/types.js'
+import type { AccessList, ApiKey, GuardSettings, ListDefaults, PublishState, Workspace } from '../store/types.js'
 import { iso } from './admin-io.js'
 
 /** The admin body's guards (src/json/admin-schemas.ts `admin-guards`). */
@@ -60,8 +60,23 @@ export function showGuards (g: GuardSettings | undefined): Record<string, unknow
   return out
 }
 
-export function showWorkspace (w: Workspace): Record<string, unknown> {
-  return { id: w.id, name: w.name, subscription: w.subscription, created_at: iso(w.createdAt), guards: showGuards(w.feedGuards) }
+/** A feed's publish state: the build published last and the one a guard holds, if any. */
+export function showPublish (state: PublishState | undefined): Record<string, unknown> {
+  const held = state?.held ?? null
+  return {
+    published_digest: state?.publishedDigest ?? null,
+    held: held === null ? null : { digest: held.digest, guards: held.guards, since: iso(held.since), diff: held.diff },
+  }
+}
+
+/**
+ * `publish`: the workspace feed's publish state (null: none recorded), shown where the route reads
+ * it (one workspace); undefined leaves the field out.
+ */
+export function showWorkspace (w: Workspace, publish?: PublishState | null): Record<string, unknown> {
+  const out: Record<string, unknown> = { id: w.id, name: w.name, subscription: w.subscription, created_at: iso(w.createdAt), guards: showGuards(w.feedGuards) }
+  if (publish !== undefined) out.publish = showPublish(publish ?? undefined)
+  return out
 }
 
 export function showKey (k: ApiKey): Record<string, unknown> {
@@ -72,7 +87,6 @@ export function showList (l: AccessList): Record<string, unknown> {
   const d = l.defaults
   const defaults: Record<string, unknown> = {}
   for (const [to, from] of DEFAULT_FIELDS) if (d[from] !== undefined) defaults[to] = d[from]
-  const held = l.publishState?.held ?? null
   return {
     id: l.id,
     workspace: l.workspaceId,
@@ -83,9 +97,6 @@ export function showList (l: AccessList): Record<string, unknown> {
     selector: l.selector,
     created_at: iso(l.createdAt),
     updated_at: iso(l.updatedAt),
-    publish: {
-      published_digest: l.publishState?.publishedDigest ?? null,
-      held: held === null ? null : { digest: held.digest, guards: held.guards, since: iso(held.since), diff: held.diff },
-    },
+    publish: showPublish(l.publishState),
   }
 }

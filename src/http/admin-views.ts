@@ -141,7 +141,8 @@ export function viewRoutes (store: Store, options: { staleMs: number }): AdminRo
         if (failed !== null && failed !== 'true' && failed !== 'false') throw invalid([{ field: 'failed', message: 'must be true or false', value: failed }])
         const w = await workspaceFor(store, call.caller, q.get('workspace') ?? undefined)
         const { items, next } = await journalPage(journalOf(store), 'batch', w.id, page, failed === 'true' ? (e) => (e.data.failed as number) > 0 : undefined)
-        sendAdmin(call.ex, 200, { items: items.map((e) => ({ id: e.id, at: iso(e.at), ...e.data })), next_cursor: next })
+        // key_id: null on batches kept from before it was recorded.
+        sendAdmin(call.ex, 200, { items: items.map((e) => ({ id: e.id, at: iso(e.at), key_id: null, ...e.data })), next_cursor: next })
       },
     },
     {

@@ -1,7 +1,8 @@
 /** /v1/admin/workspaces and /v1/admin/keys (docs/admin-api.md): tenancy through the admin API. */
 import { ThreatfeedError } from '../errors.js'
 import { generateApiKey, hashApiKey } from '../store/api-key.js'
-import type { Scope, Store, Subscription, Workspace } from '../store/types.js'
+import { WORKSPACE_FEED } from '../feed/snapshot-types.js'
+import type { PublishState, Scope, Store, Subscription, Workspace } from '../store/types.js'
 import { mayAccess, workspaceFor } from './admin-access.js'
 import { readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
 import type { AdminJournal } from './admin-journal.js'
@@ -16,6 +17,11 @@ async function liveWorkspace (store: Store, id: string): Promise<Workspace> {
   return w
 }
 
+/** The workspace feed's publish state as its guard last recorded it (feed/guards-persist.ts). */
+async function workspaceFeedState (store: Store, workspaceId: string): Promise<PublishState | null> {
+  return (await store.feedVersions.loadPublished({ workspaceId, listId: WORKSPACE_FEED }))?.state ?? null
+}
+
 export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
   const audit = (call: AdminCall, action: string, target: string, workspaceId: string, status: number): Promise<void> =>
     journal.audit({ keyId: call.caller.key.id, address: call.caller.address, action, target, workspaceId, status })
@@ -25,14 +31,33 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       async handle (call) {
         readQuery(call.query, [])
         const all = call.caller.all ? (await store.workspaces.list()).filter((w) => w.deletedAt === null) : [await liveWorkspace(store, call.caller.workspace.id)]
-        sendAdmin(call.ex, 200, { items: all.map(showWorkspace) })
+        sendAdmin(call.ex, 200, { items: all.map((w) => showWorkspace(w)) })
       },
     },
     {
       method: 'get', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace',
       async handle (call) {
         const w = await workspaceFor(store, call.caller, call.params[0])
-        sendAdmin(call.ex, 200, showWorkspace(await liveWorkspace(store, w.id)))
+        sendAdmin(call.ex, 200, showWorkspace(await liveWorkspace(store, w.id), await workspaceFeedState(store, w.id)))
+      },
+    },
+    {
+      // `list accept` for the workspace feed (/v1/threat/feeds), whose guards `workspace update`
+      // sets: an `admin` key accepts its own workspace's, `admin:all` any workspace's.
+      method: 'post', pattern: `${WORKSPACES}/:id/accept`, route: 'admin_workspace_accept',
+      async handle (call) {
+        const body = validateBody<{ digest?: string }>('admin-list-accept', await readJson(call.ex, call.contentType))
+        const w = await liveWorkspace(store, (await workspaceFor(store, call.caller, call.params[0])).id)
+        const held = (await workspaceFeedState(store, w.id))?.held ?? null
+        if (held === null) throw new ThreatfeedError('TF_ERR_STORE_CONFLICT', [`the feed of workspace ${w.id} has no held build`])
+        if (body.digest !== undefined && body.digest !== held.digest) {
+          throw new ThreatfeedError('TF_ERR_STORE_CONFLICT', [`the held build of the feed of workspace ${w.id} is ${held.digest}, not ${body.digest}; nothing accepted`])
+        }
+        // Recorded by digest with the guards, as for a list: every node publishes this build.
+        await store.workspaces.update(w.id, { feedGuards: { ...w.feedGuards, accepted: held.digest } })
+        await call.changed()
+        await audit(call, 'workspace.accept', w.id, w.id, 200)
+        sendAdmin(call.ex, 200, { id: w.id, accepted: held.digest })
       },
     },
     {
@@ -50,11 +75,16 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       async handle (call) {
         const id = call.params[0]!
         const body = validateBody<{ name?: string, subscription?: Subscription, guards?: GuardsBody | null }>('admin-workspace-update', await readJson(call.ex, call.contentType))
-        await liveWorkspace(store, id)
+        const current = await liveWorkspace(store, id)
         const patch: Parameters<Store['workspaces']['update']>[1] = {}
         if (body.name !== undefined) patch.name = body.name
         if (body.subscription !== undefined) patch.subscription = body.subscription
-        if (body.guards !== undefined) patch.feedGuards = body.guards === null || Object.keys(body.guards).length === 0 ? null : guardsFromBody(body.guards)
+        if (body.guards === null) patch.feedGuards = null
+        else if (body.guards !== undefined) {
+          // Merged, as `workspace update` and a list's PATCH merge: an accepted digest stays until a new build.
+          const merged = { ...current.feedGuards, ...guardsFromBody(body.guards) }
+          patch.feedGuards = Object.keys(merged).length === 0 ? null : merged
+        }
         const w = await store.workspaces.update(id, patch)
         if (w === null) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [id])
         await call.changed()

@@ -14,14 +14,14 @@
  * `not_built` (feed/explain.ts), so one request cannot make the server build every list.
  */
 import { ThreatfeedError } from '../errors.js'
-import { explainAddress, type ExplainSources } from '../feed/explain.js'
+import { explainAddress, type Explanation, type ExplainSources } from '../feed/explain.js'
 import { parseExplainAddress } from '../feed/explain-lookup.js'
 import type { ExplainGeo } from '../feed/explain-geo.js'
 import type { GeoIndex } from '../geo/geo-index.js'
 import type { GeoPaths } from '../geo/load.js'
 import { GeoLookup } from '../geo/lookup.js'
 import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from '../feed/snapshot-types.js'
-import type { AccessList } from '../store/types.js'
+import type { AccessList, Store, Workspace } from '../store/types.js'
 import type { HttpContext, RouteModule } from './app.js'
 import type { FeedSource } from './feed-routes.js'
 import { decodeListRef, type ListDirectory } from './list-resolve.js'
@@ -69,19 +69,26 @@ export function explainRoutes (deps: ExplainRouteDeps): RouteModule {
 async function answer (ex: Exchange, ctx: HttpContext, deps: ExplainRouteDeps, authorization: string, rawQuery: string): Promise<void> {
   const decision = await ctx.auth.authenticateFresh(authorization, 'rules:read', 'feeds')
   if (!decision.ok) throw decision.error
-  const workspace = decision.principal.workspace
-  const query = parseExplainQuery(rawQuery)
+  const explanation = await explainIn(ctx.store, deps, decision.principal.workspace, parseExplainQuery(rawQuery))
+  sendJson(ex, 200, explanation, NO_STORE)
+}
+
+/**
+ * The explanation of `query.ip` in `workspace`'s feeds: this route's answer for the key's own
+ * workspace, and /v1/admin/explain's for the workspace an admin key names (admin-explain.ts).
+ */
+export async function explainIn (store: Store, deps: ExplainRouteDeps, workspace: Workspace, query: { ip: string, list: string | null }): Promise<Explanation> {
   const address = parseExplainAddress(query.ip)
   let feeds: Array<AccessList | null>
   if (query.list !== null) {
     if (query.list === '') throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
     feeds = [await deps.lists.resolveLoaded(workspace.id, query.list)]
   } else {
-    const lists = await ctx.store.lists.list(workspace.id)
+    const lists = await store.lists.list(workspace.id)
     feeds = [null, ...lists.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id))]
   }
   const sources: ExplainSources = {
-    rules: ctx.store.rules,
+    rules: store.rules,
     geo: deps.geo(),
     snapshotOf: async (list) => {
       const id = list?.id ?? WORKSPACE_FEED
@@ -91,8 +98,7 @@ async function answer (ex: Exchange, ctx: HttpContext, deps: ExplainRouteDeps, a
     },
     ...(deps.heldBy !== undefined ? { heldBy: deps.heldBy } : {}),
   }
-  const explanation = await explainAddress(sources, workspace, feeds, address, Date.now())
-  sendJson(ex, 200, explanation, NO_STORE)
+  return await explainAddress(sources, workspace, feeds, address, Date.now())
 }
 
 const lookups = new WeakMap<GeoIndex, GeoLookup | null>()

@@ -92,7 +92,8 @@ async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVe
     if (ex.aborted) return // the client went away: nobody to answer, nothing to report
     throw e
   }
-  const outcome = await deps.ingester.ingest(api, decision.principal.workspace.id, body)
+  // The key's id goes with the batch's diagnostics (/v1/admin/batches); the key itself never does.
+  const outcome = await deps.ingester.ingest(api, decision.principal.workspace.id, body, decision.principal.key.id)
   sendJson(ex, outcome.status, outcome.body)
 }
 

@@ -59,6 +59,8 @@ export interface AppendedBatch {
 export interface BatchReport {
   readonly api: ApiVersion
   readonly workspaceId: string
+  /** The id of the key that posted the batch (never the key), or null when none was given. */
+  readonly keyId: string | null
   readonly at: number
   readonly entries: number
   readonly accepted: number
@@ -144,19 +146,19 @@ export class SignalIngester {
    *   const out = await ingester.ingest('v1', workspaceId, Buffer.from('[{"type":"access_rules","action":"block","ip":"192.0.2.1"}]'))
    *   // out.status === 200, out.body.message === 'Processed 1 entries, 0 failed'
    */
-  async ingest (api: ApiVersion, workspaceId: string, body: Buffer): Promise<BatchOutcome> {
+  async ingest (api: ApiVersion, workspaceId: string, body: Buffer, keyId: string | null = null): Promise<BatchOutcome> {
     let accepted: Accepted
     try {
       accepted = this.#accept(api, workspaceId, body)
     } catch (e) {
-      if (this.#onBatch !== null) this.#reportRefused(api, workspaceId, e)
+      if (this.#onBatch !== null) this.#reportRefused(api, workspaceId, keyId, e)
       throw e
     }
     const seqs = await accepted.appended
     this.#onAppended({ workspaceId, acceptedAt: accepted.acceptedAt, seqs, commands: accepted.commands })
     const { message, errors } = accepted
     if (this.#onBatch !== null) {
-      this.#onBatch({ api, workspaceId, at: accepted.acceptedAt, entries: seqs.length + errors.length, accepted: seqs.length, failed: errors.length, status: errors.length === 0 ? 200 : 206, errors })
+      this.#onBatch({ api, workspaceId, keyId, at: accepted.acceptedAt, entries: seqs.length + errors.length, accepted: seqs.length, failed: errors.length, status: errors.length === 0 ? 200 : 206, errors })
     }
     if (errors.length === 0) {
       return { status: 200, body: api === 'v2' ? { success: true, message, errors } : { success: true, message }, seqs }
@@ -165,12 +167,12 @@ export class SignalIngester {
   }
 
   /** A batch refused whole (400): every entry failed, or the body was not a batch at all. */
-  #reportRefused (api: ApiVersion, workspaceId: string, e: unknown): void {
+  #reportRefused (api: ApiVersion, workspaceId: string, keyId: string | null, e: unknown): void {
     if (!(e instanceof ThreatfeedError) || e.status !== 400) return
     const details = Array.isArray(e.details) ? e.details as ErrorDetail[] : null
     const errors = details === null ? [e.message] : details.map((d) => `${d.field}: ${d.message}`)
     const entries = details === null ? 0 : new Set(details.map((d) => /^\[(\d+)\]/.exec(d.field)?.[1] ?? d.field)).size
-    this.#onBatch!({ api, workspaceId, at: this.#now(), entries, accepted: 0, failed: entries, status: 400, errors })
+    this.#onBatch!({ api, workspaceId, keyId, at: this.#now(), entries, accepted: 0, failed: entries, status: 400, errors })
   }
 
   /**

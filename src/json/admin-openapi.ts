@@ -65,6 +65,9 @@ export const adminOpenApiPaths = {
     patch: operation('Update a workspace (admin:all)', [200, anyObject], { params: [idParam], body: 'admin-workspace-update' }),
     delete: operation('Delete a workspace (admin:all)', [200, anyObject], { params: [idParam] }),
   },
+  '/v1/admin/workspaces/{id}/accept': {
+    post: operation('Accept the workspace feed\'s held build', [200, anyObject], { params: [idParam], body: 'admin-list-accept', errors: [400, 401, 403, 404, 409, 429, 500] }),
+  },
   '/v1/admin/keys': {
     get: operation('List keys', [200, items], { params: [workspace] }),
     post: operation('Create a key (shown once)', [201, anyObject], { body: 'admin-key-create' }),
@@ -90,6 +93,11 @@ export const adminOpenApiPaths = {
   '/v1/admin/consumers': { get: operation('List feed consumers', [200, items], { params: [workspace, q('list', 'a list id, or * for the workspace feed')] }) },
   '/v1/admin/batches': { get: operation('Recent signal batches', [200, page], { params: [workspace, q('failed', 'true: batches with failures only', { type: 'boolean' }), ...paging] }) },
   '/v1/admin/feed-versions': { get: operation('Feed sizes per variant, hourly over 30 days', [200, items], { params: [workspace, q('list', 'a list id, or * for the workspace feed')] }) },
+  '/v1/admin/explain': {
+    get: operation('Explain an address in a workspace\'s feeds', [200, anyObject], {
+      params: [workspace, { ...q('ip', 'One IPv4 or IPv6 address'), required: true }, q('list', 'A list id or name; absent: every feed')],
+    }),
+  },
   '/v1/admin/audit': {
     get: {
       ...operation('The audit log', [200, anyObject], { params: [workspace, ...paging] }),

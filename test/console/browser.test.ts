@@ -23,7 +23,7 @@ async function run (): Promise<void> {
   // About a minute alone; more beside the rest of the suite on two cores.
   t.setTimeout(360_000)
   const { chromium } = await import('playwright-core')
-  const { startConsoleFixture, BLOCKED, EXPLAINED, FAILED_REASON, GUARDED, HOSTILE } = await import('./fixture.js')
+  const { startConsoleFixture, BLOCKED, EXPLAINED, FAILED_REASON, GUARDED, HOSTILE, OTHER_EXPLAINED, OTHER_RULE_NAME, OTHER_WORKSPACE } = await import('./fixture.js')
   ensureConsoleBuilt()
   mkdirSync(ARTIFACTS, { recursive: true })
   const fx = await startConsoleFixture()
@@ -36,14 +36,17 @@ async function run (): Promise<void> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
   const page = await context.newPage()
 
-  // Everything that went wrong in the page: console errors, uncaught exceptions, failed or refused requests, dialogs.
+  // Everything that went wrong in a page: console errors, uncaught exceptions, failed or refused requests, dialogs.
   const problems: string[] = []
-  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`) })
-  page.on('pageerror', (e) => { problems.push(`page error: ${e.message}`) })
-  page.on('requestfailed', (r) => { problems.push(`request failed: ${r.method()} ${r.url()} ${r.failure()?.errorText ?? ''}`) })
-  page.on('response', (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.request().method()} ${r.url()}`) })
-  page.on('dialog', (d) => { problems.push(`dialog: ${d.message()}`); void d.dismiss() })
-  page.on('request', (r) => { if (!r.url().startsWith(fx.base) && !r.url().startsWith('data:')) problems.push(`request to another origin: ${r.url()}`) })
+  const watch = (p: typeof page): void => {
+    p.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`) })
+    p.on('pageerror', (e) => { problems.push(`page error: ${e.message}`) })
+    p.on('requestfailed', (r) => { problems.push(`request failed: ${r.method()} ${r.url()} ${r.failure()?.errorText ?? ''}`) })
+    p.on('response', (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.request().method()} ${r.url()}`) })
+    p.on('dialog', (d) => { problems.push(`dialog: ${d.message()}`); void d.dismiss() })
+    p.on('request', (r) => { if (!r.url().startsWith(fx.base) && !r.url().startsWith('data:')) problems.push(`request to another origin: ${r.url()}`) })
+  }
+  watch(page)
 
   // Code that runs in the page is given as text: the tests' tsconfig has no DOM types.
   const inPage = <T>(expression: string): Promise<T> => page.evaluate(expression) as Promise<T>
@@ -191,7 +194,7 @@ async function run (): Promise<void> {
     await page.keyboard.type(EXPLAINED)
     await page.keyboard.press('Enter')
     await page.locator('[data-testid="explain"]').waitFor()
-    const api = await fx.api<{ feeds: Array<{ feed: string, name: string, actions: { block: { published: boolean, formats: Array<{ network?: string | null }> } } }> }>(`/v1/threat/explain?ip=${EXPLAINED}`)
+    const api = await fx.api<{ feeds: Array<{ feed: string, name: string, actions: { block: { published: boolean, formats: Array<{ network?: string | null }> } } }> }>(`/v1/admin/explain?ip=${EXPLAINED}`)
     const ws = api.feeds.find((f) => f.feed === '*')!
     const node = page.locator('li[data-feed="*"] > ul > li[data-action="block"]')
     t.equal(await node.locator('strong').first().innerText(), ws.actions.block.published ? 'published' : 'not published')
@@ -206,6 +209,56 @@ async function run (): Promise<void> {
     await everyActionByTab(t, 'explain')
   })
 
+  await t.test('explain with an admin:all key: another workspace picked, its tree, as /v1/admin/explain says', async (t) => {
+    const rootContext = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    const p = await rootContext.newPage()
+    watch(p)
+    await p.goto(`${fx.base}/console`)
+    await p.locator('#key').fill(fx.rootKey)
+    await p.locator('#key').press('Enter')
+    await p.locator('nav a', { hasText: 'Explain' }).click()
+    await p.locator('header select').selectOption({ label: OTHER_WORKSPACE })
+    await p.locator('#explain-ip').fill(OTHER_EXPLAINED)
+    await p.locator('#explain-ip').press('Enter')
+    const tree = p.locator('[data-testid="explain"]')
+    await tree.locator('p').filter({ hasText: OTHER_WORKSPACE }).waitFor()
+    const res = await fetch(`${fx.base}/v1/admin/explain?workspace=${fx.otherWorkspaceId}&ip=${OTHER_EXPLAINED}`, { headers: { authorization: `Bearer ${fx.rootKey}` } })
+    const api = await res.json() as { workspace: { name: string }, feeds: Array<{ feed: string, actions: { block: { published: boolean, rules: Array<{ name: string | null }> } } }> }
+    t.equal(api.workspace.name, OTHER_WORKSPACE)
+    const ws = api.feeds.find((f) => f.feed === '*')!
+    t.same(ws.actions.block.rules.map((r) => r.name), [OTHER_RULE_NAME], 'the API: the other workspace\'s rule')
+    t.match(await tree.locator('p').first().innerText(), new RegExp(`^${OTHER_EXPLAINED.replace(/\./g, '\\.')} \\(v4\\) in workspace ${OTHER_WORKSPACE} at `))
+    const node = tree.locator('li[data-feed="*"] > ul > li[data-action="block"]')
+    t.equal(await node.locator('strong').first().innerText(), ws.actions.block.published ? 'published' : 'not published')
+    t.same(await node.locator('q').allInnerTexts(), [OTHER_RULE_NAME], 'the rule of the workspace picked, not of the key\'s own')
+    await p.screenshot({ path: join(ARTIFACTS, 'explain-admin-all.png'), fullPage: true })
+    await rootContext.close()
+  })
+
+  await t.test('overview with an admin:all key: another workspace\'s feed held, accepted by keyboard, as the API then says', async (t) => {
+    const rootContext = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    const p = await rootContext.newPage()
+    watch(p)
+    const workspace = async (): Promise<{ guards: { accepted?: string | null } | null, publish: { held: { digest: string, guards: Record<string, string> } | null } }> =>
+      await (await fetch(`${fx.base}/v1/admin/workspaces/${fx.otherWorkspaceId}`, { headers: { authorization: `Bearer ${fx.rootKey}` } })).json() as never
+    await p.goto(`${fx.base}/console`)
+    await p.locator('#key').fill(fx.rootKey)
+    await p.locator('#key').press('Enter')
+    await p.locator('table[data-testid="overview"]').waitFor()
+    await p.locator('header select').selectOption({ label: OTHER_WORKSPACE })
+    const cell = p.locator('tr[data-list="*"] td[data-label="Guards"]')
+    await cell.filter({ hasText: 'held' }).waitFor()
+    const held = (await workspace()).publish.held
+    t.ok(held !== null, 'the API: the workspace feed\'s build is held')
+    t.match(await cell.innerText(), `held (${Object.entries(held!.guards).map(([a, g]) => `${a}: ${g}`).join(', ')})`)
+    await p.screenshot({ path: join(ARTIFACTS, 'overview-workspace-held.png'), fullPage: true })
+    await cell.getByRole('button', { name: 'Accept held build' }).focus()
+    await p.keyboard.press('Enter')
+    await p.locator('[role="status"]').filter({ hasText: 'Accepted' }).waitFor()
+    t.equal((await workspace()).guards?.accepted, held!.digest, 'the API records the held build\'s digest as accepted')
+    await rootContext.close()
+  })
+
   await t.test('batches: failures first, with each failed entry\'s reason', async (t) => {
     await visit('#/batches', 'ol[data-testid="batches"] > li')
     const api = await fx.api<{ items: Array<{ failed: number, errors: string[] }> }>('/v1/admin/batches?failed=true')
@@ -213,6 +266,10 @@ async function run (): Promise<void> {
     const first = page.locator('ol[data-testid="batches"] > li').first()
     t.match(await first.innerText(), /1 failed/)
     t.same(await first.locator('ul.reasons li').allInnerTexts(), [FAILED_REASON])
+    const posted = await fx.api<{ items: Array<{ key_id: string | null }> }>('/v1/admin/batches')
+    t.ok(posted.items.length > 0 && posted.items.every((b) => b.key_id === fx.feedKeyId), 'the API: every batch posted by the signals key')
+    t.same(await page.locator('[data-testid="batch-key"]').allInnerTexts(), posted.items.map((b) => b.key_id), 'each batch names its key id')
+    t.notOk((await page.locator('ol[data-testid="batches"]').innerText()).includes(fx.feedKey), 'never the key itself')
     await shoot('batches')
     await noSideScroll(t, 'batches')
     await everyActionByTab(t, 'batches')

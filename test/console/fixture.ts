@@ -2,7 +2,8 @@
  * A running server with what each console page shows, made through the public interfaces: signals
  * posted (a rule named like an HTML attack among them), a list whose publish guard holds its new
  * build, the workspace feed polled by two consumers of which one stops (stale), a batch with a
- * failed entry, and an admin key to sign in with.
+ * failed entry, an admin key to sign in with, and an admin:all key with a second workspace whose
+ * rule only it can explain and whose workspace feed's guard holds a build.
  */
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -23,6 +24,12 @@ export const GUARDED = 'edge'
 export const BLOCKED = Array.from({ length: 20 }, (_, i) => `198.51.100.${2 * i + 1}`)
 export const EXPLAINED = BLOCKED[0]!
 export const FAILED_REASON = 'Entry 1: rule.target.ip: IPv4 octet 300 is out of range'
+/** A second workspace, and an address blocked only there (explain with an admin:all key). */
+export const OTHER_WORKSPACE = 'fleet-b'
+export const OTHER_EXPLAINED = '203.0.113.9'
+export const OTHER_RULE_NAME = 'fleet-b scanner'
+/** Blocked in the second workspace, then unblocked: its workspace feed (min_entries 2) holds that build. */
+export const OTHER_DROPPED = '203.0.113.11'
 
 export interface ConsoleFixture {
   readonly server: RunningServer
@@ -30,6 +37,11 @@ export interface ConsoleFixture {
   readonly adminKey: string
   /** signals:write and feeds:read: a valid key without an admin scope. */
   readonly feedKey: string
+  /** feedKey's id: what the batches page names as the poster. */
+  readonly feedKeyId: string
+  /** admin:all, in the first workspace. */
+  readonly rootKey: string
+  readonly otherWorkspaceId: string
   readonly workspaceId: string
   readonly guardedId: string
   /** GET on the API with the admin key. */
@@ -88,8 +100,14 @@ export async function startConsoleFixture (): Promise<ConsoleFixture> {
   const ws = await store.workspaces.create({ name: 'fleet-a', subscription: 'active' })
   const adminKey = generateApiKey()
   const feedKey = generateApiKey()
+  const rootKey = generateApiKey()
+  const otherKey = generateApiKey()
   await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(adminKey), scopes: ['admin'] })
-  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(feedKey), scopes: ['signals:write', 'feeds:read'] })
+  const feedKeyId = (await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(feedKey), scopes: ['signals:write', 'feeds:read'] })).id
+  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(rootKey), scopes: ['admin:all'] })
+  const other = await store.workspaces.create({ name: OTHER_WORKSPACE, subscription: 'active' })
+  await store.keys.create({ workspaceId: other.id, hash: hashApiKey(otherKey), scopes: ['signals:write', 'feeds:read'] })
+  await store.workspaces.update(other.id, { feedGuards: { minEntries: 2 } })
   await store.close()
   const config = loadConfig({
     HOST: '127.0.0.1',
@@ -119,6 +137,16 @@ export async function startConsoleFixture (): Promise<ConsoleFixture> {
   const guarded = await must('POST', '/v1/admin/lists', adminKey, { name: GUARDED, description: 'edge firewalls', guards: { max_shrink_pct: 50, mode: 'hold' } }, 201) as { id: string }
   await must('POST', '/v1/admin/lists', adminKey, { name: HOSTILE, description: HOSTILE }, 201)
   await seedHistory(server, ws.id)
+  await must('POST', '/v1/signal', otherKey, [{ type: 'access_rules', action: 'block', ip: OTHER_EXPLAINED, name: OTHER_RULE_NAME }, { type: 'access_rules', action: 'block', ip: OTHER_DROPPED }], 200)
+  const otherFeed = (): Promise<Response> => fetch(`${base}/v1/threat/feeds`, { headers: { authorization: `Bearer ${otherKey}` } })
+  await until('the second workspace\'s feed published with 2 entries', async () => (await (await otherFeed()).text()).trim().split('\n').length === 2)
+  await must('POST', '/v1/signal', otherKey, [{ type: 'access_rules', action: 'unblock', ip: OTHER_DROPPED }], 200)
+  await until('the second workspace\'s feed held', async () => {
+    const r = await otherFeed()
+    await r.arrayBuffer()
+    const w = await must('GET', `/v1/admin/workspaces/${other.id}`, rootKey, undefined, 200) as { publish?: { held: unknown } }
+    return r.headers.get('x-feed-held') !== null && w.publish?.held !== null && w.publish?.held !== undefined
+  })
   await must('POST', '/v1/signal', feedKey, BLOCKED.map((ip, i) => ({ type: 'access_rules', action: 'block', ip, ...(i === 0 ? { name: HOSTILE, description: HOSTILE } : {}) })), 200)
   // v2 with one bad entry: the batch the batches page shows first, with its reason.
   await must('POST', '/v2/signal', feedKey, [
@@ -161,6 +189,9 @@ export async function startConsoleFixture (): Promise<ConsoleFixture> {
     base,
     adminKey,
     feedKey,
+    feedKeyId,
+    rootKey,
+    otherWorkspaceId: other.id,
     workspaceId: ws.id,
     guardedId: guarded.id,
     api,

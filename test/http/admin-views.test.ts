@@ -1,6 +1,6 @@
 /**
  * The admin API's read-only views (issue 22): rules searched by target, rule_ref, label and kind
- * and paged; recent signal batches with the failed entries' reasons; feed sizes per variant over
+ * and paged; recent signal batches with the failed entries' reasons and the posting key's id; feed sizes per variant over
  * time; consumers, stale first; paging limits as a table.
  */
 import t from 'tap'
@@ -111,6 +111,10 @@ t.test('batches: recent batches with counts and the failed entries\' reasons', a
     { api: 'v2', status: 206, entries: 4, accepted: 3, failed: 1, errors: ['Entry 1: rule.target.country: must be an ISO-3166 alpha-2 code'], errors_truncated: 0 },
     { api: 'v1', status: 200, entries: 5, accepted: 5, failed: 0, errors: [] },
   ])
+  // Which key posted each batch, refused ones too: its id, never the key itself.
+  t.same(items.map((b) => b.key_id), [srv.keyIds.signals, srv.keyIds.signals, srv.keyIds.signals], 'each batch names the posting key\'s id')
+  const raw = (await srv.call('GET', '/v1/admin/batches', 'root')).text
+  t.notOk(raw.includes(srv.keys.signals), 'the key itself is nowhere in the answer')
   const failed = await srv.call('GET', '/v1/admin/batches?failed=true&limit=1', 'admin')
   t.equal(failed.body.items.length, 1)
   t.equal(failed.body.items[0].status, 400)

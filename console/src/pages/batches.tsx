@@ -33,7 +33,7 @@ export function Batches ({ workspace }: { workspace: string }) {
           <li key={b.id} class={b.failed > 0 ? 'failed' : ''}>
             <p>
               <strong>{b.failed > 0 ? `${b.failed} failed` : 'all accepted'}</strong>
-              {' · '}{b.accepted} of {b.entries} accepted · {b.api} · HTTP {b.status} · {formatTime(b.at)}{b.key_id !== undefined && <> · key <code>{b.key_id}</code></>}
+              {' · '}{b.accepted} of {b.entries} accepted · {b.api} · HTTP {b.status} · {formatTime(b.at)}{b.key_id !== null && <> · key <code data-testid="batch-key">{b.key_id}</code></>}
             </p>
             {b.errors.length > 0 && (
               <ul class="reasons">

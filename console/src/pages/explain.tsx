@@ -66,7 +66,8 @@ export function Explain ({ workspace, ip, list }: { workspace: string, ip: strin
   const [input, setInput] = useState(ip ?? '')
   const [which, setWhich] = useState(list ?? '')
   const lists = useLoad(() => get<Page<List>>('/v1/admin/lists', { workspace }), [workspace])
-  const loaded = useLoad(async () => ip === null ? null : await get<Explanation>('/v1/threat/explain', { ip, list }), [ip, list])
+  // /v1/admin/explain takes the workspace: any for an admin:all key (the picker), the own for admin.
+  const loaded = useLoad(async () => ip === null ? null : await get<Explanation>('/v1/admin/explain', { workspace, ip, list }), [workspace, ip, list])
   return (
     <section>
       <h1>Explain an address</h1>
@@ -84,8 +85,6 @@ export function Explain ({ workspace, ip, list }: { workspace: string, ip: strin
       {loaded.data !== null && loaded.data !== undefined && (
         <div data-testid="explain">
           <p>{loaded.data.ip} ({loaded.data.family}) in workspace <q>{loaded.data.workspace.name}</q> at {formatTime(loaded.data.at)}</p>
-          {/* /v1/threat/explain answers for the key's own workspace only, whatever the picker says. */}
-          {loaded.data.workspace.id !== workspace && <p class="held" role="note">This is the key's own workspace: explain does not take another one.</p>}
           <ul class="tree">
             {loaded.data.feeds.map((f) => (
               <li key={f.feed} data-feed={f.feed}>

@@ -1,9 +1,10 @@
 /** Every list of the workspace (and the workspace feed): size per family and action, bytes per format, last change, guard state, a sparkline. */
-import { get } from '../api.js'
+import { useState } from 'preact/hooks'
+import { call, get } from '../api.js'
 import { Sparkline } from '../components/chart.js'
 import { Status, useLoad } from '../load.js'
 import { href } from '../route.js'
-import type { History, List, Page } from '../types.js'
+import type { History, List, Page, WorkspaceDetail } from '../types.js'
 import { effectiveDefaults, formatBytes, formatTime, lastChange, lastPoint, parseVariant } from '../variants.js'
 
 export interface FeedSummary {
@@ -35,7 +36,8 @@ export function summarize (histories: readonly History[], defaults: { format: st
   return { entries, bytes, lastChange: changed, trend }
 }
 
-export function guardState (list: List): string {
+/** A list's, or the workspace feed's (its workspace's `guards` and `publish`). */
+export function guardState (list: Pick<List, 'guards' | 'publish'>): string {
   if (list.publish?.held) return `held (${Object.entries(list.publish.held.guards).map(([a, g]) => `${a}: ${g}`).join(', ')})`
   if (list.guards === null || list.guards === undefined) return 'no guards'
   return `guarded, ${list.guards.mode ?? 'hold'} mode, published`
@@ -51,13 +53,29 @@ function Pairs ({ map, render }: { map: Map<string, number>, render?: (n: number
 }
 
 export function Overview ({ workspace }: { workspace: string }) {
+  const [note, setNote] = useState<string | null>(null)
+  const [error, setError] = useState<string | null>(null)
   const loaded = useLoad(async () => {
-    const [lists, history] = await Promise.all([
+    const [lists, history, ws] = await Promise.all([
       get<Page<List>>('/v1/admin/lists', { workspace }),
       get<Page<History>>('/v1/admin/feed-versions', { workspace }),
+      get<WorkspaceDetail>(`/v1/admin/workspaces/${encodeURIComponent(workspace)}`),
     ])
-    return { lists: lists.items, history: history.items }
+    return { lists: lists.items, history: history.items, ws }
   }, [workspace])
+  const held = loaded.data?.ws.publish?.held ?? null
+  // The workspace feed's guards are the workspace's; its held build is accepted by digest, as a list's.
+  const accept = async (digest: string): Promise<void> => {
+    setNote(null)
+    setError(null)
+    try {
+      await call('POST', `/v1/admin/workspaces/${encodeURIComponent(workspace)}/accept`, { digest })
+      setNote('Accepted: the workspace feed\'s held build is published at the next rebuild.')
+      loaded.reload()
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e))
+    }
+  }
   const rows = loaded.data === null
     ? []
     : [
@@ -78,13 +96,22 @@ export function Overview ({ workspace }: { workspace: string }) {
                 <td data-label="Entries"><Pairs map={r.s.entries} /></td>
                 <td data-label="Bytes"><Pairs map={r.s.bytes} render={formatBytes} /></td>
                 <td data-label="Last change">{formatTime(r.s.lastChange)}</td>
-                <td data-label="Guards" class={r.list?.publish?.held ? 'held' : ''}>{r.list === null ? '—' : guardState(r.list)}</td>
+                {r.list !== null
+                  ? <td data-label="Guards" class={r.list.publish?.held ? 'held' : ''}>{guardState(r.list)}</td>
+                  : (
+                    <td data-label="Guards" class={held !== null ? 'held' : ''}>
+                      {guardState(loaded.data!.ws)}
+                      {held !== null && <> <button type="button" onClick={() => { void accept(held.digest) }}>Accept held build</button></>}
+                    </td>
+                    )}
                 <td data-label="Trend"><Sparkline points={r.s.trend?.points ?? []} label={`entries of ${r.name} over time`} /></td>
               </tr>
             ))}
           </tbody>
         </table>
       )}
+      {note !== null && <p role="status">{note}</p>}
+      {error !== null && <p class="error" role="alert">{error}</p>}
     </section>
   )
 }
