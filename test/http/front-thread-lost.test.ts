@@ -10,11 +10,12 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { get } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { ASK_MS } from '../../src/http/front-threads.js'
 import { startRealServer, type RealServer } from '../helpers/real-server.js'
 import { inspectThread } from '../helpers/thread-inspector.js'
 
 const FRONT_THREAD = /front-thread-entry/
+/** How long a scrape waits for a thread (README "Front-end threads"). */
+const ASK_MS = 1000
 
 async function twoThreads (t: Test): Promise<RealServer> {
   const dir = mkdtempSync(join(tmpdir(), 'tf-thread-lost-'))
@@ -65,12 +66,16 @@ t.test('a stuck thread: the scrape answers within the bound, counts the thread m
   t.teardown(() => { thread.close() })
   await thread.call('Debugger.enable')
   await thread.call('Debugger.pause')
-  const r = await scrape(s.base)
-  t.equal(r.status, 200)
-  t.ok(r.ms < ASK_MS + 1500, `answered in ${r.ms.toFixed(0)} ms (bound ${ASK_MS} ms), on try ${r.tries}`)
-  t.equal(metric(r.body, 'threatfeed_http_threads_missing'), 1, 'the stuck thread is missing')
-  t.match(r.body, /threatfeed_http_requests_total\{route="metrics",status="200"\} \d+/, 'the main thread\'s own counts are in it')
-  await thread.call('Debugger.resume')
+  try {
+    const r = await scrape(s.base)
+    t.equal(r.status, 200)
+    t.ok(r.ms < ASK_MS + 1500, `answered in ${r.ms.toFixed(0)} ms (bound ${ASK_MS} ms), on try ${r.tries}`)
+    t.equal(metric(r.body, 'threatfeed_http_threads_missing'), 1, 'the stuck thread is missing')
+    t.match(r.body, /threatfeed_http_requests_total\{route="metrics",status="200"\} \d+/, 'the main thread\'s own counts are in it')
+  } finally {
+    // Resumed whatever happened: a paused thread would hold the server's stop.
+    await thread.call('Debugger.resume')
+  }
   t.equal(metric((await scrape(s.base)).body, 'threatfeed_http_threads_missing'), 0, 'resumed, it answers again')
 })
 
