@@ -7,7 +7,9 @@
  */
 import t, { type Test } from 'tap'
 import { mkdtempSync, rmSync } from 'node:fs'
+import { spawn } from 'node:child_process'
 import { get } from 'node:http'
+import { createInterface } from 'node:readline'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startRealServer, type RealServer } from '../helpers/real-server.js'
@@ -98,4 +100,32 @@ t.test('a thread that dies: the process lives on, every new connection is answer
   t.equal(r.tries, 1, 'the scrape is answered on its first connection')
   t.ok(r.ms < ASK_MS + 1500, `in ${r.ms.toFixed(0)} ms`)
   t.equal(metric(r.body, 'threatfeed_http_threads_missing'), 1, 'the dead thread is missing')
+})
+
+t.test('threatfeed serve with a thread that dies: a clean stop (logged, in-flight work finished) and exit code 1, for the supervisor to restart it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tf-thread-lost-serve-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  const child = spawn(process.execPath, ['--import=tsx', '--import=./test/fixtures/kill-front-thread.ts', 'src/cli/run.ts', 'serve'], {
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: join(dir, 'data'), THREATFEED_HTTP_THREADS: '2' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => { resolve(code) }))
+  const logs: Array<Record<string, unknown>> = []
+  const lines = createInterface({ input: child.stdout })
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => { reject(new Error('no "front-end threads listening" line within 120 s')) }, 120_000)
+    lines.on('line', (line) => {
+      const rec = JSON.parse(line) as Record<string, unknown>
+      logs.push(rec)
+      if (rec.msg === 'front-end threads listening') { clearTimeout(timer); resolve() }
+    })
+  })
+  const killedAt = Date.now()
+  child.kill('SIGUSR2')
+  const code = await Promise.race([exited, new Promise<'running'>((resolve) => setTimeout(() => { resolve('running') }, 30_000))])
+  t.equal(code, 1, 'exit code 1')
+  t.ok(Date.now() - killedAt < 15_000, `stopped ${Date.now() - killedAt} ms after the thread was killed`)
+  t.ok(logs.some((l) => l.level === 60 && l.thread === 1 && typeof l.msg === 'string' && l.msg.startsWith('front-end thread 1 exited (1)')), 'a fatal line names the thread')
+  t.ok(logs.some((l) => l.msg === 'stopped'), 'the stop ran to its end (store flushed)')
 })
