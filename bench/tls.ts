@@ -1,22 +1,29 @@
 /**
- * HTTPS: threatfeed's own TLS listener (src/http/tls-listener.ts, one front-end thread) raced
- * against nginx (one worker, shared session cache and tickets on) serving the same feed bytes
- * with the same certificate and key, for an ECDSA P-256 and an RSA-2048 certificate. Servers run
- * pinned to core 0, clients to core 1; subjects alternate run by run.
+ * HTTPS: threatfeed's own TLS listener (src/http/tls-listener.ts) raced against nginx (one
+ * worker, shared session cache and tickets on) serving the same feed bytes with the same
+ * certificate and key, for an ECDSA P-256 and an RSA-2048 certificate; then threatfeed with one
+ * front-end thread against two. The subject is `threatfeed serve` (bin/threatfeed.js, the
+ * installed command) on a store seeded with the 131,072-entry feed, consumer tracking off (as
+ * nginx counts nothing either); subjects alternate run by run.
  *
- * Cases (the 131,072-entry feed built by the real FeedService, as bench/feeds.ts builds it):
+ * Cases:
  *   304 polls on 16 keep-alive TLS connections (wrk);
  *   304 with a new TLS connection per request, full handshake and resumed (tls/handshake-client.ts);
  *   200 gzip on 16 keep-alive TLS connections (wrk).
  * Each row gives the server's CPU per request (user + system, /proc): for the handshake cases it
- * is the server's CPU per handshake, the target; throughput is beside it. A server's idle CPU
- * (measured for 3 s after it starts) is taken off, as at a few dozen handshakes a second on a
- * shared machine it would otherwise count. Then a check of session resumption across a
- * certificate rotation. threatfeed is started with THREATFEED_HTTP_THREADS=1, the comparison the
- * issue asks for once the front end has threads; until then it has one.
+ * is the server's CPU per handshake; throughput is beside it. A server's idle CPU (measured for
+ * 3 s after it starts) is taken off, as at a few dozen handshakes a second on a shared machine it
+ * would otherwise count.
+ *
+ * Against nginx: threatfeed with THREATFEED_HTTP_THREADS=1, both servers pinned to core 0 and the
+ * clients to core 1. Threads: threatfeed with 1 and with 2 front-end threads, servers and clients
+ * on both cores (the client shares them: compare the CPU per answer; throughput is beside it).
+ * Then session resumption: a session taken once and offered on 16 new connections (each thread
+ * has its own ticket keys: with 2 threads about half resume), and before / across / after a
+ * certificate rotation, on the two-thread server.
  *
  * Environment: BENCH_TLS_SECONDS (3), BENCH_TLS_RUNS (2), BENCH_TLS_ONLY (cases whose name
- * contains it), BENCH_TLS_KEYS (`ecdsa,rsa`).
+ * contains it), BENCH_TLS_KEYS (`ecdsa,rsa`), BENCH_TLS_PARTS (`nginx,threads`).
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import { chmodSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -25,7 +32,7 @@ import { connect } from 'node:tls'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { cpuTicks, ensureCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
-import { cpuSeconds, freePort, spawnPinned, stopChildren, waitForLine } from './lib/processes.js'
+import { cpuSeconds, freePort, spawnPinned, stopChildren } from './lib/processes.js'
 import { seedFeedStore } from './lib/seed-feed.js'
 import { TLS12_CIPHERS } from '../src/http/tls-listener.js'
 
@@ -33,15 +40,19 @@ const SECONDS = Number(process.env.BENCH_TLS_SECONDS ?? 3)
 const RUNS = Number(process.env.BENCH_TLS_RUNS ?? 2)
 const ONLY = process.env.BENCH_TLS_ONLY ?? ''
 const KEYS = (process.env.BENCH_TLS_KEYS ?? 'ecdsa,rsa').split(',') as Array<'ecdsa' | 'rsa'>
+const PARTS = (process.env.BENCH_TLS_PARTS ?? 'nginx,threads').split(',')
 const ENTRIES = 131_072
 const SERVER_CORE = '0'
 const CLIENT_CORE = '1'
+const BOTH_CORES = '0,1'
+const geoFixtures = join(repoDir, 'test', 'fixtures', 'geo', 'maxmind')
 const feedsDir = join(repoDir, 'bench', 'feeds')
 const tlsDir = join(repoDir, 'bench', 'tls')
 
-type Subject = 'threatfeed' | 'nginx'
 interface Server {
-  readonly name: Subject
+  readonly name: string
+  /** Where its clients run. */
+  readonly clientCores: string
   readonly child: ChildProcess
   readonly port: number
   readonly path: string
@@ -81,13 +92,33 @@ function makeCert (name: string, type: 'ecdsa' | 'rsa', keyFile?: string): { cer
   return { cert, key }
 }
 
-async function startThreatfeed (dataDir: string, workspaceId: string, key: string, cert: { cert: string, key: string }): Promise<Server> {
+/** `threatfeed serve`, HTTPS only, `threads` front-end threads, on `cores`; ready once the feed is built. */
+async function startThreatfeed (name: string, threads: number, cores: string, dataDir: string, key: string, cert: { cert: string, key: string }): Promise<Server> {
   const port = await freePort()
-  const child = spawnPinned(SERVER_CORE, [process.execPath, '--import=tsx', join(feedsDir, 'serve-threatfeed.ts'), workspaceId], {
-    ...process.env, THREATFEED_DATA_DIR: dataDir, PORT: 'off', THREATFEED_TLS_PORT: String(port), THREATFEED_TLS_CERT: cert.cert, THREATFEED_TLS_KEY: cert.key, THREATFEED_HTTP_THREADS: '1',
+  const child = spawnPinned(cores, [process.execPath, join(repoDir, 'bin', 'threatfeed.js'), 'serve'], {
+    ...process.env,
+    HOST: '127.0.0.1',
+    PORT: 'off',
+    THREATFEED_DATA_DIR: dataDir,
+    THREATFEED_TLS_PORT: String(port),
+    THREATFEED_TLS_CERT: cert.cert,
+    THREATFEED_TLS_KEY: cert.key,
+    THREATFEED_HTTP_THREADS: String(threads),
+    THREATFEED_CONSUMER_TRACKING: 'off',
+    THREATFEED_LOG_LEVEL: 'warn',
+    THREATFEED_GEO_COUNTRY_DB: join(geoFixtures, 'GeoLite2-Country-Test.mmdb'),
+    THREATFEED_GEO_ASN_DB: join(geoFixtures, 'GeoLite2-ASN-Test.mmdb'),
   })
-  await waitForLine(child, 'READY')
-  return { name: 'threatfeed', child, port, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', idleRate: 0 }
+  child.stdout!.resume()
+  const s: Server = { name, clientCores: cores === SERVER_CORE ? CLIENT_CORE : BOTH_CORES, child, port, path: '/v1/threat/feeds', auth: `Bearer ${key}`, etag: '', idleRate: 0 }
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`threatfeed serve exited with ${child.exitCode}`)
+    const r = await fetchTls(port, s.path, { authorization: s.auth }).catch(() => null)
+    if (r?.status === 200) return s
+    // The first start may build dist/ (bin/threatfeed.js) and every start builds the feed.
+    if (i > 1200) throw new Error('threatfeed serve did not answer within 10 minutes')
+    await new Promise((resolve) => setTimeout(resolve, 500))
+  }
 }
 
 async function startNginx (name: string, identity: Buffer, gzip: Buffer, cert: { cert: string, key: string }): Promise<Server> {
@@ -104,7 +135,7 @@ async function startNginx (name: string, identity: Buffer, gzip: Buffer, cert: {
   for (let i = 0; ; i++) {
     try {
       await fetchTls(port, '/feed.txt', {})
-      return { name: 'nginx', child, port, path: '/feed.txt', auth: '', etag: '', idleRate: 0 }
+      return { name: 'nginx', clientCores: CLIENT_CORE, child, port, path: '/feed.txt', auth: '', etag: '', idleRate: 0 }
     } catch (e) {
       if (i > 100) throw e
       await new Promise((resolve) => setTimeout(resolve, 50))
@@ -125,10 +156,10 @@ async function measure (s: Server, kind: Kind): Promise<Result> {
   let argv: string[]
   let env: NodeJS.ProcessEnv = process.env
   if (kind === '304 keep-alive' || kind === '200 gzip') {
-    argv = ['taskset', '-c', CLIENT_CORE, 'wrk', '-t1', '-c16', `-d${SECONDS}s`, '--timeout', '10s', '-s', join(feedsDir, 'wrk-report.lua'), `https://127.0.0.1:${s.port}${s.path}`]
+    argv = ['taskset', '-c', s.clientCores, 'wrk', '-t1', '-c16', `-d${SECONDS}s`, '--timeout', '10s', '-s', join(feedsDir, 'wrk-report.lua'), `https://127.0.0.1:${s.port}${s.path}`]
     env = { ...process.env, WRK_HEADERS: Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\n'), WRK_CLOSE: '0' }
   } else {
-    argv = ['taskset', '-c', CLIENT_CORE, process.execPath, '--import=tsx', join(tlsDir, 'handshake-client.ts'), String(s.port), kind === '304 resumed' ? 'resumed' : 'full', String(SECONDS), '8', s.path, JSON.stringify(headers)]
+    argv = ['taskset', '-c', s.clientCores, process.execPath, '--import=tsx', join(tlsDir, 'handshake-client.ts'), String(s.port), kind === '304 resumed' ? 'resumed' : 'full', String(SECONDS), '8', s.path, JSON.stringify(headers)]
   }
   const started = performance.now()
   const child = spawn(argv[0]!, argv.slice(1), { cwd: repoDir, env, stdio: ['ignore', 'pipe', 'inherit'] })
@@ -150,9 +181,9 @@ async function measure (s: Server, kind: Kind): Promise<Result> {
   return { rps: j.requests / j.seconds, errors: j.errors + bad, cpuUsPerRequest: cpu * 1e6 / j.requests, rawCpuUsPerRequest: raw * 1e6 / j.requests, reusedShare: j.reused / Math.max(1, j.requests) }
 }
 
-/** Is a session from before a rotation resumed after it? Uses threatfeed's reload on file change. */
-async function resumptionAcrossRotation (s: Server, certFile: string, keyFile: string, type: 'ecdsa' | 'rsa'): Promise<{ before: boolean, after: boolean, afterThat: boolean }> {
-  const hello = (session?: Buffer): Promise<{ reused: boolean, session: Buffer | undefined }> => new Promise((resolve, reject) => {
+/** One new connection offering `session`: whether the server resumed it, and the session it gave. */
+function hello (s: Server, session?: Buffer): Promise<{ reused: boolean, session: Buffer | undefined }> {
+  return new Promise((resolve, reject) => {
     const socket = connect({ host: '127.0.0.1', port: s.port, servername: 'localhost', rejectUnauthorized: false, session })
     let got: Buffer | undefined
     let reused = false
@@ -165,14 +196,75 @@ async function resumptionAcrossRotation (s: Server, certFile: string, keyFile: s
     socket.on('close', () => { resolve({ reused, session: got }) })
     socket.on('error', reject)
   })
-  const first = await hello()
-  const before = (await hello(first.session)).reused
+}
+
+/** The share of `tries` new connections, each offering the same session, that the server resumed. */
+async function resumedShare (s: Server, session: Buffer | undefined, tries = 16): Promise<number> {
+  let reused = 0
+  for (let i = 0; i < tries; i++) if ((await hello(s, session)).reused) reused++
+  return reused / tries
+}
+
+/**
+ * Sessions resumed before, across and after a certificate rotation (the same files serve every
+ * subject; threatfeed reloads them within its 1 s poll): the share of 16 connections resumed.
+ */
+async function resumptionAcrossRotation (servers: Server[], certFile: string, keyFile: string, type: 'ecdsa' | 'rsa'): Promise<Record<string, { before: number, across: number, after: number }>> {
+  const firsts = await Promise.all(servers.map((s) => hello(s)))
+  const before = await Promise.all(servers.map((s, i) => resumedShare(s, firsts[i]!.session)))
   const next = makeCert(`rotated-${type}`, type, keyFile)
   writeFileSync(certFile, readFileSync(next.cert))
   await new Promise((resolve) => setTimeout(resolve, 2500))
-  const after = await hello(first.session)
-  const afterThat = (await hello(after.session)).reused
-  return { before, after: after.reused, afterThat }
+  const out: Record<string, { before: number, across: number, after: number }> = {}
+  for (const [i, s] of servers.entries()) {
+    const across = await resumedShare(s, firsts[i]!.session)
+    const after = await resumedShare(s, (await hello(s)).session)
+    out[s.name] = { before: before[i]!, across, after }
+  }
+  return out
+}
+
+/** Checks a server answers the feed's bytes and a 304, takes its ETag and its idle CPU. */
+async function prepare (s: Server, gzipped: Buffer): Promise<void> {
+  const auth: Record<string, string> = s.auth === '' ? {} : { authorization: s.auth }
+  const g = await fetchTls(s.port, s.path, { ...auth, 'accept-encoding': 'gzip' })
+  if (!g.body.equals(gzipped)) throw new Error(`${s.name} does not serve the same gzip bytes`)
+  s.etag = (await fetchTls(s.port, s.path, auth)).etag
+  if ((await fetchTls(s.port, s.path, { ...auth, 'if-none-match': s.etag })).status !== 304) throw new Error(`${s.name}: no 304 on its own ETag`)
+  const c0 = cpuSeconds(s.child.pid!)
+  await new Promise((resolve) => setTimeout(resolve, 3000))
+  s.idleRate = (cpuSeconds(s.child.pid!) - c0) / 3
+  process.stderr.write(`  ${s.name} idle: ${(s.idleRate * 1000).toFixed(1)} ms CPU per second\n`)
+}
+
+/** Every case, subjects alternating; rows, and `b / a` ratios (with the issue's targets when `targets`). */
+async function raceCases (label: string, a: Server, b: Server, targets: boolean): Promise<Map<Kind, Record<string, Result[]>>> {
+  const all = new Map<Kind, Record<string, Result[]>>()
+  for (const kind of CASES) {
+    const res: Record<string, Result[]> = { [a.name]: [], [b.name]: [] }
+    for (let round = 0; round < RUNS; round++) {
+      for (const s of round % 2 === 0 ? [b, a] : [a, b]) {
+        const r = await measure(s, kind)
+        res[s.name]!.push(r)
+        process.stderr.write(`  ${label} ${kind} ${s.name}: ${r.rps.toFixed(0)} req/s, ${r.cpuUsPerRequest.toFixed(1)} µs CPU/req, errors ${r.errors}${kind === '304 resumed' ? `, resumed ${(100 * r.reusedShare).toFixed(0)} %` : ''}\n`)
+      }
+    }
+    all.set(kind, res)
+    const name = `${label}: ${kind}`
+    for (const subject of [b.name, a.name]) {
+      const rs = res[subject]!
+      rows.push({ case: name, subject, value: median(rs.map((r) => r.rps)), unit: 'req/s', runs: rs.map((r) => r.rps), extra: { cpu_us_per_req: median(rs.map((r) => r.cpuUsPerRequest)), cpu_us_per_req_with_idle: median(rs.map((r) => r.rawCpuUsPerRequest)), errors: rs.reduce((n, r) => n + r.errors, 0), ...(kind === '304 resumed' ? { resumed_share: median(rs.map((r) => r.reusedShare)) } : {}) } })
+    }
+    const cpu = median(res[b.name]!.map((r, i) => r.cpuUsPerRequest / res[a.name]![i]!.cpuUsPerRequest))
+    const rps = median(res[b.name]!.map((r, i) => r.rps / res[a.name]![i]!.rps))
+    const handshake = kind === '304 full handshake' || kind === '304 resumed'
+    const per = handshake ? 'handshake' : 'request'
+    if (targets && kind === '304 keep-alive') ratios.push({ case: name, label: `throughput, ${b.name} / ${a.name}`, value: rps, target: '>= 0.9', pass: rps >= 0.9 })
+    else ratios.push({ case: name, label: `throughput, ${b.name} / ${a.name}`, value: rps })
+    if (targets && handshake) ratios.push({ case: name, label: `server CPU per ${per}, ${b.name} / ${a.name}`, value: cpu, target: '<= 1.1', pass: cpu <= 1.1 })
+    else ratios.push({ case: name, label: `server CPU per ${per}, ${b.name} / ${a.name}`, value: cpu })
+  }
+  return all
 }
 
 for (const [cmd, pkg] of [['wrk', 'wrk'], ['nginx', 'nginx'], ['taskset', 'util-linux'], ['openssl', 'openssl']] as const) {
@@ -180,66 +272,64 @@ for (const [cmd, pkg] of [['wrk', 'wrk'], ['nginx', 'nginx'], ['taskset', 'util-
 }
 process.stderr.write(`bench/tls: seeding ${ENTRIES} rules…\n`)
 const dataDir = join(tmp, 'data')
-const { workspaceId, key } = await seedFeedStore(dataDir, ENTRIES)
+const { key } = await seedFeedStore(dataDir, ENTRIES)
 const rows: Row[] = []
 const ratios: Ratio[] = []
-const rotation: Record<string, unknown> = {}
+const resumption: Record<string, unknown> = {}
 const steal0 = cpuTicks()
 const CASES: Kind[] = (['304 keep-alive', '304 full handshake', '304 resumed', '200 gzip'] as const).filter((k) => k.includes(ONLY))
 
 for (const type of KEYS) {
   const cert = makeCert(`server-${type}`, type)
-  process.stderr.write(`bench/tls: ${type}: starting threatfeed (builds the feed) and nginx…\n`)
-  const tf = await startThreatfeed(dataDir, workspaceId, key, cert)
-  const identity = await fetchTls(tf.port, tf.path, { authorization: tf.auth })
-  const gzipped = await fetchTls(tf.port, tf.path, { authorization: tf.auth, 'accept-encoding': 'gzip' })
-  if (identity.status !== 200 || gzipped.status !== 200) throw new Error(`threatfeed answered ${identity.status}/${gzipped.status}`)
-  const nginx = await startNginx(`nginx-${type}`, identity.body, gzipped.body, cert)
-  for (const s of [tf, nginx]) {
-    const auth: Record<string, string> = s.auth === '' ? {} : { authorization: s.auth }
-    const g = await fetchTls(s.port, s.path, { ...auth, 'accept-encoding': 'gzip' })
-    if (!g.body.equals(gzipped.body)) throw new Error(`${s.name} does not serve the same gzip bytes`)
-    s.etag = (await fetchTls(s.port, s.path, auth)).etag
-    if ((await fetchTls(s.port, s.path, { ...auth, 'if-none-match': s.etag })).status !== 304) throw new Error(`${s.name}: no 304 on its own ETag`)
-    const c0 = cpuSeconds(s.child.pid!)
-    await new Promise((resolve) => setTimeout(resolve, 3000))
-    s.idleRate = (cpuSeconds(s.child.pid!) - c0) / 3
-    process.stderr.write(`  ${s.name} idle: ${(s.idleRate * 1000).toFixed(1)} ms CPU per second\n`)
-  }
   const label = type === 'ecdsa' ? 'ECDSA P-256' : 'RSA-2048'
-  for (const kind of CASES) {
-    const res: Record<Subject, Result[]> = { threatfeed: [], nginx: [] }
-    for (let round = 0; round < RUNS; round++) {
-      for (const s of round % 2 === 0 ? [tf, nginx] : [nginx, tf]) {
-        const r = await measure(s, kind)
-        res[s.name].push(r)
-        process.stderr.write(`  ${label} ${kind} ${s.name}: ${r.rps.toFixed(0)} req/s, ${r.cpuUsPerRequest.toFixed(1)} µs CPU/req, errors ${r.errors}${kind === '304 resumed' ? `, resumed ${(100 * r.reusedShare).toFixed(0)} %` : ''}\n`)
-      }
-    }
-    const name = `${label}: ${kind}`
-    for (const subject of ['threatfeed', 'nginx'] as const) {
-      const rs = res[subject]
-      rows.push({ case: name, subject, value: median(rs.map((r) => r.rps)), unit: 'req/s', runs: rs.map((r) => r.rps), extra: { cpu_us_per_req: median(rs.map((r) => r.cpuUsPerRequest)), cpu_us_per_req_with_idle: median(rs.map((r) => r.rawCpuUsPerRequest)), errors: rs.reduce((a, r) => a + r.errors, 0), ...(kind === '304 resumed' ? { resumed_share: median(rs.map((r) => r.reusedShare)) } : {}) } })
-    }
-    const cpu = median(res.threatfeed.map((r, i) => r.cpuUsPerRequest / res.nginx[i]!.cpuUsPerRequest))
-    const rps = median(res.threatfeed.map((r, i) => r.rps / res.nginx[i]!.rps))
-    if (kind === '304 keep-alive') ratios.push({ case: name, label: 'throughput, threatfeed / nginx', value: rps, target: '>= 0.9', pass: rps >= 0.9 })
-    else ratios.push({ case: name, label: 'throughput, threatfeed / nginx', value: rps })
-    if (kind === '304 full handshake' || kind === '304 resumed') ratios.push({ case: name, label: 'server CPU per handshake, threatfeed / nginx', value: cpu, target: '<= 1.1', pass: cpu <= 1.1 })
-    else ratios.push({ case: name, label: 'server CPU per request, threatfeed / nginx', value: cpu })
+  // Servers of a part are stopped before the next starts, so that none idles beside a race.
+  if (PARTS.includes('nginx')) {
+    process.stderr.write(`bench/tls: ${type}: threatfeed (1 thread, core ${SERVER_CORE}) against nginx (1 worker, core ${SERVER_CORE})…\n`)
+    const tf = await startThreatfeed('threatfeed', 1, SERVER_CORE, dataDir, key, cert)
+    const identity = await fetchTls(tf.port, tf.path, { authorization: tf.auth })
+    const gzipped = await fetchTls(tf.port, tf.path, { authorization: tf.auth, 'accept-encoding': 'gzip' })
+    if (identity.status !== 200 || gzipped.status !== 200) throw new Error(`threatfeed answered ${identity.status}/${gzipped.status}`)
+    const nginx = await startNginx(`nginx-${type}`, identity.body, gzipped.body, cert)
+    for (const s of [tf, nginx]) await prepare(s, gzipped.body)
+    await raceCases(label, nginx, tf, true)
+    await stopServers([tf, nginx])
   }
-  rotation[label] = await resumptionAcrossRotation(tf, cert.cert, cert.key, type)
-  process.stderr.write(`  ${label}: resumption before / across / after a rotation: ${JSON.stringify(rotation[label])}\n`)
-  tf.child.kill('SIGTERM')
-  nginx.child.kill('SIGTERM')
-  await new Promise((resolve) => setTimeout(resolve, 500))
+  if (PARTS.includes('threads')) {
+    process.stderr.write(`bench/tls: ${type}: threatfeed with 1 and with 2 front-end threads (cores ${BOTH_CORES}, clients too)…\n`)
+    const one = await startThreatfeed('threatfeed 1 thread', 1, BOTH_CORES, dataDir, key, cert)
+    const two = await startThreatfeed('threatfeed 2 threads', 2, BOTH_CORES, dataDir, key, cert)
+    const gzipped = await fetchTls(one.port, one.path, { authorization: one.auth, 'accept-encoding': 'gzip' })
+    for (const s of [one, two]) await prepare(s, gzipped.body)
+    const res = await raceCases(`${label}, threads`, one, two, false)
+    const full = res.get('304 full handshake')
+    const resumed = res.get('304 resumed')
+    const acrossThreads = await resumedShare(two, (await hello(two)).session, 32)
+    const oneThread = await resumedShare(one, (await hello(one)).session, 32)
+    resumption[label] = {
+      offered_on_new_connections: { [one.name]: oneThread, [two.name]: acrossThreads },
+      // A resumption that fails is a full handshake: what it costs over a resumed one, per handshake.
+      failed_resumption_extra_cpu_us: full !== undefined && resumed !== undefined ? median(full[one.name]!.map((r) => r.cpuUsPerRequest)) - median(resumed[one.name]!.map((r) => r.cpuUsPerRequest)) : null,
+      rotation: await resumptionAcrossRotation([one, two], cert.cert, cert.key, type),
+    }
+    process.stderr.write(`  ${label}: resumption: ${JSON.stringify(resumption[label])}\n`)
+    await stopServers([one, two])
+  }
 }
 
-report('tls', 'HTTPS: threatfeed (uWS SSLApp, 1 front-end thread) vs nginx (1 worker), same certificate and bytes', rows, ratios, {
+async function stopServers (servers: Server[]): Promise<void> {
+  await Promise.all(servers.map(async (s) => {
+    if (s.child.exitCode !== null) return
+    const exited = new Promise((resolve) => s.child.once('exit', resolve))
+    s.child.kill('SIGTERM')
+    await exited
+  }))
+}
+
+report('tls', 'HTTPS: threatfeed (uWS SSLApp) vs nginx (1 worker), same certificate and bytes; threatfeed with 1 and 2 front-end threads', rows, ratios, {
   entries: ENTRIES,
   seconds: SECONDS,
   runs: RUNS,
-  pinning: `servers on core ${SERVER_CORE}, clients on core ${CLIENT_CORE}`,
+  pinning: `against nginx: servers on core ${SERVER_CORE}, clients on core ${CLIENT_CORE}; threads: servers and clients on cores ${BOTH_CORES}`,
   stealPercent: stealPercent(steal0, cpuTicks()),
-  resumptionAcrossRotation: rotation,
+  resumption,
 })

@@ -47,6 +47,8 @@ export interface RunningServer {
   readonly adminJournal: AdminJournal
   /** Stops accepting, finishes in-flight requests, flushes and closes the store. */
   stop (): Promise<void>
+  /** Settles when a front-end thread exits unasked: `serve` then stops with exit code 1. */
+  readonly threadLost: Promise<Error>
 }
 
 /** Worker tasks longer than this are abandoned (their worker replaced); the last snapshot keeps serving. */
@@ -159,13 +161,15 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   tracker?.start()
   journal.start(feeds)
   const explain = { feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId: string, feedId: string) => feeds.holdOf(workspaceId, feedId) }
+  let lostThread: (e: Error) => void = () => {}
+  const threadLost = new Promise<Error>((resolve) => { lostThread = resolve })
   const http = await startHttpServer(ctx, [
     adminRoutes({ journal, explain }),
     signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
     explainRoutes(explain),
     openapiRoutes(buildOpenApiDocument()),
-  ], { threads: { feeds, catalog, tracker } })
+  ], { threads: { feeds, catalog, tracker }, onThreadLost: (e) => { lostThread(e) } })
 
   let stopping: Promise<void> | null = null
   return {
@@ -175,6 +179,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     config,
     store,
     adminJournal: journal,
+    threadLost,
     stop () {
       // Order: stop taking requests and let in-flight ones finish (their writes are awaited),
       // then the background work, then the store, which flushes on close.
@@ -229,13 +234,16 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
   const onHangUp = (): void => { void server.reloadTls('SIGHUP') }
   if (config.tls !== null) process.on('SIGHUP', onHangUp)
   return new Promise<number>((resolve) => {
-    const onSignal = (signal: string): void => {
+    let stopping = false
+    const onSignal = (signal: string, code = 0): void => {
+      if (stopping) return
+      stopping = true
       process.off('SIGHUP', onHangUp)
       log.info({ signal }, 'shutting down')
       const hard = setTimeout(() => { log.error('shutdown took too long; exiting'); resolve(1) }, config.shutdownMs + 1500)
       hard.unref()
       server.stop().then(
-        () => { clearTimeout(hard); log.info('stopped'); log.flush?.(); resolve(0) },
+        () => { clearTimeout(hard); log.info('stopped'); log.flush?.(); resolve(code) },
         (e: unknown) => { clearTimeout(hard); log.error({ err: e }, 'shutdown failed'); resolve(1) },
       )
     }
@@ -243,6 +251,8 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     else {
       process.once('SIGTERM', onSignal)
       process.once('SIGINT', onSignal)
+      // A dead front-end thread: a clean stop, and exit code 1 for the supervisor to restart us.
+      void server.threadLost.then(() => { onSignal('front-end thread lost', 1) })
     }
   })
 }

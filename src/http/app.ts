@@ -82,6 +82,8 @@ export interface HttpServerOptions {
    * health, readiness and metrics are the main thread's then, and the certificate gauge too.
    */
   readonly forward?: Handler
+  /** A front-end thread exited after the start (front-threads.ts): the owner stops the process. */
+  readonly onThreadLost?: (error: Error) => void
 }
 
 export async function startHttpServer (ctx: HttpContext, modules: RouteModule[], options: HttpServerOptions = {}): Promise<HttpServer> {
@@ -212,6 +214,8 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
         token: token!,
         sources: options.threads!,
         log: ctx.log,
+        metrics: ctx.metrics,
+        onLost: options.onThreadLost ?? (() => {}),
       })
     } catch (e) {
       listeners.close()

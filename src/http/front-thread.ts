@@ -104,5 +104,17 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
         })
     }
   })
+  // An uncaught error ends this thread, not the process: its sockets are closed first (Node
+  // aborts the process when a thread exits with uWebSockets.js sockets open), the main thread is
+  // told, and stops the process so that its supervisor restarts it (README "Front-end threads").
+  const die = (e: unknown): void => {
+    process.off('uncaughtException', die)
+    process.off('unhandledRejection', die)
+    log.fatal({ err: e }, 'front-end thread failed')
+    port.postMessage({ type: 'died', message: e instanceof Error ? e.message : String(e) } satisfies FromThread)
+    void http.close(0).finally(() => { process.exit(1) })
+  }
+  process.on('uncaughtException', die)
+  process.on('unhandledRejection', die)
   port.postMessage({ type: 'ready' } satisfies FromThread)
 }

@@ -18,6 +18,7 @@ import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads'
+import type { Gauge } from 'prom-client'
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import { ThreatfeedError } from '../errors.js'
@@ -25,7 +26,7 @@ import { shareCatalog } from '../feed/catalog-port.js'
 import type { StoreCatalog } from '../feed/catalog.js'
 import { SnapshotExporter, type ReplicaReply, type ReplicaRequest, type SnapshotSource } from '../feed/snapshot-port.js'
 import type { ConsumerTracker, PollFacts } from './consumers.js'
-import type { ThreadMetrics } from './metrics.js'
+import type { Metrics, ThreadMetrics } from './metrics.js'
 import uWS from './uws.js'
 
 /** What the front-end threads replicate of the main thread. */
@@ -48,6 +49,8 @@ export type FromThread =
   | { readonly type: 'metrics', readonly id: number, readonly metrics: ThreadMetrics }
   | { readonly type: 'reloaded', readonly id: number, readonly changed: boolean }
   | { readonly type: 'closed' }
+  /** The thread had an uncaught error after its start; it closed its sockets and exits. */
+  | { readonly type: 'died', readonly message: string }
 
 /** Posted by the main thread to a thread. */
 export type ToThread =
@@ -78,6 +81,9 @@ const entry = isDev ? devEntry : fileURLToPath(new URL('./front-thread-entry.js'
 /** How long a thread may take to start (load the code, get the catalog, listen). */
 const START_MS = 30_000
 
+/** How long a scrape or a reload waits for a thread: a stuck thread must not hang /metrics. */
+export const ASK_MS = 1000
+
 /**
  * Ports every thread can bind: a port of 0 becomes a free port picked now, since the kernel lets
  * no other socket join one bound as "any port", even with SO_REUSEPORT.
@@ -99,8 +105,26 @@ export async function sharedPorts (config: Config): Promise<Config> {
 }
 
 interface ThreadHandle {
+  readonly index: number
   readonly worker: Worker
   readonly closed: Promise<void>
+  exited: boolean
+}
+
+export interface FrontEndThreadsOptions {
+  readonly count: number
+  readonly config: Config
+  readonly internalPort: number
+  readonly token: string
+  readonly sources: ThreadSources
+  readonly log: Logger
+  /** Where the missing-thread gauge goes (the main thread's registry). */
+  readonly metrics: Pick<Metrics, 'gauge' | 'registry'>
+  /**
+   * Called once when a started thread exits without being asked to: the process is meant to
+   * stop so that its supervisor restarts it (README "Front-end threads").
+   */
+  readonly onLost: (error: Error) => void
 }
 
 export class FrontEndThreads {
@@ -108,20 +132,28 @@ export class FrontEndThreads {
   readonly #exporter: SnapshotExporter
   readonly #stopCatalog: Array<() => void> = []
   readonly #log: Logger
-  readonly #waiting = new Map<number, (m: FromThread) => void>()
+  readonly #waiting = new Map<number, (m: FromThread | null) => void>()
+  readonly #missing: Gauge<string>
+  readonly #onLost: (error: Error) => void
   #nextId = 0
+  #closing = false
+  #lost = false
 
-  private constructor (exporter: SnapshotExporter, log: Logger) {
+  private constructor (exporter: SnapshotExporter, opts: FrontEndThreadsOptions) {
     this.#exporter = exporter
-    this.#log = log
+    this.#log = opts.log
+    this.#onLost = opts.onLost
+    // One gauge per registry, should a registry see a second start (tests).
+    this.#missing = opts.metrics.registry.getSingleMetric('threatfeed_http_threads_missing') as Gauge<string> | undefined ?? opts.metrics.gauge('threatfeed_http_threads_missing', `Front-end threads that did not give their counts to the last scrape within ${ASK_MS} ms (exited or stuck); their requests are missing from it`)
+    this.#missing.set(0)
   }
 
   /**
    * Starts `count` threads listening on the ports of `config` (as bound by the main thread) and
    * resolves once each listens; a thread that cannot start stops the start.
    */
-  static async start (opts: { count: number, config: Config, internalPort: number, token: string, sources: ThreadSources, log: Logger }): Promise<FrontEndThreads> {
-    const threads = new FrontEndThreads(new SnapshotExporter(opts.sources.feeds), opts.log)
+  static async start (opts: FrontEndThreadsOptions): Promise<FrontEndThreads> {
+    const threads = new FrontEndThreads(new SnapshotExporter(opts.sources.feeds), opts)
     try {
       await Promise.all(Array.from({ length: opts.count }, (_, i) => threads.#spawn(i, opts)))
     } catch (e) {
@@ -135,35 +167,55 @@ export class FrontEndThreads {
     return this.#threads.length
   }
 
-  /** Each thread's counts, for the main thread's /metrics. */
+  /**
+   * The counts of each thread that answers within ASK_MS, for the main thread's /metrics; the
+   * others (exited or stuck) are counted in threatfeed_http_threads_missing instead.
+   */
   async metrics (): Promise<ThreadMetrics[]> {
     const answers = await Promise.all(this.#threads.map((t) => this.#ask(t, (id) => ({ type: 'metrics', id }))))
-    return answers.flatMap((m) => m.type === 'metrics' ? [m.metrics] : [])
+    const got = answers.flatMap((m) => m?.type === 'metrics' ? [m.metrics] : [])
+    this.#missing.set(this.#threads.length - got.length)
+    return got
   }
 
   /** Reads the TLS files again on every thread (SIGHUP); true when one of them changed its certificate. */
   async reloadTls (reason: string): Promise<boolean> {
     const answers = await Promise.all(this.#threads.map((t) => this.#ask(t, (id) => ({ type: 'reload', id, reason }))))
-    return answers.some((m) => m.type === 'reloaded' && m.changed)
+    answers.forEach((m, i) => { if (m === null) this.#log.error({ thread: this.#threads[i]!.index }, `front-end thread did not reload its TLS files within ${ASK_MS} ms`) })
+    return answers.some((m) => m?.type === 'reloaded' && m.changed)
   }
 
   /** Each thread stops listening, lets its requests finish (up to graceMs) and exits. */
   async close (graceMs: number): Promise<void> {
-    for (const t of this.#threads) t.worker.postMessage({ type: 'close', graceMs } satisfies ToThread)
+    this.#closing = true
+    for (const t of this.#threads) if (!t.exited) t.worker.postMessage({ type: 'close', graceMs } satisfies ToThread)
     await Promise.all(this.#threads.map((t) => t.closed))
     for (const stop of this.#stopCatalog) stop()
     this.#exporter.close()
   }
 
-  #ask (t: ThreadHandle, make: (id: number) => ToThread): Promise<FromThread> {
+  /** The thread's answer, or null when it has exited or does not answer within ASK_MS. */
+  #ask (t: ThreadHandle, make: (id: number) => ToThread): Promise<FromThread | null> {
+    if (t.exited) return Promise.resolve(null)
     const id = this.#nextId++
-    return new Promise<FromThread>((resolve) => {
-      this.#waiting.set(id, resolve)
+    return new Promise<FromThread | null>((resolve) => {
+      const timer = setTimeout(() => { this.#waiting.delete(id); resolve(null) }, ASK_MS)
+      this.#waiting.set(id, (m) => { clearTimeout(timer); resolve(m) })
       t.worker.postMessage(make(id))
     })
   }
 
-  async #spawn (index: number, opts: { config: Config, internalPort: number, token: string, sources: ThreadSources }): Promise<void> {
+  /** A started thread exited unasked: logged, and the owner told once (the process stops). */
+  #exited (t: ThreadHandle, code: number, message: string | null): void {
+    if (this.#closing) return
+    const error = new Error(`front-end thread ${t.index} exited (${code})${message === null ? '' : `: ${message}`}`)
+    this.#log.fatal({ thread: t.index, code, cause: message }, `${error.message}; the process stops so that its supervisor restarts it`)
+    if (this.#lost) return
+    this.#lost = true
+    this.#onLost(error)
+  }
+
+  async #spawn (index: number, opts: FrontEndThreadsOptions): Promise<void> {
     const catalog = new MessageChannel()
     const snapshots = new MessageChannel()
     const bodies = new MessageChannel()
@@ -181,8 +233,20 @@ export class FrontEndThreads {
       ...shared,
     }
     const worker = new Worker(entry, { workerData: data, transferList: [catalog.port2, snapshots.port2, bodies.port2], ...(isDev ? { execArgv: [] } : {}) })
-    const closed = new Promise<void>((resolve) => { worker.once('exit', () => { resolve() }) })
-    const handle: ThreadHandle = { worker, closed }
+    let started = false
+    let died: string | null = null
+    const handle: ThreadHandle = {
+      index: index + 1,
+      worker,
+      exited: false,
+      closed: new Promise<void>((resolve) => {
+        worker.once('exit', (code) => {
+          handle.exited = true
+          if (started) this.#exited(handle, code, died)
+          resolve()
+        })
+      }),
+    }
     const exporterIndex = this.#threads.length
     this.#threads.push(handle)
     const tracker = opts.sources.tracker
@@ -192,7 +256,8 @@ export class FrontEndThreads {
       worker.once('exit', (code) => { clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [`front-end thread ${index + 1} exited (${code}) while starting`])) })
       worker.on('message', (m: FromThread) => {
         switch (m.type) {
-          case 'ready': clearTimeout(timer); resolve(); return
+          case 'ready': started = true; clearTimeout(timer); resolve(); return
+          case 'died': died = m.message; return
           case 'failed': clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [m.message])); return
           case 'polls':
             if (tracker !== null) for (const [facts, status, etag, since] of m.polls) tracker.count(facts, status, etag, since)
