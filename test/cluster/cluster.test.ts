@@ -213,6 +213,7 @@ t.test('three nodes on one store answer alike after every change, and survive th
   t.same(late.filter((l) => l.load < LOADED_PER_CORE).map((l) => l.label), [], `no check is late on a machine that is not overloaded (under ${LOADED_PER_CORE} runnable per core)`)
   t.ok(late.length <= checks / 4, `at most a quarter of the checks late even under load (${late.length} of ${checks})`)
   for (const d of disagreements.slice(0, 20)) t.comment(d)
+  if (disagreements.length > 0) for (const [k, n] of nodes.entries()) for (const w of n.warnings.slice(-20)) t.comment(`node ${k} (pid ${n.pid}): ${w}`)
   t.same(disagreements, [], `no disagreement between nodes (${disagreements.length} in all)`)
 
   // The applier dies: another takes over within 5 s, and nothing acknowledged is lost.
