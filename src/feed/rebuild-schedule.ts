@@ -11,21 +11,21 @@ import type { GeoIndex } from '../geo/geo-index.js'
 import type { FeedVersionBasis } from '../store/types.js'
 
 /**
- * When a dirty feed rebuilds next: the first boundary of `intervalMs` at least an interval after
- * `lastStart` (SPEC §8: at most one rebuild per interval), less a timer's lateness allowance of
- * 2.5 % of the interval (at most 1 s) so that a build a timer started a few milliseconds past its
- * boundary still rebuilds at the next one. A build that started off a boundary (a first build on
- * demand, an expiry, a late timer) skips to the boundary after; from there on every node is on the
- * same boundaries.
+ * When a dirty feed rebuilds next: the boundary that ends the interval-long window its last build
+ * started in. SPEC §8's "at most one rebuild per interval" is counted in these windows, which are
+ * the same on every node, so the fleet still changes content at most once per interval. A build
+ * that started off a boundary (a first build on demand, an expiry, a late timer) must not push
+ * the next one two boundaries away: that node would serve the old content for an interval after
+ * the others switched, past the "interval + 1 s" a change has to show in (DECISIONS §5).
  *
  * @example
- *   nextRebuildAt(60_004, 30_000) // 90_000
- *   nextRebuildAt(61_500, 30_000) // 120_000
+ *   nextRebuildAt(60_000, 30_000) // 90_000
+ *   nextRebuildAt(61_500, 30_000) // 90_000
+ *   nextRebuildAt(89_999, 30_000) // 90_000
  */
 export function nextRebuildAt (lastStart: number, intervalMs: number): number {
   if (intervalMs <= 0 || !Number.isFinite(lastStart)) return lastStart + intervalMs
-  const earliest = lastStart + intervalMs - Math.min(intervalMs * 0.025, 1000)
-  return Math.ceil(earliest / intervalMs) * intervalMs
+  return (Math.floor(lastStart / intervalMs) + 1) * intervalMs
 }
 
 /** The geo part of a basis: the newest database build, and the databases' identity. */

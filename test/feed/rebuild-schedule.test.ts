@@ -7,8 +7,10 @@ t.test('rebuilds fall on the wall-clock boundaries of the interval, the same on 
   const cases = [
     { description: 'on a boundary: the next one', lastStart: 60_000, interval: 30_000, expected: 90_000 },
     { description: 'a timer a little late: still the next one', lastStart: 60_700, interval: 30_000, expected: 90_000 },
-    { description: 'mid-interval: a whole interval later, on the boundary after', lastStart: 61_500, interval: 30_000, expected: 120_000 },
-    { description: 'just before a boundary: not on it', lastStart: 89_999, interval: 30_000, expected: 120_000 },
+    { description: 'a timer 800 ms late: still the next one', lastStart: 60_800, interval: 30_000, expected: 90_000 },
+    { description: 'a timer 30 ms late on a 1 s interval (the cluster test\'s): the next one', lastStart: 1_700_000_001_030, interval: 1000, expected: 1_700_000_002_000 },
+    { description: 'mid-interval (a first build on demand, an expiry): the next boundary', lastStart: 61_500, interval: 30_000, expected: 90_000 },
+    { description: 'just before a boundary: that boundary', lastStart: 89_999, interval: 30_000, expected: 90_000 },
     { description: 'never built', lastStart: -Infinity, interval: 30_000, expected: -Infinity },
     { description: 'no interval', lastStart: 1234, interval: 0, expected: 1234 },
     { description: 'a 250 ms interval', lastStart: 1_700_000_000_003, interval: 250, expected: 1_700_000_000_250 },
@@ -16,10 +18,18 @@ t.test('rebuilds fall on the wall-clock boundaries of the interval, the same on 
   for (const c of cases) {
     const next = nextRebuildAt(c.lastStart, c.interval)
     t.equal(next, c.expected, c.description)
-    if (Number.isFinite(c.lastStart) && c.interval > 0) t.ok(next - c.lastStart >= c.interval * 0.975, `${c.description}: at most one rebuild per interval (SPEC §8)`)
+    if (!Number.isFinite(c.lastStart) || c.interval <= 0) continue
+    t.ok(next % c.interval === 0 && Math.floor(next / c.interval) > Math.floor(c.lastStart / c.interval), `${c.description}: on a boundary, in a later window than the last build (at most one per interval, SPEC §8)`)
+    // A change that arrives after that build marks the feed dirty; the service builds it at
+    // max(next, arrival) (feed-service.ts #tick): within the interval of its arrival (DECISIONS §5).
+    for (const after of [1, c.interval / 2, next - c.lastStart - 1, next - c.lastStart + 1]) {
+      const arrival = c.lastStart + after
+      t.ok(Math.max(next, arrival) - arrival <= c.interval, `${c.description}: a change ${after} ms after the build is built within the interval of its arrival (${Math.max(next, arrival) - arrival} ms)`)
+    }
   }
   // Two nodes whose last builds started a moment apart at one boundary rebuild together.
   t.equal(nextRebuildAt(30_010, 30_000), nextRebuildAt(30_600, 30_000))
+  t.equal(nextRebuildAt(30_000, 30_000), nextRebuildAt(59_999, 30_000), 'a node that built at the boundary and one that built on demand later in the window rebuild together')
 })
 
 t.test('a build that finds a newer basis recorded keeps its content, takes the recorded time and hears it is behind', async (t) => {

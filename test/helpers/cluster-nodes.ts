@@ -24,6 +24,8 @@ export interface Node {
   readonly pid: number
   readonly child: ChildProcess
   readonly exited: Promise<number | null>
+  /** The node's warn and error log lines (JSON), for a failing test to show. */
+  readonly warnings: string[]
 }
 
 export interface Seed {
@@ -68,12 +70,14 @@ export async function startNode (dataDir: string, env: Record<string, string> = 
   })
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => { resolve(code) }))
   const lines = createInterface({ input: child.stdout! })
+  const warnings: string[] = []
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => { reject(new Error('no "listening" log line within 60 s')) }, 60_000)
     void exited.then((code) => { clearTimeout(timer); reject(new Error(`node exited with ${code} before listening`)) })
     lines.on('line', (line) => {
-      let rec: { msg?: string, port?: number }
+      let rec: { msg?: string, port?: number, level?: number }
       try { rec = JSON.parse(line) as typeof rec } catch { return }
+      if ((rec.level ?? 0) >= 40) warnings.push(line)
       if (rec.msg === 'listening' && typeof rec.port === 'number') { clearTimeout(timer); resolve(rec.port) }
     })
   })
@@ -81,7 +85,7 @@ export async function startNode (dataDir: string, env: Record<string, string> = 
     if ((await get(port, '/readyz')).status === 200) break
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  return { port, pid: child.pid!, child, exited }
+  return { port, pid: child.pid!, child, exited, warnings }
 }
 
 /** Stops a node with SIGTERM (or SIGKILL) and waits for it. */
