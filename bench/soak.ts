@@ -353,9 +353,11 @@ async function main (): Promise<void> {
   }
   await sleep(2000)
   await pollFeed()
-  for (let next = SAMPLE_S; next * 1000 <= endMs; next += SAMPLE_S) {
-    // Slices: on/off alternate from steady state, off first.
-    while (performance.now() - t0 < next * 1000) {
+  // Slices: on/off alternate from steady state, off first. A loop of its own: a sample that takes
+  // longer than the sample interval (a starved server) must not hold a switch back.
+  let slicing = true
+  const slices = (async () => {
+    while (slicing) {
       const t = (performance.now() - t0) / 1000
       const want = MODE === 'on' && (t < STEADY_S || Math.floor((t - STEADY_S) / SLICE_S) % 2 === 1)
       if (want !== housekeeping) {
@@ -365,8 +367,12 @@ async function main (): Promise<void> {
         else offBands[offBands.length - 1]![1] = t
         process.stderr.write(`bench/soak: ${t.toFixed(0)} s: sweep and trim ${want ? 'resumed' : 'paused'}\n`)
       }
-      await sleep(Math.min(1000, Math.max(1, t0 + next * 1000 - performance.now())))
+      await sleep(250)
     }
+  })()
+  for (let next = SAMPLE_S; next * 1000 <= endMs; next += SAMPLE_S) {
+    const wait = t0 + next * 1000 - performance.now()
+    if (wait > 0) await sleep(wait)
     const t = (performance.now() - t0) / 1000
     await pollFeed()
     const [s, metrics] = await Promise.all([askSample(), fetch(`${url}/metrics`).then((r) => r.text())])
@@ -433,6 +439,8 @@ async function main (): Promise<void> {
   await load
   adminStop = true
   await adminLoop
+  slicing = false
+  await slices
   // A slice still paused at the end closes with the run.
   if (!housekeeping && offBands.length > 0) offBands[offBands.length - 1]![1] = (performance.now() - t0) / 1000
   for (const deadline = Date.now() + 30_000; inflight > 0 && Date.now() < deadline;) await sleep(50)
