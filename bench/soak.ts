@@ -42,7 +42,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } 
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { open as openLmdb, type RootDatabase } from 'lmdb'
+import { open as openLmdb, type Database, type RootDatabase } from 'lmdb'
 import { parseDuration } from '../src/config.js'
 import { cpuTicks, benchDir, median, percentile, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import { drawChart } from './soak/chart.js'
@@ -68,6 +68,8 @@ const UNBLOCK_SHARE = 0.1
 const RECENT = 300_000
 /** Accepted batches a slice needs for its p99 to count in the on/off comparison. */
 const MIN_SLICE_BATCHES = 20
+/** Seconds between two admin changes (each one audit line). */
+const ADMIN_EVERY_S = 15
 
 // ---------------------------------------------------------------- load
 
@@ -143,10 +145,19 @@ function diskUse (dir: string): number {
   return sum
 }
 
-/** Entry counts of the store's tables (names from src/store/embedded/lmdb-env.ts), read-only. */
+/** The main environment's tables whose pages each sample records (names from src/store/embedded/lmdb-env.ts). */
+const SIZED_TABLES = ['access-rules', 'access-changes', 'access-by-target', 'expiry-log', 'tombstones', 'tombstones-by-time', 'admin-journal'] as const
+
+interface PageStat { treeBranchPageCount: number, treeLeafPageCount: number, overflowPages: number, entryCount: number }
+const pagesOf = (s: PageStat): number => s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages
+
+/** Entry counts and page use of the store's tables, read-only from this process. */
 class Tables {
   readonly #root: RootDatabase
   readonly #dbs: Record<'rules' | 'tombstones' | 'expiryLog', { getStats (): { entryCount: number } }>
+  readonly #sized: Array<{ name: string, db: { getStats (): PageStat } }>
+  readonly #journal: Database
+  readonly #all = new Map<string, { getStats (): PageStat }>()
   constructor (dataDir: string) {
     this.#root = openLmdb({ path: dataDir, readOnly: true, noSubdir: false, maxDbs: 64 })
     const binary = { encoding: 'binary' } as const
@@ -155,10 +166,40 @@ class Tables {
       tombstones: this.#root.openDB('tombstones-by-time', binary) as never,
       expiryLog: this.#root.openDB('expiry-log', binary) as never,
     }
+    this.#sized = SIZED_TABLES.map((name) => ({ name, db: this.#root.openDB(name, binary) as never }))
+    // Keys [table, partition, at, id] (src/store/embedded/journal-store.ts); values left undecoded.
+    this.#journal = this.#root.openDB('admin-journal', binary)
   }
 
   counts (): { rules: number, tombstones: number, expiryLog: number } {
+    this.#root.resetReadTxn()
     return { rules: this.#dbs.rules.getStats().entryCount, tombstones: this.#dbs.tombstones.getStats().entryCount, expiryLog: this.#dbs.expiryLog.getStats().entryCount }
+  }
+
+  /** Entries of each journal table (#22: signal batches, feed-version history, audit log). */
+  journal (): Record<string, number> {
+    const out: Record<string, number> = { batch: 0, feed_size: 0, audit: 0 }
+    for (const key of this.#journal.getKeys({})) {
+      const table = String((key as unknown as unknown[])[0])
+      out[table] = (out[table] ?? 0) + 1
+    }
+    return out
+  }
+
+  /** Bytes of pages each table uses, and of the file's pages no table uses (LMDB's free list,
+   *  reusable once no reader holds a snapshot from before they were freed). */
+  pages (): { tables: Record<string, number>, freeBytes: number } {
+    const all = this.#root.getStats() as PageStat & { lastPageNumber: number, pageSize: number, free: PageStat, root: PageStat }
+    const tables: Record<string, number> = {}
+    for (const { name, db } of this.#sized) tables[name] = pagesOf(db.getStats()) * all.pageSize
+    // Every named table's pages, not just the sized ones, count as used.
+    let used = pagesOf(all.root) + pagesOf(all.free) + 2
+    for (const name of Array.from(this.#root.getKeys({}), String)) {
+      let db = this.#all.get(name)
+      if (db === undefined) this.#all.set(name, db = this.#root.openDB(name, { encoding: 'binary' }) as never)
+      used += pagesOf(db.getStats())
+    }
+    return { tables, freeBytes: (all.lastPageNumber + 1 - used) * all.pageSize }
   }
 
   close (): Promise<void> { return this.#root.close() }
@@ -185,6 +226,14 @@ interface Sample {
   storedRules: number
   tombstones: number
   expiryLog: number
+  /** Entries of the admin journal's tables (batch, feed_size, audit). */
+  journal: Record<string, number>
+  /** Bytes of pages of the main tables (SIZED_TABLES), and of the free pages in its file. */
+  tableBytes: Record<string, number>
+  freeBytes: number
+  /** Admin changes the driver made in the interval (each writes an audit line), and how many failed. */
+  adminChanges: number
+  adminFailed: number
   streamRecords: number
   streamBytes: number
   /** Lapses per second in the interval (the driver's model). */
@@ -241,6 +290,27 @@ async function main (): Promise<void> {
   const url = `http://127.0.0.1:${srv.port}`
   const auth = { authorization: `Bearer ${srv.key}` }
   const tables = new Tables(dataDir)
+  const adminAuth = { authorization: `Bearer ${srv.adminKey}`, 'content-type': 'application/json' }
+
+  // A few admin changes a minute through the API, so that the audit log grows as in use: a list
+  // made once, then its description changed every ADMIN_EVERY_S.
+  const admin = { changes: 0, failed: 0 }
+  const adminCall = async (method: string, path: string, body: object): Promise<Record<string, unknown> | null> => {
+    admin.changes++
+    const r = await fetch(`${url}${path}`, { method, headers: adminAuth, body: JSON.stringify(body) }).catch(() => null)
+    const json = r === null ? null : await r.json().catch(() => null) as Record<string, unknown> | null
+    if (r === null || r.status >= 300) { admin.failed++; return null }
+    return json
+  }
+  const list = await adminCall('POST', '/v1/admin/lists', { name: 'soak-edge', description: 'soak 0' })
+  if (list === null) throw new Error('bench/soak: the admin API refused to create the list')
+  let adminStop = false
+  const adminLoop = (async () => {
+    for (let n = 1; !adminStop; n++) {
+      await sleep(ADMIN_EVERY_S * 1000)
+      if (!adminStop) await adminCall('PATCH', `/v1/admin/lists/${String(list.id)}`, { description: `soak ${n}` })
+    }
+  })()
 
   const model = new Model()
   const sent: Sent[] = []
@@ -276,16 +346,18 @@ async function main (): Promise<void> {
   })()
 
   const samples: Sample[] = []
-  let prev = { builds: 0, buildSum: 0, cpu: 0, mainCpuMs: 0, threads: {} as Record<string, number>, t: 0, lapsed: 0, sent: 0, ticks: cpuTicks() }
+  let prev = { adminChanges: 0, adminFailed: 0, builds: 0, buildSum: 0, cpu: 0, mainCpuMs: 0, threads: {} as Record<string, number>, t: 0, lapsed: 0, sent: 0, ticks: cpuTicks() }
   const pollFeed = async (): Promise<void> => {
     const r = await fetch(`${url}/v1/threat/feeds?format=plain`, { headers: { ...auth, 'accept-encoding': 'gzip' } }).catch(() => null)
     await r?.arrayBuffer()
   }
   await sleep(2000)
   await pollFeed()
-  for (let next = SAMPLE_S; next * 1000 <= endMs; next += SAMPLE_S) {
-    // Slices: on/off alternate from steady state, off first.
-    while (performance.now() - t0 < next * 1000) {
+  // Slices: on/off alternate from steady state, off first. A loop of its own: a sample that takes
+  // longer than the sample interval (a starved server) must not hold a switch back.
+  let slicing = true
+  const slices = (async () => {
+    while (slicing) {
       const t = (performance.now() - t0) / 1000
       const want = MODE === 'on' && (t < STEADY_S || Math.floor((t - STEADY_S) / SLICE_S) % 2 === 1)
       if (want !== housekeeping) {
@@ -295,13 +367,19 @@ async function main (): Promise<void> {
         else offBands[offBands.length - 1]![1] = t
         process.stderr.write(`bench/soak: ${t.toFixed(0)} s: sweep and trim ${want ? 'resumed' : 'paused'}\n`)
       }
-      await sleep(Math.min(1000, Math.max(1, t0 + next * 1000 - performance.now())))
+      await sleep(250)
     }
+  })()
+  for (let next = SAMPLE_S; next * 1000 <= endMs; next += SAMPLE_S) {
+    const wait = t0 + next * 1000 - performance.now()
+    if (wait > 0) await sleep(wait)
     const t = (performance.now() - t0) / 1000
     await pollFeed()
     const [s, metrics] = await Promise.all([askSample(), fetch(`${url}/metrics`).then((r) => r.text())])
     const live = model.settle(Date.now())
     const counts = tables.counts()
+    const journal = tables.journal()
+    const pages = tables.pages()
     const builds = metricValue(metrics, 'threatfeed_feed_build_duration_seconds_count', { outcome: 'built' })
     const buildSum = metricValue(metrics, 'threatfeed_feed_build_duration_seconds_sum', { outcome: 'built' })
     const window = sent.slice(prev.sent)
@@ -324,6 +402,11 @@ async function main (): Promise<void> {
       storedRules: counts.rules,
       tombstones: counts.tombstones,
       expiryLog: counts.expiryLog,
+      journal,
+      tableBytes: pages.tables,
+      freeBytes: pages.freeBytes,
+      adminChanges: admin.changes - prev.adminChanges,
+      adminFailed: admin.failed - prev.adminFailed,
       streamRecords: s.retained.records,
       streamBytes: s.retained.bytes,
       lapsesPerSecond: (model.lapsed - prev.lapsed) / (t - prev.t),
@@ -349,11 +432,15 @@ async function main (): Promise<void> {
       stealPct: stealPercent(prev.ticks, ticks),
     }
     samples.push(sample)
-    prev = { builds, buildSum, cpu: s.cpuMicros, mainCpuMs: s.mainThreadCpuMs, threads: s.threadsCpuMs, t, lapsed: model.lapsed, sent: sent.length, ticks }
+    prev = { adminChanges: admin.changes, adminFailed: admin.failed, builds, buildSum, cpu: s.cpuMicros, mainCpuMs: s.mainThreadCpuMs, threads: s.threadsCpuMs, t, lapsed: model.lapsed, sent: sent.length, ticks }
     const mib = (b: number): string => (b / 2 ** 20).toFixed(1)
-    process.stderr.write(`bench/soak: ${(t / 60).toFixed(1)} min  hk ${sample.housekeeping ? 'on ' : 'off'}  dir ${mib(sample.dataDirBytes)} MiB (main ${mib(sample.mainEnvBytes)}, stream ${mib(sample.streamEnvBytes)})  live ${live}  stored ${counts.rules}  tomb ${counts.tombstones}  stream ${s.retained.records}  rebuild ${sample.rebuildMs?.toFixed(0) ?? '-'} ms  reload cpu ${sample.reloadCpuMs?.toFixed(0) ?? '-'} ms ×${sample.reloads}  p50 ${sample.p50?.toFixed(1) ?? '-'} p99 ${sample.p99?.toFixed(1) ?? '-'} ms  failed ${sample.failed} ${JSON.stringify(sample.failedByStatus)}  load ${sample.loadAvg1.toFixed(1)}  swept ${s.housekeeping.rulesSwept ?? '?'}  trimmed ${s.housekeeping.streamRecordsTrimmed ?? '?'}  cpu ${sample.serverCpuPct.toFixed(0)} %  steal ${sample.stealPct?.toFixed(0) ?? '?'} %\n`)
+    process.stderr.write(`bench/soak: ${(t / 60).toFixed(1)} min  hk ${sample.housekeeping ? 'on ' : 'off'}  dir ${mib(sample.dataDirBytes)} MiB (main ${mib(sample.mainEnvBytes)}, stream ${mib(sample.streamEnvBytes)})  live ${live}  stored ${counts.rules}  tomb ${counts.tombstones}  free ${mib(pages.freeBytes)} MiB  journal ${JSON.stringify(journal)} (${mib(pages.tables['admin-journal'] ?? 0)} MiB)  stream ${s.retained.records}  rebuild ${sample.rebuildMs?.toFixed(0) ?? '-'} ms  reload cpu ${sample.reloadCpuMs?.toFixed(0) ?? '-'} ms ×${sample.reloads}  p50 ${sample.p50?.toFixed(1) ?? '-'} p99 ${sample.p99?.toFixed(1) ?? '-'} ms  failed ${sample.failed} ${JSON.stringify(sample.failedByStatus)}  load ${sample.loadAvg1.toFixed(1)}  swept ${s.housekeeping.rulesSwept ?? '?'}  trimmed ${s.housekeeping.streamRecordsTrimmed ?? '?'}  cpu ${sample.serverCpuPct.toFixed(0)} %  steal ${sample.stealPct?.toFixed(0) ?? '?'} %\n`)
   }
   await load
+  adminStop = true
+  await adminLoop
+  slicing = false
+  await slices
   // A slice still paused at the end closes with the run.
   if (!housekeeping && offBands.length > 0) offBands[offBands.length - 1]![1] = (performance.now() - t0) / 1000
   for (const deadline = Date.now() + 30_000; inflight > 0 && Date.now() < deadline;) await sleep(50)
@@ -452,6 +539,15 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
         { label: 'total', color: '#000', values: samples.map((s) => s.dataDirBytes / 2 ** 20) },
         { label: 'rules env', color: '#1f77b4', values: samples.map((s) => s.mainEnvBytes / 2 ** 20) },
         { label: 'stream env', color: '#ff7f0e', values: samples.map((s) => s.streamEnvBytes / 2 ** 20) },
+        { label: 'rules', color: '#2ca02c', values: samples.map((s) => ((s.tableBytes['access-rules'] ?? 0) + (s.tableBytes['access-by-target'] ?? 0)) / 2 ** 20) },
+        { label: 'tombstones', color: '#9467bd', values: samples.map((s) => ((s.tableBytes.tombstones ?? 0) + (s.tableBytes['tombstones-by-time'] ?? 0)) / 2 ** 20) },
+        { label: 'change log', color: '#8c564b', values: samples.map((s) => (s.tableBytes['access-changes'] ?? 0) / 2 ** 20) },
+        { label: 'free pages', color: '#7f7f7f', values: samples.map((s) => s.freeBytes / 2 ** 20) },
+      ] },
+      { title: 'Admin journal (#22)', unit: 'entries', series: [
+        { label: 'signal batches', color: '#1f77b4', values: samples.map((s) => s.journal.batch ?? 0) },
+        { label: 'feed versions', color: '#ff7f0e', values: samples.map((s) => s.journal.feed_size ?? 0) },
+        { label: 'audit lines', color: '#2ca02c', values: samples.map((s) => s.journal.audit ?? 0) },
       ] },
       { title: 'Rules and records', unit: 'count', series: [
         { label: 'stored rules', color: '#d62728', values: samples.map((s) => s.storedRules) },

@@ -21,7 +21,7 @@ export type ToServer = { cmd: 'housekeeping', on: boolean } | { cmd: 'sample', i
 
 /** What the server answers. */
 export type FromServer =
-  | { cmd: 'ready', port: number, key: string, workspaceId: string, pid: number }
+  | { cmd: 'ready', port: number, key: string, adminKey: string, workspaceId: string, pid: number }
   | { cmd: 'sample', id: number, sample: ServerSample }
 
 export interface ServerSample {
@@ -87,6 +87,9 @@ async function main (): Promise<void> {
   const ws = await store.workspaces.create({ name: 'soak', subscription: 'active' })
   const key = generateApiKey()
   await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
+  // For the driver's admin changes, so that the audit log grows as it does in use.
+  const adminKey = generateApiKey()
+  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(adminKey), scopes: ['admin'] })
 
   // Measure the feed's rule reloads where they run: the store object the feed service reads.
   let reloads: Array<{ cpuMs: number, wallMs: number }> = []
@@ -162,7 +165,7 @@ async function main (): Promise<void> {
       }
     })().catch((e: unknown) => { log.error({ err: e }, 'bench/soak server: command failed'); process.exit(1) })
   })
-  send({ cmd: 'ready', port: server.port, key, workspaceId: ws.id, pid: process.pid })
+  send({ cmd: 'ready', port: server.port, key, adminKey, workspaceId: ws.id, pid: process.pid })
 }
 
 await main()

@@ -2,8 +2,11 @@
  * The background housekeeping of a running server: every interval, lapsed rules are swept from
  * the rule store and the signal stream is trimmed to its retention. The store owns the passes
  * (RuleStore#sweepLapsed, StoredSignalStream#trim: each bounded, each safe while other processes
- * do the same); this only schedules them, one pass at a time with a turn of the event loop in
- * between, so that no pass holds a write lock for long and requests interleave.
+ * do the same); this only schedules them, one pass at a time with a pause in between as long as
+ * the pass took, so that housekeeping holds LMDB's one writer at most half the time and ingest's
+ * commits interleave. A run ends after `maxRunMs` even with work left (lapses arriving faster
+ * than it sweeps, a backlog after downtime): the next run, an interval later, goes on, so runs
+ * never follow each other back to back (one soak run lasted 540 s).
  */
 import type { Store } from '../store/types.js'
 
@@ -16,6 +19,8 @@ export interface HousekeeperOptions {
   readonly log: HousekeeperLog
   /** Rules (or expiry-log references) per sweep pass, records per trim pass. */
   readonly passLimit?: number
+  /** A run ends after this long with work left (default: the interval, at most MAX_RUN_MS). */
+  readonly maxRunMs?: number
 }
 
 /** What it logs with (a pino Logger is one). */
@@ -34,6 +39,13 @@ export interface RunResult {
 /** Small enough that a pass takes a few milliseconds of the write lock. */
 const DEFAULT_PASS_LIMIT = 2000
 
+/** The longest run by default: at 2,000 references a pass and half the time paused, some
+ *  hundreds of thousands of lapses a run. */
+const MAX_RUN_MS = 30_000
+
+/** The longest pause between two passes. */
+const MAX_PAUSE_MS = 250
+
 /**
  * @example
  *   const housekeeper = new Housekeeper({ store, intervalMs: 60_000, retentionMs: 7 * 86_400_000, log })
@@ -43,6 +55,7 @@ const DEFAULT_PASS_LIMIT = 2000
 export class Housekeeper {
   readonly #opts: HousekeeperOptions
   readonly #limit: number
+  readonly #maxRunMs: number
   #timer: NodeJS.Timeout | null = null
   #running: Promise<RunResult> | null = null
   #stopped = false
@@ -50,6 +63,7 @@ export class Housekeeper {
   constructor (opts: HousekeeperOptions) {
     this.#opts = opts
     this.#limit = opts.passLimit ?? DEFAULT_PASS_LIMIT
+    this.#maxRunMs = opts.maxRunMs ?? Math.min(opts.intervalMs, MAX_RUN_MS)
   }
 
   /** Runs once now (what lapsed while the server was down goes first), then every interval. */
@@ -97,7 +111,13 @@ export class Housekeeper {
     let trimPasses = 0
     let sweepMore = true
     let trimMore = true
+    let timedOut = false
     while ((sweepMore || trimMore) && !this.#stopped) {
+      if (performance.now() - started >= this.#maxRunMs) {
+        timedOut = true
+        break
+      }
+      const passStarted = performance.now()
       if (sweepMore) {
         try {
           const pass = await store.rules.sweepLapsed(Date.now(), this.#limit)
@@ -122,19 +142,21 @@ export class Housekeeper {
           log.warn({ err: e }, 'stream trim failed; retrying at the next interval')
         }
       }
-      await yieldTurn()
+      await pause(Math.min(MAX_PAUSE_MS, performance.now() - passStarted))
     }
     const ms = Math.round(performance.now() - started)
     if (result.rulesSwept + result.tombstonesDropped + result.staleCleaned > 0) {
-      log.info({ rules: result.rulesSwept, tombstones: result.tombstonesDropped, stale: result.staleCleaned, passes: sweepPasses, ms }, 'sweep: lapsed rules removed')
+      log.info({ rules: result.rulesSwept, tombstones: result.tombstonesDropped, stale: result.staleCleaned, passes: sweepPasses, ms, ...(timedOut && sweepMore ? { more: true } : {}) }, 'sweep: lapsed rules removed')
     }
     if (result.recordsTrimmed > 0) {
-      log.info({ records: result.recordsTrimmed, passes: trimPasses, ms }, 'stream trimmed')
+      log.info({ records: result.recordsTrimmed, passes: trimPasses, ms, ...(timedOut && trimMore ? { more: true } : {}) }, 'stream trimmed')
     }
+    if (timedOut) log.warn({ ms, maxRunMs: this.#maxRunMs, sweepMore, trimMore }, 'housekeeping run ended with work left; the next run goes on')
     return result
   }
 }
 
-function yieldTurn (): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve))
+/** At least a turn of the event loop; `ms` more when the pass took that long. */
+function pause (ms: number): Promise<void> {
+  return new Promise((resolve) => { if (ms >= 1) setTimeout(resolve, ms); else setImmediate(resolve) })
 }

@@ -115,3 +115,20 @@ t.test('a sweep with a long way to go does not hold the trim back: their passes 
   t.same(order, ['sweep', 'trim', 'sweep', 'trim', 'sweep', 'sweep', 'sweep'])
   t.same(result, { rulesSwept: 5, tombstonesDropped: 0, staleCleaned: 0, recordsTrimmed: 2 })
 })
+
+t.test('a run ends after maxRunMs with work left, says so, and the next run goes on', async (t) => {
+  const store = await fresh(t)
+  const ws = await lapsedRules(store, 3000)
+  const log = logger()
+  const keeper = new Housekeeper({ store, intervalMs: 60_000, retentionMs: 86_400_000, log, passLimit: 100, maxRunMs: 1 })
+  const first = await keeper.runOnce()
+  t.ok(first.rulesSwept > 0 && first.rulesSwept < 3000, `the first run stopped part-way (${first.rulesSwept} of 3000)`)
+  t.match(log.lines, [
+    { level: 'info', msg: 'sweep: lapsed rules removed', o: { rules: first.rulesSwept, more: true } },
+    { level: 'warn', msg: 'housekeeping run ended with work left; the next run goes on', o: { maxRunMs: 1, sweepMore: true } },
+  ])
+  let swept = first.rulesSwept
+  for (let run = 0; run < 200 && swept < 3000; run++) swept += (await keeper.runOnce()).rulesSwept
+  t.equal(swept, 3000, 'later runs sweep the rest')
+  t.same(await store.rules.list(ws, 'access_rule'), [])
+})

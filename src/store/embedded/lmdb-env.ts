@@ -210,34 +210,34 @@ export class LmdbEnv {
   }
 
   /**
-   * A long read of one snapshot, in slices: `step` runs with the databases and one read
-   * transaction kept across event turns until it answers false, and the event loop runs between
-   * two calls (a workspace's millions of rules are read without holding the thread).
+   * A long read in slices: `step` runs with the databases and a read transaction until it answers
+   * false, and the event loop runs between two calls (a workspace's millions of rules are read
+   * without holding the thread). Each slice reads the latest commit: a snapshot kept across the
+   * slices would keep LMDB from reusing every page freed while the read runs (the sweep's), and
+   * the data file would grow by that much (bench/soak/pages.ts). So a step must resume from the
+   * last key it read, not from a cursor of the previous slice.
    */
   async readSliced (step: (dbs: Databases, transaction: Transaction) => boolean): Promise<void> {
-    if (this.#closed) throw closedError()
-    let transaction: Transaction
-    try {
-      // Of the latest commit, as readLatest.
-      this.#root.resetReadTxn()
-      transaction = this.#root.useReadTransaction()
-    } catch (e) {
-      throw toStoreError(e)
-    }
-    try {
-      for (;;) {
-        if (this.#closed) throw closedError()
-        let more: boolean
-        try {
-          more = step(this.dbs, transaction)
-        } catch (e) {
-          throw toStoreError(e)
-        }
-        if (!more) return
-        await new Promise<void>((resolve) => { setImmediate(resolve) })
+    for (;;) {
+      if (this.#closed) throw closedError()
+      let transaction: Transaction
+      try {
+        // Of the latest commit, as readLatest.
+        this.#root.resetReadTxn()
+        transaction = this.#root.useReadTransaction()
+      } catch (e) {
+        throw toStoreError(e)
       }
-    } finally {
-      transaction.done()
+      let more: boolean
+      try {
+        more = step(this.dbs, transaction)
+      } catch (e) {
+        throw toStoreError(e)
+      } finally {
+        transaction.done()
+      }
+      if (!more) return
+      await new Promise<void>((resolve) => { setImmediate(resolve) })
     }
   }
 

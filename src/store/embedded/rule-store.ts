@@ -107,7 +107,7 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   /**
-   * One snapshot, read in slices of about SLICE_MS. `since` and the answer's `seq` are numbers of
+   * Read in slices of about SLICE_MS, each of the latest commit (LmdbEnv.readSliced). `since` and the answer's `seq` are numbers of
    * the store's change counter (change-log.ts), not rule seqs. From a number the change log still
    * covers, the workspace's arrival keys and change entries after it are read, merged in number
    * order, removals handed to `gone`, and `live` is null: O(changes). Otherwise (the first read, or
@@ -123,7 +123,7 @@ export class EmbeddedRuleStore implements RuleStore {
         const trimmed = dbs.meta.get(changesTrimmedKey(workspaceId), { transaction }) ?? 0
         const whole = since < 0 || since < trimmed || gone === undefined
         answer = { changed: 0, live: whole ? 0 : null, seq: top }
-        read = whole ? readWhole(workspaceId, transaction, now, each, answer) : readChanges(workspaceId, since, transaction, each, gone, answer)
+        read = whole ? readWhole(workspaceId, now, each, answer) : readChanges(workspaceId, since, each, gone, answer)
       }
       return read(dbs, transaction, until)
     })
