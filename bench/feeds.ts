@@ -22,6 +22,10 @@
  *   304 polls at 16 and 256 connections, and with a new connection per request;
  *   200 gzip and 200 identity at 16 and 256 connections;
  *   256 busy connections with 10,000 idle keep-alive ones next to them (threatfeed only);
+ *   304 polls of the shards of 8 (`?shard=I&of=8`, issue 21) at 256 connections, each request
+ *   the next shard with that shard's own gzip ETag, against the unsharded feed in the same
+ *   rounds and the same rotating client (threatfeed only: shards are variants of the snapshot,
+ *   answered the same way, so the two should agree within their spread);
  *   304 polls with consumer tracking on against the same build with it off (issue 20).
  *
  * Full-body cases are bound by loopback copies and by wrk itself, and nginx moves ±30 % with the
@@ -63,7 +67,10 @@ const SERVER_CORE = '0'
 const CLIENT_CORE = '1'
 const benchDir = join(repoDir, 'bench', 'feeds')
 
-type Subject = 'threatfeed' | 'threatfeed (old)' | 'nginx' | 'node:http' | 'uWS floor' | 'uWS per call'
+type Subject = 'threatfeed' | 'threatfeed (old)' | 'nginx' | 'node:http' | 'uWS floor' | 'uWS per call' | 'threatfeed, shards of 8'
+
+/** One feed a rotating client polls: its path and the ETag it sends. */
+interface Poll { readonly path: string, readonly etag: string }
 
 interface Server {
   readonly name: Subject
@@ -76,6 +83,8 @@ interface Server {
   gzipEtag: string
   /** CPU seconds per second the server uses with no requests (measured once, before the cases). */
   idleCpu: number
+  /** What a rotating case polls (default: `path` with `gzipEtag`). */
+  rotation?: readonly Poll[]
 }
 
 interface WrkResult {
@@ -260,7 +269,12 @@ function startPerf (server: Server, label: string): ChildProcess | null {
   return spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-g', '-p', pids, '-o', file, '--', 'sleep', String(SECONDS)], { stdio: 'ignore' })
 }
 
-async function runWrk (server: Server, kind: Kind, connections: number, close = false, perfLabel = ''): Promise<WrkResult> {
+/** WRK_ROTATE for a rotating 304 case (wrk-report.lua): the server's polls, one a line. */
+function rotationOf (server: Server): string {
+  return (server.rotation ?? [{ path: server.path, etag: server.gzipEtag }]).map((p) => `${p.path} ${p.etag}`).join('\n')
+}
+
+async function runWrk (server: Server, kind: Kind, connections: number, close = false, perfLabel = '', rotate = false): Promise<WrkResult> {
   const pid = server.child.pid!
   let peak = rssMb(pid)
   const sampler = setInterval(() => { peak = Math.max(peak, rssMb(pid)) }, 200)
@@ -269,7 +283,7 @@ async function runWrk (server: Server, kind: Kind, connections: number, close = 
   const cpuBefore = cpuSeconds(pid)
   const preemptedBefore = preemptions(pid)
   const child = spawn('taskset', ['-c', CLIENT_CORE, 'wrk', '-t1', `-c${connections}`, `-d${SECONDS}s`, '--timeout', '10s', '-s', join(benchDir, 'wrk-report.lua'), `http://127.0.0.1:${server.port}${server.path}`], {
-    env: { ...process.env, WRK_HEADERS: headersFor(server, kind), WRK_CLOSE: close ? '1' : '0' },
+    env: { ...process.env, WRK_HEADERS: headersFor(server, kind), WRK_CLOSE: close ? '1' : '0', WRK_ROTATE: rotate ? rotationOf(server) : '' },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   const out: Buffer[] = []
@@ -306,11 +320,14 @@ interface Case {
   readonly connections: number
   readonly close: boolean
   readonly subjects: readonly Subject[]
+  /** Each request takes the next of the subject's polls (Server.rotation). */
+  readonly rotate?: boolean
 }
 
 const CASES: readonly Case[] = [
   { name: '304 poll, 16 conns', kind: '304', connections: 16, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS per call'] },
   { name: '304 poll, 256 conns', kind: '304', connections: 256, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS per call'] },
+  { name: '304 poll, shard of 8, 256 conns', kind: '304', connections: 256, close: false, rotate: true, subjects: ['threatfeed, shards of 8', 'threatfeed'] },
   { name: '304 poll, new connection per request', kind: '304', connections: 16, close: true, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS per call'] },
   { name: '200 gzip, 16 conns', kind: 'gzip', connections: 16, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'uWS floor', 'uWS per call'] },
   { name: '200 gzip, 256 conns', kind: 'gzip', connections: 256, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'uWS floor', 'uWS per call'] },
@@ -373,6 +390,28 @@ function ratioOf (c: string, label: string, a: WrkResult[], b: WrkResult[], min:
   }
 }
 
+/**
+ * threatfeed's process again as the subject polling the shards of N: each shard's gzip ETag, each
+ * checked to be answered 304, and the shards checked to partition the feed's lines.
+ */
+async function shardPolls (server: Server, of: number, lines: number): Promise<Server> {
+  const rotation: Poll[] = []
+  let total = 0
+  for (let i = 1; i <= of; i++) {
+    const path = `${server.path}?shard=${i}&of=${of}`
+    const probe = { ...server, path }
+    const identity = await fetchRaw(probe, {})
+    const gzip = await fetchRaw(probe, { 'accept-encoding': 'gzip' })
+    if (identity.status !== 200 || gzip.status !== 200) throw new Error(`shard ${i}/${of} answered ${identity.status}/${gzip.status}`)
+    total += identity.body.toString('latin1').split('\n').length - 1
+    const nm = await fetchRaw(probe, { 'if-none-match': gzip.etag, 'accept-encoding': 'gzip' })
+    if (nm.status !== 304) throw new Error(`shard ${i}/${of} answered ${nm.status} to its own ETag ${gzip.etag}`)
+    rotation.push({ path, etag: gzip.etag })
+  }
+  if (total !== lines) throw new Error(`the shards of ${of} hold ${total} lines, the feed ${lines}`)
+  return { ...server, name: 'threatfeed, shards of 8', path: rotation[0]!.path, etag: '', gzipEtag: rotation[0]!.etag, rotation }
+}
+
 // --- main ---------------------------------------------------------------------------------
 
 for (const [cmd, pkg] of [['wrk', 'wrk'], ['nginx', 'nginx'], ['taskset', 'util-linux']] as const) {
@@ -421,7 +460,8 @@ for (const f of [floor, perCall]) {
   const nm = await fetchRaw(f, { 'if-none-match': f.gzipEtag, 'accept-encoding': 'gzip' })
   if (nm.status !== 304 || nm.rawHeaders.length !== notModified.rawHeaders.length) throw new Error(`${f.name} does not answer threatfeed's 304 to an If-None-Match (${nm.status}, ${JSON.stringify(nm.rawHeaders)})`)
 }
-const servers: Partial<Record<Subject, Server>> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor, 'uWS per call': perCall, ...(old === null ? {} : { 'threatfeed (old)': old }) }
+const shards = CASES.some((c) => c.rotate === true && c.name.includes(ONLY)) ? await shardPolls(tf, 8, lines) : null
+const servers: Partial<Record<Subject, Server>> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor, 'uWS per call': perCall, ...(old === null ? {} : { 'threatfeed (old)': old }), ...(shards === null ? {} : { 'threatfeed, shards of 8': shards }) }
 process.stderr.write(`bench/feeds: identity ${identity.body.length} B, gzip ${gzipped.body.length} B; ${SECONDS} s per run, ${RUNS} rounds\n`)
 // Each server's CPU with no requests, all measured in the same seconds (after their builds).
 {
@@ -446,7 +486,7 @@ for (const c of selected) {
     // Rotate the order each round so drift in the machine's state hits every subject alike.
     const order = subjects.map((_, i) => subjects[(i + round) % subjects.length]!)
     for (const s of order) {
-      const r = await runWrk(servers[s]!, c.kind, c.connections, c.close, round === 0 ? c.name : '')
+      const r = await runWrk(servers[s]!, c.kind, c.connections, c.close, round === 0 ? c.name : '', c.rotate === true)
       results.get(s)!.push(r)
       process.stderr.write(`  ${c.name} ${s}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(2)} µs CPU/req (net of idle ${r.cpuUsPerRequestNet.toFixed(2)}; ${(100 * r.cpuShare).toFixed(0)} % of a core), steal ${r.steal === null ? '?' : r.steal.toFixed(1)} %, preempted ${r.preemptedPerK.toFixed(2)}/1000, load ${loadavg()[0]!.toFixed(1)}${r.errors > 0 ? `, ${r.errors} errors` : ''}\n`)
     }
@@ -490,6 +530,8 @@ for (const c of ['200 gzip, 16 conns', '200 gzip, 256 conns', '200 identity, 16 
   race(c, 'threatfeed', 'threatfeed (old)', null)
   race(c, 'uWS floor', 'uWS per call', null)
 }
+// Issue 21: a shard is answered as any other variant — its 304 costs what the feed's does.
+race('304 poll, shard of 8, 256 conns', 'threatfeed, shards of 8', 'threatfeed', null)
 if (get('304 poll, 256 conns', 'threatfeed').length > 0) {
   const p99 = median(get('304 poll, 256 conns', 'threatfeed').map((r) => r.p99Ms))
   ratios.push({ case: '304 poll, 256 conns', label: 'threatfeed p99 latency, ms', value: p99, target: '<= 3', pass: p99 <= 3 })

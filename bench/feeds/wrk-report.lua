@@ -10,6 +10,24 @@ if os.getenv("WRK_CLOSE") == "1" then
   wrk.headers["Connection"] = "close"
 end
 
+-- Optionally a rotation of requests (WRK_ROTATE: "path etag" lines; an empty etag sends none):
+-- each request takes the next, so a run polls several feeds (the shards of one) with each one's
+-- own ETag. A case that rotates rotates for every subject, so each pays the same client cost.
+local rotation = {}
+for line in string.gmatch(os.getenv("WRK_ROTATE") or "", "[^\n]+") do
+  local path, tag = string.match(line, "^(%S+)%s*(.*)$")
+  if path ~= nil then table.insert(rotation, { path = path, tag = tag }) end
+end
+if #rotation > 0 then
+  local i = 0
+  request = function()
+    i = i % #rotation + 1
+    local r = rotation[i]
+    if r.tag ~= "" then wrk.headers["If-None-Match"] = r.tag end
+    return wrk.format(nil, r.path)
+  end
+end
+
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
