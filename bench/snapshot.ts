@@ -18,6 +18,9 @@
  *   `incremental` (one added IP), `sharded` (a list of 8 shards with every publish guard, against
  *   the unsharded feed), `levels` (the gzip level table), `rss` (ten lists in a fresh
  *   process); default all. A subset writes its rows to bench/results/snapshot.json all the same.
+ * - BENCH_SNAPSHOT_OLD_TREE=<dir>: the sharded case also runs the guarded build of another
+ *   checkout's src/feed (`git archive <commit> src workers package.json | tar -x -C <dir>` and a
+ *   node_modules link), alternated with this one run by run in the same pool: before and after.
  */
 import { createHash } from 'node:crypto'
 import { spawnSync } from 'node:child_process'
@@ -25,7 +28,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { pathToFileURL } from 'node:url'
 import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { gzipSync } from 'node:zlib'
+import { deflateRawSync, gzipSync } from 'node:zlib'
 import { median, repoDir, report, type Ratio, type Row } from './lib/report.js'
 import { buildSnapshot, metaOf, type BuildResult, type FeedDefinition, type FeedTasks } from '../src/feed/build-snapshot.js'
 import { FeedGuard } from '../src/feed/guards.js'
@@ -33,6 +36,7 @@ import { guardedBuild } from '../src/feed/guards-run.js'
 import { inProcessTasks } from '../src/feed/in-process-tasks.js'
 import { LastModifiedKeeper } from '../src/feed/last-modified.js'
 import { computeNetworks } from '../src/feed/render/compute-networks.js'
+import { GZIP_LEVEL } from '../src/feed/render/gzip.js'
 import type { ChunkCache } from '../src/pool/protocol.js'
 import type { FeedSnapshot } from '../src/feed/snapshot-types.js'
 import { ensureDefaultGeo } from '../src/geo/default-db.js'
@@ -47,6 +51,7 @@ import { allTargets, groupTargets, selectRules, toRuleTable, type RuleTable } fr
 import { makeRandom, window } from './lib/random.js'
 
 const RUNS = Number(process.env.BENCH_SNAPSHOT_RUNS ?? 5)
+const OLD_TREE = process.env.BENCH_SNAPSHOT_OLD_TREE ?? ''
 const CASES = new Set((process.env.BENCH_SNAPSHOT_CASES ?? 'full,incremental,sharded,levels,rss').split(',').map((c) => c.trim()))
 const TARGET_ENTRIES = 131_072
 const COUNTRIES = 20
@@ -266,37 +271,89 @@ async function main (): Promise<void> {
       const guards = { minEntries: 1, maxShrinkPct: 50, maxGrowPct: 50, rejectSpecial: true, mode: 'drop' as const, minPrefixV4: 8, minPrefixV6: 12 }
       const list = { id: 'bench-sharded', workspaceId: ws.id, name: 'sharded', description: '', defaults: { shards: 8, guards }, selector: {}, createdAt: 0, updatedAt: 0 }
       const shardedDef: FeedDefinition = { ...def, list }
-      const guard = new FeedGuard()
-      const guarded = (table: RuleTable): Promise<BuildResult> => guardedBuild({
-        guard, settings: guards, list, meta: metaOf(shardedDef), now: Date.now(),
-        read: (fn) => fn(table),
-        compute: (t) => pool.compute(t),
-        build: (targets, special) => buildSnapshot(shardedDef, targets, { tasks: pool, lastModified, now: Date.now(), reuseOtherFeeds: false, ...(special !== undefined ? { special } : {}) }),
-        shards: [],
-        onState: () => {},
-      })
+      // The same guarded build from the modules of a checkout (this one, or BENCH_SNAPSHOT_OLD_TREE's).
+      const guardedWith = (m: { buildSnapshot: typeof buildSnapshot, FeedGuard: typeof FeedGuard, guardedBuild: typeof guardedBuild }): (table: RuleTable) => Promise<BuildResult> => {
+        const guard = new m.FeedGuard()
+        return (table) => m.guardedBuild({
+          guard, settings: guards, list, meta: metaOf(shardedDef), now: Date.now(),
+          read: (fn) => fn(table),
+          compute: (t) => pool.compute(t),
+          build: (targets, special, networks) => m.buildSnapshot(shardedDef, targets, { tasks: pool, lastModified, now: Date.now(), reuseOtherFeeds: false, ...(special !== undefined ? { special } : {}), ...(networks !== undefined ? { networks } : {}) }),
+          shards: [],
+          onState: () => {},
+        })
+      }
+      const guarded = guardedWith({ buildSnapshot, FeedGuard, guardedBuild })
+      const oldGuarded = OLD_TREE === ''
+        ? null
+        : guardedWith({
+          buildSnapshot: (await import(pathToFileURL(join(OLD_TREE, 'src/feed/build-snapshot.ts')).href) as { buildSnapshot: typeof buildSnapshot }).buildSnapshot,
+          FeedGuard: (await import(pathToFileURL(join(OLD_TREE, 'src/feed/guards.ts')).href) as { FeedGuard: typeof FeedGuard }).FeedGuard,
+          guardedBuild: (await import(pathToFileURL(join(OLD_TREE, 'src/feed/guards-run.ts')).href) as { guardedBuild: typeof guardedBuild }).guardedBuild,
+        })
       await guarded(withAnotherIp())
+      if (oldGuarded !== null) await oldGuarded(withAnotherIp())
+      const oldMs: number[] = []
+      const oldCpu: number[] = []
       const plainMs: number[] = []
       const plainCpu: number[] = []
       const shardMs: number[] = []
       const shardCpu: number[] = []
       const steal0 = stealTicks()
       let variants = 0
+      let lastPlain: BuildResult | null = null
+      let lastSharded: BuildResult | null = null
       for (let i = 0; i < RUNS; i++) {
         const table = withAnotherIp()
         const p = await timed(() => build(pool, table))
+        lastPlain = { ...p.value, invalid: 0 }
         plainMs.push(p.ms)
         plainCpu.push(p.cpu)
+        // Old and new alternate which goes first: the first of the two records the feed versions.
+        const runOld = async (): Promise<void> => {
+          if (oldGuarded === null) return
+          const o = await timed(() => oldGuarded(table))
+          oldMs.push(o.ms)
+          oldCpu.push(o.cpu)
+        }
+        if (i % 2 === 1) await runOld()
         const g = await timed(() => guarded(table))
         shardMs.push(g.ms)
         shardCpu.push(g.cpu)
         variants = g.value.snapshot.variants.size
+        lastSharded = g.value
+        if (i % 2 === 0) await runOld()
       }
       const steal = stealTicks() - steal0
       const shardCase = `full rebuild, ${entries} entries: sharded list (N = 8, ${variants} variants) with every guard vs the unsharded feed`
       rows.push({ case: shardCase, subject: 'unsharded, no guards (pool)', value: median(plainMs), unit: 'ms', runs: plainMs, extra: { cpuMs: median(plainCpu), cpuUsPerEntry: median(plainCpu) * 1000 / entries } })
       rows.push({ case: shardCase, subject: 'N = 8 + guards (pool)', value: median(shardMs), unit: 'ms', runs: shardMs, extra: { cpuMs: median(shardCpu), cpuUsPerEntry: median(shardCpu) * 1000 / entries, stealTicks: steal } })
+      if (oldGuarded !== null) {
+        rows.push({ case: shardCase, subject: `N = 8 + guards (pool), ${OLD_TREE}`, value: median(oldMs), unit: 'ms', runs: oldMs, extra: { cpuMs: median(oldCpu), cpuUsPerEntry: median(oldCpu) * 1000 / entries } })
+        ratios.push({ case: 'sharded + guards', label: `CPU this tree / ${OLD_TREE}`, value: median(shardCpu) / median(oldCpu) })
+      }
+      // The floor under both builds: deflating, at the build's level, every text chunk each one
+      // publishes (whole feed, plus the shards for the list), on this thread.
+      const floorOf = (r: BuildResult | null): number => {
+        if (r === null) return NaN
+        const c0 = process.cpuUsage()
+        for (const cache of r.caches.values()) {
+          const text = cache.text
+          if (text === null) continue
+          const { offsets } = text.pieces
+          for (let k = 0; k + 1 < offsets.length; k++) if (offsets[k + 1]! > offsets[k]!) deflateRawSync(text.bytes.subarray(offsets[k]!, offsets[k + 1]!), { level: GZIP_LEVEL })
+        }
+        const c = process.cpuUsage(c0)
+        return (c.user + c.system) / 1000
+      }
+      const floors = Array.from({ length: 3 }, () => ({ plain: floorOf(lastPlain), sharded: floorOf(lastSharded) }))
+      const plainFloor = median(floors.map((f) => f.plain))
+      const shardedFloor = median(floors.map((f) => f.sharded))
+      rows.push({ case: shardCase, subject: `floor: level-${GZIP_LEVEL} deflate of every text chunk, unsharded (one thread)`, value: plainFloor, unit: 'ms CPU', runs: floors.map((f) => f.plain) })
+      rows.push({ case: shardCase, subject: `floor: level-${GZIP_LEVEL} deflate of every text chunk, N = 8 list (one thread)`, value: shardedFloor, unit: 'ms CPU', runs: floors.map((f) => f.sharded) })
+      ratios.push({ case: 'sharded + guards', label: 'CPU sharded+guards beyond its deflate floor / unsharded beyond its own', value: (median(shardCpu) - shardedFloor) / (median(plainCpu) - plainFloor) })
       ratios.push({ case: 'sharded + guards', label: 'CPU sharded+guards / unsharded', value: median(shardCpu) / median(plainCpu) })
+      ratios.push({ case: 'sharded + guards', label: 'CPU ms (median) / 1000 ms', value: median(shardCpu) / 1000, target: '≤ 1', pass: median(shardCpu) <= 1000 })
       ratios.push({ case: 'sharded + guards', label: 'pool ms / 1000 ms budget', value: median(shardMs) / 1000, target: '≤ 1', pass: median(shardMs) <= 1000 })
     }
 
