@@ -278,7 +278,7 @@ async function main (): Promise<void> {
           guard, settings: guards, list, meta: metaOf(shardedDef), now: Date.now(),
           read: (fn) => fn(table),
           compute: (t) => pool.compute(t),
-          build: (targets, special, networks) => m.buildSnapshot(shardedDef, targets, { tasks: pool, lastModified, now: Date.now(), reuseOtherFeeds: false, ...(special !== undefined ? { special } : {}), ...(networks !== undefined ? { networks } : {}) }),
+          build: (targets, special) => m.buildSnapshot(shardedDef, targets, { tasks: pool, lastModified, now: Date.now(), reuseOtherFeeds: false, ...(special !== undefined ? { special } : {}) }),
           shards: [],
           onState: () => {},
         })
