@@ -249,8 +249,9 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     }
     if (early !== null) onSignal(early)
     else {
-      process.once('SIGTERM', onSignal)
-      process.once('SIGINT', onSignal)
+      // Not onSignal itself: Node passes the signal's number as a second argument (15 would be the exit code).
+      process.once('SIGTERM', (signal) => { onSignal(signal) })
+      process.once('SIGINT', (signal) => { onSignal(signal) })
       // A dead front-end thread: a clean stop, and exit code 1 for the supervisor to restart us.
       void server.threadLost.then(() => { onSignal('front-end thread lost', 1) })
     }
