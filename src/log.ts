@@ -7,6 +7,7 @@
  * keep answering through an outage of the disk the logs are on (DECISIONS §5).
  */
 import { writeSync } from 'node:fs'
+import { isMainThread } from 'node:worker_threads'
 import { pino, type DestinationStream, type Logger } from 'pino'
 
 export type { Logger }
@@ -21,6 +22,9 @@ export function logWriteErrors (): number {
 
 function onWriteError (err: NodeJS.ErrnoException): void {
   writeErrors++
+  // Said by the main thread only: every thread writes to the same destination, and the main thread
+  // logs too, so one line per process rather than one per thread.
+  if (!isMainThread) return
   // One line a minute on stderr at most, which may well be on the same full disk: never thrown.
   const now = Date.now()
   if (now - lastReported < 60_000) return
