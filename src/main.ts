@@ -247,11 +247,13 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
         (e: unknown) => { clearTimeout(hard); log.error({ err: e }, 'shutdown failed'); resolve(1) },
       )
     }
+    // Kept for the whole stop: a second SIGTERM while stopping (a supervisor, an impatient script)
+    // must not end the process half way with the default action. Not onSignal itself: Node passes
+    // the signal's number as a second argument, which would become the exit code.
+    process.on('SIGTERM', (signal) => { onSignal(signal) })
+    process.on('SIGINT', (signal) => { onSignal(signal) })
     if (early !== null) onSignal(early)
     else {
-      // Not onSignal itself: Node passes the signal's number as a second argument (15 would be the exit code).
-      process.once('SIGTERM', (signal) => { onSignal(signal) })
-      process.once('SIGINT', (signal) => { onSignal(signal) })
       // A dead front-end thread: a clean stop, and exit code 1 for the supervisor to restart us.
       void server.threadLost.then(() => { onSignal('front-end thread lost', 1) })
     }

@@ -50,7 +50,7 @@ t.test('serve starts, answers, and stops on SIGTERM with exit 0', async (t) => {
   t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
 })
 
-t.test('SIGTERM as soon as the listener is up, before the front-end threads are: still a clean stop with exit 0', async (t) => {
+t.test('SIGTERM as soon as a listener is up, while the start goes on: still a clean stop with exit 0', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'tf-serve-early-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const child = spawn(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'serve'], {
@@ -62,9 +62,29 @@ t.test('SIGTERM as soon as the listener is up, before the front-end threads are:
   createInterface({ input: child.stdout }).on('line', (line) => {
     const rec = JSON.parse(line) as Record<string, unknown>
     logs.push(rec)
-    // The main thread's listener logs first; its threads start after it.
-    if (rec.msg === 'listening' && rec.thread === undefined) child.kill('SIGTERM')
+    // The first front-end thread's listener logs while the others and the main thread still start.
+    if (rec.msg === 'listening' && logs.filter((l) => l.msg === 'listening').length === 1) child.kill('SIGTERM')
   })
   t.equal(await exited, 0, 'exit code 0')
+  t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
+})
+
+t.test('a second SIGTERM during the stop does not end the process half way: exit 0', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tf-serve-twice-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const child = spawn(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'serve'], {
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: join(dir, 'data'), THREATFEED_HTTP_THREADS: '2' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const exited = new Promise<[number | null, string | null]>((resolve) => child.on('exit', (code, signal) => resolve([code, signal])))
+  const logs: Array<Record<string, unknown>> = []
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    const rec = JSON.parse(line) as Record<string, unknown>
+    logs.push(rec)
+    if (rec.msg === 'front-end threads listening') child.kill('SIGTERM')
+    if (rec.msg === 'shutting down') child.kill('SIGTERM')
+  })
+  t.same(await exited, [0, null], 'exit code 0, not ended by the second signal')
+  t.equal(logs.filter((l) => l.msg === 'shutting down').length, 1, 'one stop')
   t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
 })
