@@ -2,8 +2,8 @@
  * `threatfeed serve` as a process: answers /readyz, creates its data directory, and on SIGTERM
  * stops and exits 0 well within 10 s (DECISIONS §6).
  */
-import t from 'tap'
-import { spawn } from 'node:child_process'
+import t, { type Test } from 'tap'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -50,27 +50,12 @@ t.test('serve starts, answers, and stops on SIGTERM with exit 0', async (t) => {
   t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
 })
 
-t.test('SIGTERM as soon as a listener is up, while the start goes on: still a clean stop with exit 0', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'tf-serve-early-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const child = spawn(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'serve'], {
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: join(dir, 'data'), THREATFEED_HTTP_THREADS: '2' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
-  const logs: Array<Record<string, unknown>> = []
-  createInterface({ input: child.stdout }).on('line', (line) => {
-    const rec = JSON.parse(line) as Record<string, unknown>
-    logs.push(rec)
-    // The first front-end thread's listener logs while the others and the main thread still start.
-    if (rec.msg === 'listening' && logs.filter((l) => l.msg === 'listening').length === 1) child.kill('SIGTERM')
-  })
-  t.equal(await exited, 0, 'exit code 0')
-  t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
-})
-
-t.test('a second SIGTERM during the stop does not end the process half way: exit 0', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'tf-serve-twice-'))
+/**
+ * `threatfeed serve` with two front-end threads; `onLine` sees each log record as it comes (after
+ * it is kept in `logs`). Resolves with the exit code and signal.
+ */
+function serveWithThreads (t: Test, onLine: (rec: Record<string, unknown>, logs: Array<Record<string, unknown>>, child: ChildProcess) => void): { exited: Promise<[number | null, string | null]>, logs: Array<Record<string, unknown>> } {
+  const dir = mkdtempSync(join(tmpdir(), 'tf-serve-threads-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const child = spawn(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'serve'], {
     env: { ...process.env, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: join(dir, 'data'), THREATFEED_HTTP_THREADS: '2' },
@@ -81,8 +66,23 @@ t.test('a second SIGTERM during the stop does not end the process half way: exit
   createInterface({ input: child.stdout }).on('line', (line) => {
     const rec = JSON.parse(line) as Record<string, unknown>
     logs.push(rec)
-    if (rec.msg === 'front-end threads listening') child.kill('SIGTERM')
-    if (rec.msg === 'shutting down') child.kill('SIGTERM')
+    onLine(rec, logs, child)
+  })
+  return { exited, logs }
+}
+
+t.test('SIGTERM as soon as a listener is up, while the start goes on: still a clean stop with exit 0', async (t) => {
+  const { exited, logs } = serveWithThreads(t, (rec, logs, child) => {
+    // The first front-end thread's listener logs while the others and the main thread still start.
+    if (rec.msg === 'listening' && logs.filter((l) => l.msg === 'listening').length === 1) child.kill('SIGTERM')
+  })
+  t.same(await exited, [0, null], 'exit code 0')
+  t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
+})
+
+t.test('a second SIGTERM during the stop does not end the process half way: exit 0', async (t) => {
+  const { exited, logs } = serveWithThreads(t, (rec, _logs, child) => {
+    if (rec.msg === 'front-end threads listening' || rec.msg === 'shutting down') child.kill('SIGTERM')
   })
   t.same(await exited, [0, null], 'exit code 0, not ended by the second signal')
   t.equal(logs.filter((l) => l.msg === 'shutting down').length, 1, 'one stop')
