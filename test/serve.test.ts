@@ -54,11 +54,11 @@ t.test('serve starts, answers, and stops on SIGTERM with exit 0', async (t) => {
  * `threatfeed serve` with two front-end threads; `onLine` sees each log record as it comes (after
  * it is kept in `logs`). Resolves with the exit code and signal.
  */
-function serveWithThreads (t: Test, onLine: (rec: Record<string, unknown>, logs: Array<Record<string, unknown>>, child: ChildProcess) => void): { exited: Promise<[number | null, string | null]>, logs: Array<Record<string, unknown>> } {
+function serveWithThreads (t: Test, onLine: (rec: Record<string, unknown>, logs: Array<Record<string, unknown>>, child: ChildProcess) => void, env: Record<string, string> = {}): { exited: Promise<[number | null, string | null]>, logs: Array<Record<string, unknown>> } {
   const dir = mkdtempSync(join(tmpdir(), 'tf-serve-threads-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const child = spawn(process.execPath, ['--import=tsx', 'src/cli/run.ts', 'serve'], {
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: join(dir, 'data'), THREATFEED_HTTP_THREADS: '2' },
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: join(dir, 'data'), THREATFEED_HTTP_THREADS: '2', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   const exited = new Promise<[number | null, string | null]>((resolve) => child.on('exit', (code, signal) => resolve([code, signal])))
@@ -73,11 +73,22 @@ function serveWithThreads (t: Test, onLine: (rec: Record<string, unknown>, logs:
 
 t.test('SIGTERM as soon as a listener is up, while the start goes on: still a clean stop with exit 0', async (t) => {
   const { exited, logs } = serveWithThreads(t, (rec, logs, child) => {
-    // The first front-end thread's listener logs while the others and the main thread still start.
-    if (rec.msg === 'listening' && logs.filter((l) => l.msg === 'listening').length === 1) child.kill('SIGTERM')
-  })
+    // The first front-end thread's listener logs (a debug line) while the others and the main thread still start.
+    if (rec.msg === 'thread listening' && logs.filter((l) => l.msg === 'thread listening').length === 1) child.kill('SIGTERM')
+  }, { THREATFEED_LOG_LEVEL: 'debug' })
   t.same(await exited, [0, null], 'exit code 0')
   t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
+})
+
+t.test('with front-end threads the port is announced once, when every thread listens', async (t) => {
+  const { exited, logs } = serveWithThreads(t, (rec, _logs, child) => {
+    if (rec.msg === 'listening') setTimeout(() => child.kill('SIGTERM'), 300)
+  })
+  t.same(await exited, [0, null], 'exit code 0')
+  const msgs = logs.map((l) => l.msg)
+  t.equal(msgs.filter((m) => m === 'listening').length, 1, 'one "listening" line for the one port')
+  t.ok(msgs.indexOf('front-end threads listening') < msgs.indexOf('listening'), 'after the threads are bound')
+  t.notOk(msgs.includes('thread listening'), "the threads' own lines are debug lines")
 })
 
 t.test('a second SIGTERM during the stop does not end the process half way: exit 0', async (t) => {

@@ -3,6 +3,7 @@
  * (when a certificate is configured), with every route registered on both. app.ts registers
  * through `route` and never creates an App itself; one instance per front-end thread.
  */
+import { isMainThread } from 'node:worker_threads'
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
 import uWS from './uws.js'
 import type { Config } from '../config.js'
@@ -94,7 +95,7 @@ export class Listeners {
         })
       })
       bound = uWS.us_socket_local_port(this.#plainSocket)
-      this.#log.info({ host, port: bound }, 'listening')
+      this.#listening({ host, port: bound }, 'listening')
     }
     await this.#listenInternal()
     let tlsPort: number | null = null
@@ -112,12 +113,23 @@ export class Listeners {
 
   /** The lines listen() logs, for ports the front-end threads bound (leavePublicPortsToThreads). */
   announce (port: number | null, tlsPort: number | null): void {
-    if (port !== null) this.#log.info({ host: this.#config.host, port }, 'listening')
+    if (port !== null) this.#listening({ host: this.#config.host, port }, 'listening')
     if (tlsPort !== null) this.#announceTls(tlsPort)
   }
 
   #announceTls (port: number): void {
-    this.#log.info({ host: this.#config.host, port, serial: this.#tls!.serial, clientCertificates: this.#config.tls?.clientCaFile !== null }, 'listening (TLS)')
+    this.#listening({ host: this.#config.host, port, serial: this.#tls!.serial, clientCertificates: this.#config.tls?.clientCaFile !== null }, 'listening (TLS)')
+  }
+
+  /**
+   * The line that says a port is open. The process says it once, when every listener is open:
+   * with front-end threads the main thread's announce() does, after the last thread is bound,
+   * so each thread's own line is a debug line (an operator or a script waiting for `listening`
+   * sees one line per port, at the moment the whole front end answers).
+   */
+  #listening (fields: Record<string, unknown>, msg: string): void {
+    if (isMainThread) this.#log.info(fields, msg)
+    else this.#log.debug(fields, `thread ${msg}`)
   }
 
   async #listenInternal (): Promise<void> {
