@@ -61,6 +61,11 @@ export interface Config {
   readonly trustedProxies: readonly string[]
   /** Front-end threads answering HTTP on the same ports (README "Architecture"); 1: the main thread alone. */
   readonly httpThreads: number
+  /**
+   * How many nice steps below the process the background threads run (pool/thread-priority.ts):
+   * the feed build workers, the stream consumer and, with front-end threads, the main thread. 0: off.
+   */
+  readonly backgroundNice: number
 }
 
 type Env = Record<string, string | undefined>
@@ -202,5 +207,6 @@ export function loadConfig (env: Env = process.env): Config {
     consumerStaleMs: duration(env, 'THREATFEED_CONSUMER_STALE', DEFAULT_CONSUMER_STALE_MS, 1000, 30 * 86_400_000),
     trustedProxies: trustedProxies(env, 'THREATFEED_TRUSTED_PROXIES'),
     httpThreads: int(env, 'THREATFEED_HTTP_THREADS', Math.min(64, availableParallelism()), 1, 64),
+    backgroundNice: int(env, 'THREATFEED_BACKGROUND_NICE', 10, 0, 19),
   })
 }

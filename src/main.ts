@@ -25,6 +25,7 @@ import { ThreadedConsumer } from './stream/consumer-thread.js'
 import { Housekeeper } from './stream/housekeeping.js'
 import { consumerReadiness } from './stream/consumer-health.js'
 import { createPool } from './pool/pool.js'
+import { backgroundNice, niceThisThread } from './pool/thread-priority.js'
 import { FeedService } from './feed/feed-service.js'
 import { StoreCatalog } from './feed/catalog.js'
 import { registerFeedMetrics } from './feed/metrics.js'
@@ -49,6 +50,8 @@ export interface RunningServer {
   stop (): Promise<void>
   /** Settles when a front-end thread exits unasked: `serve` then stops with exit code 1. */
   readonly threadLost: Promise<Error>
+  /** The nice value of the background threads (THREATFEED_BACKGROUND_NICE); null: off. */
+  readonly backgroundNice: number | null
 }
 
 /** Worker tasks longer than this are abandoned (their worker replaced); the last snapshot keeps serving. */
@@ -70,6 +73,8 @@ async function geoPaths (config: Config, log: Logger): Promise<{ countryDb: stri
 export async function startServer (config: Config, log: Logger): Promise<RunningServer> {
   // A bad certificate or key stops the start before anything is opened (the listener reads them again).
   if (config.tls !== null) await loadTlsMaterial(config.tls)
+  // Taken before any thread is niced: every background thread runs at this one value.
+  const nice = backgroundNice(config.backgroundNice)
   const store = await openStore(config.store === 'mongodb'
     // The database may still be starting (docker compose): retry for a minute, a line per attempt.
     ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb, tombstoneMax: config.tombstoneMax, connectRetryMs: 60_000, onConnectRetry: (attempt, err) => { log.warn({ err, attempt }, 'MongoDB not reachable yet; retrying') } }
@@ -89,7 +94,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   // MongoDB does its work in the server, so its consumer only waits on it, in this thread.
   const consumer: Consumer = store.consumerThread === undefined
     ? new StreamConsumer(store, { pollMs: config.pollMs, log })
-    : new ThreadedConsumer({ handoff: store.consumerThread, pollMs: config.pollMs, logLevel: config.logLevel, log })
+    : new ThreadedConsumer({ handoff: store.consumerThread, pollMs: config.pollMs, logLevel: config.logLevel, log, nice })
   await consumer.start()
   const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
   housekeeper?.start()
@@ -103,7 +108,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     onAppended: (batch) => { consumer.offer(batch) },
   })
 
-  const pool = createPool({ workers: config.workers, taskTimeoutMs: TASK_TIMEOUT_MS })
+  const pool = createPool({ workers: config.workers, taskTimeoutMs: TASK_TIMEOUT_MS, nice })
   const feeds = new FeedService({
     store,
     pool,
@@ -180,6 +185,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     store,
     adminJournal: journal,
     threadLost,
+    backgroundNice: nice,
     stop () {
       // Order: stop taking requests and let in-flight ones finish (their writes are awaited),
       // then the background work, then the store, which flushes on close.
@@ -230,6 +236,10 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     process.off('SIGTERM', onEarly)
     process.off('SIGINT', onEarly)
   }
+  // With front-end threads the main thread answers no poll: its reloads and rebuild slices go behind
+  // the threads that do. Only now, once they exist: a thread starts with its creator's nice value.
+  // In `serve` only, since a process that started the server in its own thread (tests) is not the server's.
+  if (config.httpThreads >= 2) niceThisThread(server.backgroundNice)
   // SIGHUP re-reads the TLS files (README "HTTPS"); without TLS it keeps Node's default (exit).
   const onHangUp = (): void => { void server.reloadTls('SIGHUP') }
   if (config.tls !== null) process.on('SIGHUP', onHangUp)

@@ -48,6 +48,8 @@ const bad: Array<{ description: string, env: Record<string, string>, message: Re
   { description: 'tombstone cap negative', env: { THREATFEED_TOMBSTONE_MAX: '-1' }, message: /THREATFEED_TOMBSTONE_MAX must be a whole number/ },
   { description: 'tombstone cap with a unit', env: { THREATFEED_TOMBSTONE_MAX: '1M' }, message: /THREATFEED_TOMBSTONE_MAX must be a whole number, got "1M"/ },
   { description: 'tombstone cap too large', env: { THREATFEED_TOMBSTONE_MAX: '2000000000' }, message: /THREATFEED_TOMBSTONE_MAX must be between 0 and 1000000000/ },
+  { description: 'background nice past the lowest priority', env: { THREATFEED_BACKGROUND_NICE: '20' }, message: /THREATFEED_BACKGROUND_NICE must be between 0 and 19, got 20/ },
+  { description: 'background nice negative (a raise)', env: { THREATFEED_BACKGROUND_NICE: '-5' }, message: /THREATFEED_BACKGROUND_NICE must be a whole number, got "-5"/ },
 ]
 
 t.test('durations: the sweep interval and the stream retention', async (t) => {
@@ -63,6 +65,12 @@ t.test('the tombstone cap', async (t) => {
   t.equal(loadConfig({}).tombstoneMax, 1_000_000, 'a million by default')
   t.equal(loadConfig({ THREATFEED_TOMBSTONE_MAX: '0' }).tombstoneMax, 0, 'none kept')
   t.equal(loadConfig({ THREATFEED_TOMBSTONE_MAX: '250000' }).tombstoneMax, 250_000)
+})
+
+t.test('the background threads\' nice steps', async (t) => {
+  t.equal(loadConfig({}).backgroundNice, 10, 'ten steps below the process by default')
+  t.equal(loadConfig({ THREATFEED_BACKGROUND_NICE: '0' }).backgroundNice, 0, 'off')
+  t.equal(loadConfig({ THREATFEED_BACKGROUND_NICE: '19' }).backgroundNice, 19)
 })
 
 t.test('a bad value names the variable', async (t) => {

@@ -4,31 +4,24 @@
  * every failure into `{ ok: false, code, message }` (errors do not cross threads intact), and
  * answers with buffers that are shared (networks, text) or moved (the rest), never cloned.
  */
-import { setPriority } from 'node:os'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
-import { parentPort, threadId } from 'node:worker_threads'
+import { parentPort, threadId, workerData } from 'node:worker_threads'
 import { GeoIndex } from '../src/geo/geo-index.js'
 import { computeNetworks, needsGeo, networksKey, shareResult, withMeta } from '../src/feed/render/compute-networks.js'
 import { renderStream } from '../src/feed/render/render-stream.js'
+import { niceThisThread } from '../src/pool/thread-priority.js'
 import {
   GEO_MISSING, transferOutcome,
-  type ComputeResult, type ComputeTask, type GeoRef, type RenderResult, type RenderTask, type TaskEnvelope, type TaskOutcome, type TaskStarted,
+  type ComputeResult, type ComputeTask, type GeoRef, type PoolWorkerData, type RenderResult, type RenderTask, type TaskEnvelope, type TaskOutcome, type TaskStarted,
 } from '../src/pool/protocol.js'
 
 let geo: { version: number, index: GeoIndex } | null = null
 
-/**
- * Builds run niced, so the thread answering polls gets a core first when builds fill both (on a
- * 2-core machine a rebuild of millions of rules otherwise delays every poll by the OS scheduler's
- * slices). On Linux a nice value is per thread and 0 names the calling one; elsewhere best effort.
- */
-const BUILD_NICE = 10
-try {
-  setPriority(0, BUILD_NICE)
-} catch {
-  // Not permitted here (a container's policy): builds keep the default priority.
-}
+// Builds run niced (src/pool/thread-priority.ts), so the threads answering polls get a core first
+// when builds fill them: on 2 cores a rebuild of millions of rules otherwise delays every poll by
+// the OS scheduler's slices.
+niceThisThread((workerData as PoolWorkerData | null)?.nice ?? null)
 
 /** The task's geo index: kept from an earlier task, or taken from this one; null when absent. */
 function useGeo (ref: GeoRef): GeoIndex | null {

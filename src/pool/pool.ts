@@ -22,7 +22,7 @@ import { ThreatfeedError } from '../errors.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import {
   GEO_MISSING, isTaskStarted,
-  type ComputeResult, type ComputeTask, type RenderResult, type RenderTask, type TaskOutcome,
+  type ComputeResult, type ComputeTask, type PoolWorkerData, type RenderResult, type RenderTask, type TaskOutcome,
 } from './protocol.js'
 
 export interface PoolOptions {
@@ -35,6 +35,11 @@ export interface PoolOptions {
    * worker of their own that exports the same tasks (test/fixtures/pool/), as piscina's do.
    */
   filename?: string
+  /**
+   * The nice value each worker gives its thread (thread-priority.ts: `backgroundNice`), so builds
+   * yield the cores to the threads answering polls; null or absent: the creator's.
+   */
+  nice?: number | null
 }
 
 /** Task input without the geo reference: the pool fills it in. */
@@ -89,6 +94,7 @@ export function createPool (opts: PoolOptions): FeedPool {
     maxThreads: opts.workers,
     // Builds are bursty (a change, then quiet for a rebuild interval); keep the threads warm.
     idleTimeout: 60_000,
+    workerData: { nice: opts.nice ?? null } satisfies PoolWorkerData,
     // From the TypeScript sources, workers load tsx themselves (feed-worker-tsx.mjs); they need
     // none of the parent's --import hooks, which cost seconds per worker start under a test runner.
     ...(isDev ? { execArgv: [] } : {}),

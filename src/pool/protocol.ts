@@ -21,6 +21,12 @@ export type WireFormat = 'plain' | 'dialect_a' | 'dialect_b' | 'nftables'
 export type WireFamily = 'v4' | 'v6' | 'both'
 export type WireAction = 'block' | 'allow'
 
+/** What each worker starts with (Piscina's `workerData`; node:worker_threads' in the worker). */
+export interface PoolWorkerData {
+  /** The worker thread's nice value (thread-priority.ts); null: its creator's. */
+  readonly nice: number | null
+}
+
 /**
  * Posted by a worker on its parent port when it starts a task: the pool's timeout measures the
  * run, not the wait in the queue (a burst of builds can queue for longer than one task may run).

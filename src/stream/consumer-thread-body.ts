@@ -4,6 +4,7 @@
  */
 import { parentPort } from 'node:worker_threads'
 import { createLogger } from '../log.js'
+import { niceThisThread } from '../pool/thread-priority.js'
 import type { ConsumerThreadSide } from '../store/consumer-thread.js'
 import { StreamConsumer } from './consumer.js'
 import type { ConsumerThreadSettings, FromConsumerThread, ToConsumerThread } from './consumer-thread.js'
@@ -15,6 +16,9 @@ const GATHER_MS = 25
 /** ConsumerThreadBody#runConsumerThread: returns once started; the thread ends when told to stop. */
 export async function runConsumerThread<Own> (side: ConsumerThreadSide<Own>, settings: unknown): Promise<void> {
   const data = settings as ConsumerThreadSettings
+  // Applying yields the cores to the threads answering polls; it needs a small share of one at
+  // 1,000 changes/s, and read-your-writes (1 s) holds while the front-end threads leave it that.
+  niceThisThread(data.nice)
   const { store, unpack } = side
   const port = parentPort!
   const post = (m: FromConsumerThread): void => { port.postMessage(m) }

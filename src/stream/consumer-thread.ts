@@ -48,6 +48,8 @@ export interface ThreadedConsumerOptions {
   readonly log: Pick<Logger, 'info' | 'warn' | 'error'>
   /** Wait before starting a thread that died again (default 1 s). */
   readonly restartMs?: number
+  /** The thread's nice value (pool/thread-priority.ts); null or absent: its creator's. */
+  readonly nice?: number | null
 }
 
 /** What the thread's body is started with (ConsumerThreadData#consumer). */
@@ -56,6 +58,7 @@ export interface ConsumerThreadSettings {
   readonly name: string | undefined
   readonly batchSize: number | undefined
   readonly logLevel: string
+  readonly nice: number | null
 }
 
 /** Messages between the threads. */
@@ -199,7 +202,7 @@ export class ThreadedConsumer implements Consumer {
 
   #spawn (): Promise<void> {
     const { handoff, pollMs, name, batchSize, logLevel, log } = this.#options
-    const settings: ConsumerThreadSettings = { pollMs, name, batchSize, logLevel }
+    const settings: ConsumerThreadSettings = { pollMs, name, batchSize, logLevel, nice: this.#options.nice ?? null }
     const data: ConsumerThreadData = { store: handoff.store, body: BODY, consumer: settings }
     // Built from the sources, the thread takes the parent's flags but its loaders (withoutLoaders);
     // built, it inherits them as they are (Node drops what a thread cannot take).

@@ -162,6 +162,17 @@ export function tombstoneKey (workspaceId: string, kind: RuleKind, target: Targe
     : workspaceId + SEP + 'x' + SEP + kind + SEP + (ruleRef ?? '')
 }
 
+/** The identity a tombstone key names: tombstoneKey read back. */
+export function tombstoneOfKey (key: string): { workspaceId: string, kind: RuleKind, target: Target | null, ruleRef: string | null } {
+  const parts = key.split(SEP)
+  const ref = (from: number): string | null => {
+    const text = parts.slice(from).join(SEP)
+    return text === '' ? null : text
+  }
+  if (parts[1] === 't') return { workspaceId: parts[0]!, kind: 'access_rule', target: { type: parts[2] as Target['type'], value: parts[3]! }, ruleRef: ref(4) }
+  return { workspaceId: parts[0]!, kind: parts[2] as RuleKind, target: null, ruleRef: ref(3) }
+}
+
 export function tombstoneTargetRange (workspaceId: string, target: Target): KeyRange {
   return rangeOf(workspaceId + SEP + 't' + SEP + target.type + SEP + target.value)
 }

@@ -22,6 +22,9 @@
  *             every rule. Nothing is rewritten (the log starts empty; a cache starts with a whole
  *             read). A format-5 version would change rules without logging them, and a format-6
  *             process's cache would miss those changes, so it must refuse the directory.
+ *   format 7  a tombstone's value is its lapse time and action only (layout.ts StoredTombstone),
+ *             its key naming the rule; those written before stay as they are until they go, a
+ *             day after their lapse. A format-6 version would misread the new ones.
  *
  * Each upgrade of the main environment is one write transaction, so a crash leaves the older
  * format untouched, and it re-checks the format under the write lock, so two processes opening an
@@ -40,7 +43,7 @@ import { META, type Databases, type StreamDatabases } from './layout.js'
 import { accessRuleExpiresAt, encodeAccessRule } from './rule-codec.js'
 import { encodeChunk } from './stream-codec.js'
 
-export const FORMAT = 6
+export const FORMAT = 7
 const FORMAT_KEY = 'format'
 
 /** Records per chunk when old per-record entries are regrouped. */
@@ -81,7 +84,7 @@ export function migrateFormat (root: RootDatabase, dbs: Databases, streamRoot: R
   root.resetReadTxn()
   rebuildExpiryLog(root, dbs)
   root.resetReadTxn()
-  // Format 4 → 5 → 6 changes nothing stored (the change log starts empty): the number alone
+  // Format 4 → 5 → 6 → 7 changes nothing stored (the change log starts empty): the number alone
   // keeps older versions out.
   root.transactionSync(() => {
     if ((dbs.meta.get(FORMAT_KEY) ?? 0) < FORMAT) dbs.meta.put(FORMAT_KEY, FORMAT)

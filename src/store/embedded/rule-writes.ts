@@ -16,10 +16,10 @@ import type { ByteWriter } from './byte-writer.js'
 import { logChange, removedIdentity } from './change-log.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
 import {
-  accessRuleKey, accessRuleKeyByRef, arrivalKey, expressionRuleKey, targetIdentity, targetIdentityOfKey, targetIndexKey, targetIndexRange, tombstoneKey, workspaceOfKey,
+  accessRuleKey, accessRuleKeyByRef, arrivalKey, expressionRuleKey, targetIdentity, targetIdentityOfKey, targetIndexKey, targetIndexRange, tombstoneKey, tombstoneOfKey, workspaceOfKey,
   writeAccessRuleKey,
 } from './key-layout.js'
-import { META, type Databases } from './layout.js'
+import { META, type Databases, type StoredTombstone } from './layout.js'
 import { accessRuleExpiresAt, decodeAccessRule, encodeAccessRule, setAccessRuleTimes } from './rule-codec.js'
 
 /** What one write transaction works with. */
@@ -272,12 +272,23 @@ export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => vo
   }
 }
 
+function lapsedAtOf (stored: StoredTombstone | LapsedTombstone): number {
+  return Array.isArray(stored) ? (stored as StoredTombstone)[0] : (stored as LapsedTombstone).lapsedAt
+}
+
+/** A stored tombstone with its key read back into the LapsedTombstone it was written from. */
+export function readTombstone (key: string, stored: StoredTombstone | LapsedTombstone): LapsedTombstone {
+  if (!Array.isArray(stored)) return stored as LapsedTombstone
+  const [lapsedAt, action] = stored as StoredTombstone
+  return { ...tombstoneOfKey(key), lapsedAt, ...(action === undefined ? {} : { action: action === 2 ? 'allow' : 'block' }) }
+}
+
 function putTombstone (dbs: Databases, t: LapsedTombstone): void {
   const key = tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef)
   const prev = dbs.tombstones.get(key)
-  if (prev !== undefined) dbs.tombstonesByTime.remove([prev.lapsedAt, key])
+  if (prev !== undefined) dbs.tombstonesByTime.remove([lapsedAtOf(prev), key])
   else dbs.meta.put(META.tombstoneCount, tombstoneCount(dbs) + 1)
-  dbs.tombstones.put(key, t)
+  dbs.tombstones.put(key, t.action === undefined ? [t.lapsedAt] : [t.lapsedAt, t.action === 'allow' ? 2 : 1])
   dbs.tombstonesByTime.put([t.lapsedAt, key], EMPTY)
 }
 
@@ -303,7 +314,8 @@ export function dropTombstones (dbs: Databases, before: number, max: number, lim
   }
   for (const [lapsedAt, key] of old) {
     dbs.tombstonesByTime.remove([lapsedAt, key])
-    if (dbs.tombstones.get(key)?.lapsedAt === lapsedAt) dbs.tombstones.remove(key)
+    const stored = dbs.tombstones.get(key)
+    if (stored !== undefined && lapsedAtOf(stored) === lapsedAt) dbs.tombstones.remove(key)
   }
   if (old.length > 0) dbs.meta.put(META.tombstoneCount, count - old.length)
   return old.length

@@ -119,7 +119,7 @@ t.test('entries older than the log keeps are trimmed; a catch-up from before the
   t.same([fromAfter.put, fromAfter.answer.live], [['10.0.0.3/32 allow'], null], 'from after it: the log')
 })
 
-t.test('a format-5 directory opens as format 6: its rules kept, caught up through the log from then on', async (t) => {
+t.test('a format-5 directory opens as format 7: its rules kept, caught up through the log from then on', async (t) => {
   const dir = await tempDir(t)
   const ws = freshWorkspaceId()
   const made = await openStore({ kind: 'embedded', dataDir: dir })
@@ -135,7 +135,7 @@ t.test('a format-5 directory opens as format 6: its rules kept, caught up throug
   const store = await openStore({ kind: 'embedded', dataDir: dir })
   t.teardown(() => store.close())
   const check = new LmdbEnv(dir)
-  t.equal(check.read((dbs) => dbs.meta.get('format')), 6, 'format 6, which a format-5 version refuses ("newer than this version reads")')
+  t.equal(check.read((dbs) => dbs.meta.get('format')), 7, 'format 7, which a format-5 version refuses ("newer than this version reads")')
   await check.close()
   const first = await catchUp(store, ws, -1)
   t.same(first.put.sort(), ['10.0.0.1/32 block', '10.0.0.2/32 block', '10.0.0.3/32 block'], 'every rule kept')
