@@ -15,26 +15,12 @@
  * transaction of the main environment open until the release file appears.
  */
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
-
-async function hold (dataDir: string, lockFile: string, releaseFile: string): Promise<void> {
-  const { LmdbEnv } = await import('../../src/store/embedded/lmdb-env.js')
-  // syncWrites: the transaction runs in this call, on this thread, and keeps the lock until it returns.
-  const env = new LmdbEnv(dataDir, { syncWrites: true })
-  const pause = new Int32Array(new SharedArrayBuffer(4))
-  process.stdout.write('ready\n')
-  while (!existsSync(lockFile)) Atomics.wait(pause, 0, 0, 10)
-  await env.write(() => {
-    process.stdout.write('locked\n')
-    while (!existsSync(releaseFile)) Atomics.wait(pause, 0, 0, 10)
-  })
-  await env.close()
-  process.stdout.write('released\n')
-}
+import { holdWriteLock } from '../helpers/hold-lock.js'
 
 /** Long enough for a 2 s store timeout and a first build on the other node inside one interval. */
 const REBUILD_MS = 6000
@@ -118,5 +104,5 @@ async function runTest (): Promise<void> {
   })
 }
 
-if (process.argv[2] === '--hold') await hold(process.argv[3]!, process.argv[4]!, process.argv[5]!)
+if (process.argv[2] === '--hold') await holdWriteLock('main', process.argv[3]!, process.argv[5]!, process.argv[4]!)
 else await runTest()
