@@ -145,6 +145,8 @@ export class FeedService {
   readonly #swapListeners = new Set<(workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot | null) => void>()
   /** Feeds another node switched first (several nodes, supersession.ts). */
   readonly #superseded: Supersession<FeedState>
+  /** Builds started per feed: which build a late store answer is about (#restamp). */
+  readonly #generations = new WeakMap<FeedState, number>()
 
   constructor (opts: FeedServiceOptions) {
     this.#store = opts.store
@@ -304,6 +306,29 @@ export class FeedService {
         return f.building
       },
     })
+  }
+
+  /**
+   * A version build `gen` served from memory (its feed-version write timed out) is not the one the
+   * store recorded for the same content (last-modified.ts): rebuild now, off the boundaries, with
+   * the recorded one. The content stays: only Last-Modified, dialect_a's line and their ETags move
+   * to what every other node serves. A later build observes the store itself and needs none; with
+   * a change pending, the boundary build does it.
+   */
+  #restamp (f: FeedState, gen: number): void {
+    if (this.#generations.get(f) !== gen || f.snapshot === undefined) return
+    if (f.building !== null) {
+      // Build `gen` itself, not swapped yet: it swaps the version it served; restamp after it.
+      void f.building.finally(() => { this.#restamp(f, gen) })
+      return
+    }
+    f.builtFrom = ''
+    if (f.dirty) return
+    const last = f.lastStart
+    f.dirty = true
+    f.lastStart = -Infinity
+    this.#tick(f)
+    f.lastStart = last
   }
 
   #installGeo (index: GeoIndex): void {
@@ -510,6 +535,7 @@ export class FeedService {
   #build (f: FeedState, now: number, reason: BuildReason): void {
     f.lastStart = Date.now()
     f.dirty = false
+    this.#generations.set(f, (this.#generations.get(f) ?? 0) + 1)
     let started = performance.now()
     // Expiry builds and first builds wait for nobody: until they finish, the feed cannot answer.
     const first = f.snapshot === undefined
@@ -544,6 +570,7 @@ export class FeedService {
 
   async #buildNow (f: FeedState, now: number, reason: BuildReason, started: number, first: boolean): Promise<void> {
     const ws = this.#workspace(f.workspaceId)
+    const gen = this.#generations.get(f)!
     await ws.catchUp(this.#store.rules, now, first || this.#superseded.catchingUp(f, f.building), this.#log)
     const rules = ws.rules.table!
     if (ws.name === null) ws.name = (await this.#store.workspaces.get(ws.id))?.name ?? ws.id
@@ -561,7 +588,10 @@ export class FeedService {
     const list = f.list
     const def = { workspaceId: ws.id, workspaceName: ws.name, list }
     // Recorded with what it was built from, so no node moves the version back (rebuild-schedule.ts).
-    const keeper = this.#lastModified.forBuild({ rulesRevision: ws.rulesRevision, adminRevision: this.#adminView?.revision ?? 0, ...geoBasis(this.#geo), expiryCutoff: now }, () => { this.#markDirty(f, 'change') })
+    const keeper = this.#lastModified.forBuild({ rulesRevision: ws.rulesRevision, adminRevision: this.#adminView?.revision ?? 0, ...geoBasis(this.#geo), expiryCutoff: now }, {
+      onBehind: () => { this.#markDirty(f, 'change') },
+      onStale: () => { this.#restamp(f, gen) },
+    })
     const build = (targets: FeedTargets, special?: 'detect' | 'drop'): Promise<BuildResult> => buildSnapshot(def, targets, {
       tasks: this.#pool,
       lastModified: keeper,

@@ -9,7 +9,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createHash } from 'node:crypto'
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { Agent, request } from 'node:http'
+import { availableParallelism } from 'node:os'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { openStore } from '../../src/store/open.js'
@@ -170,4 +172,54 @@ export function variants (workspaceFeeds: readonly string[]): Array<{ path: stri
     }
   }
   return out
+}
+
+/** Threads of the processes `pids` ready to run or running now (state R in /proc/<pid>/task/<tid>/stat). */
+function runnableThreadsOf (pids: readonly number[]): number {
+  let n = 0
+  for (const pid of pids) {
+    let tids: string[]
+    try { tids = readdirSync(`/proc/${pid}/task`) } catch { continue }
+    for (const tid of tids) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1')
+        if (stat.charCodeAt(stat.lastIndexOf(')') + 2) === 0x52 /* R */) n++
+      } catch {
+        // The thread ended between the listing and the read.
+      }
+    }
+  }
+  return n
+}
+
+export interface ForeignLoad {
+  /** Stops sampling: the mean number of runnable threads per core outside `own`, and the samples taken. */
+  stop (): { perCore: number, samples: number }
+}
+
+/**
+ * How busy the machine is with work other than the cluster's own, while a round runs: every
+ * `everyMs`, the threads running or ready to run (/proc/loadavg) less those of the processes
+ * `own()` names (the nodes with their worker threads, and this test). The load average cannot
+ * say it: it lags by a minute, and it counts the nodes' own builds, which are what is measured.
+ * Null where /proc is not Linux's.
+ */
+export function sampleForeignLoad (own: () => readonly number[], everyMs = 100): ForeignLoad | null {
+  if (!existsSync('/proc/loadavg')) return null
+  let sum = 0
+  let samples = 0
+  const sample = (): void => {
+    const running = Number(readFileSync('/proc/loadavg', 'latin1').split(' ')[3]!.split('/')[0])
+    sum += Math.max(0, running - runnableThreadsOf(own()))
+    samples++
+  }
+  sample()
+  const timer = setInterval(sample, everyMs).unref()
+  return {
+    stop () {
+      clearInterval(timer)
+      sample()
+      return { perCore: sum / samples / availableParallelism(), samples }
+    },
+  }
 }

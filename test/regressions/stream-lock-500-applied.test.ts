@@ -10,24 +10,12 @@
  * until the release file appears.
  */
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
-
-async function hold (dataDir: string, releaseFile: string): Promise<void> {
-  const { LmdbEnv } = await import('../../src/store/embedded/lmdb-env.js')
-  // syncWrites: the transaction runs in this call, on this thread, and keeps the lock until it returns.
-  const env = new LmdbEnv(dataDir, { syncWrites: true })
-  const pause = new Int32Array(new SharedArrayBuffer(4))
-  await env.writeStream(() => {
-    process.stdout.write('locked\n')
-    while (!existsSync(releaseFile)) Atomics.wait(pause, 0, 0, 10)
-  })
-  await env.close()
-  process.stdout.write('released\n')
-}
+import { holdWriteLock } from '../helpers/hold-lock.js'
 
 /** The answer's deadline (DECISIONS §5) and what a loaded machine may add to it. */
 const DEADLINE_MS = 2000
@@ -50,6 +38,7 @@ async function runTest (): Promise<void> {
     const child = spawn(process.execPath, ['--import=tsx', fileURLToPath(import.meta.url), '--hold', dir, release], { stdio: ['ignore', 'pipe', 'inherit'] })
     t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
     const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]()
+    t.equal((await lines.next()).value, 'ready')
     t.equal((await lines.next()).value, 'locked')
 
     const held = ['198.51.100.1', '198.51.100.2', '198.51.100.3', '198.51.100.4', '198.51.100.5', '198.51.100.6']
@@ -75,5 +64,5 @@ async function runTest (): Promise<void> {
   })
 }
 
-if (process.argv[2] === '--hold') await hold(process.argv[3]!, process.argv[4]!)
+if (process.argv[2] === '--hold') await holdWriteLock('stream', process.argv[3]!, process.argv[4]!)
 else await runTest()

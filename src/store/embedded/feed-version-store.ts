@@ -31,7 +31,10 @@ export class EmbeddedFeedVersionStore implements FeedVersionStore {
     // Almost every rebuild finds its content unchanged (or a newer build recorded): answer that
     // from a read, without taking the cross-process write lock or waiting for a flush. Only a
     // change is re-checked and written inside the transaction, which is what makes observe atomic.
-    const seen: FeedVersionRecord | undefined = this.#env.read((dbs) => dbs.feedVersions.get(id))
+    // The read is of the latest commit (readLatest): lmdb-js's cached snapshot can predate another
+    // node's record, and for content that went A→B→A it still shows A's first run — a time no
+    // other node serves.
+    const seen: FeedVersionRecord | undefined = this.#env.readLatest((dbs) => dbs.feedVersions.get(id))
     if (seen !== undefined && nextFeedVersion(key, normalizeRecord(key, seen), contentHash, now, basis) === null) return versionOf(seen)
     return this.#env.write((dbs) => {
       const current: FeedVersionRecord | undefined = dbs.feedVersions.get(id)
@@ -44,12 +47,13 @@ export class EmbeddedFeedVersionStore implements FeedVersionStore {
   }
 
   async get (key: FeedKey): Promise<FeedVersion | null> {
-    const r: FeedVersionRecord | undefined = this.#env.read((dbs) => dbs.feedVersions.get(feedVersionKey(key)))
+    const r: FeedVersionRecord | undefined = this.#env.readLatest((dbs) => dbs.feedVersions.get(feedVersionKey(key)))
     return r === undefined ? null : versionOf(r)
   }
 
   async record (key: FeedKey): Promise<StoredVersion | null> {
-    const r: FeedVersionRecord | undefined = this.#env.read((dbs) => dbs.feedVersions.get(feedVersionKey(key)))
+    // Another node's newest record, not this handle's cached snapshot (supersession.ts asks).
+    const r: FeedVersionRecord | undefined = this.#env.readLatest((dbs) => dbs.feedVersions.get(feedVersionKey(key)))
     return r === undefined ? null : normalizeRecord(key, r)
   }
 
@@ -78,7 +82,7 @@ export class EmbeddedFeedVersionStore implements FeedVersionStore {
   }
 
   async loadPublished (ref: FeedRef): Promise<PublishedRecord | null> {
-    const raw: Buffer | undefined = this.#env.read((dbs) => dbs.publishedRules.get(publishedRulesKey(ref)))
+    const raw: Buffer | undefined = this.#env.readLatest((dbs) => dbs.publishedRules.get(publishedRulesKey(ref)))
     return raw === undefined ? null : decodePublished(raw)
   }
 
