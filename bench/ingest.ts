@@ -40,7 +40,10 @@
  * (node flags for the threatfeed server), BENCH_INGEST_CONSUMER=inline (the consumer in the
  * server's thread instead of its own), BENCH_INGEST_CONSUMER_BATCH (the consumer's batchSize,
  * default its own), BENCH_INGEST_TARGETS=sequential (every case with targets in sequence; a case
- * named `v1:4:seq` does that for one case), BENCH_INGEST_FLOOR=0 (no durable floor).
+ * named `v1:4:seq` does that for one case), BENCH_INGEST_FLOOR=0 (no durable floor),
+ * BENCH_INGEST_HTTP_THREADS (the threatfeed server's THREATFEED_HTTP_THREADS; default its own, the
+ * number of cores: as `threatfeed serve`, front-end threads take the connections and hand each
+ * signal to the main thread, so the figures include that hop).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -95,7 +98,8 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
     import('../src/http/app.js'), import('../src/http/auth.js'), import('../src/http/metrics.js'), import('../src/http/rate-limit.js'),
     import('../src/http/signal-routes.js'), import('../src/ingest/batch.js'), import('../src/stream/consumer.js'), import('../src/http/respond.js'),
   ])
-  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'warn', THREATFEED_RATE_LIMIT_RPS: '100000', THREATFEED_RATE_LIMIT_BURST: '100000' })
+  const threads = process.env.BENCH_INGEST_HTTP_THREADS
+  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'warn', THREATFEED_RATE_LIMIT_RPS: '100000', THREATFEED_RATE_LIMIT_BURST: '100000', ...(threads === undefined ? {} : { THREATFEED_HTTP_THREADS: threads }) })
   const log = createLogger(config.logLevel, process.stderr)
   const store = await openStore({ kind: 'embedded', dataDir })
   const ws = await store.workspaces.create({ name: 'bench', subscription: 'active' })
@@ -126,9 +130,14 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
       respond.sendJson(ex, 200, { stored: live })
     })
   }
+  // The front-end threads as serve starts them (they serve no feed here: the bench posts only).
+  const { StoreCatalog } = await import('../src/feed/catalog.js')
+  const catalog = new StoreCatalog(store, { pollMs: config.pollMs })
+  await catalog.start()
+  const noFeeds = { getSnapshot: () => null, awaitSnapshot: () => Promise.reject(new Error('the bench serves no feeds')), onSwap: () => () => {} }
   const http = await app.startHttpServer({
     config, store, auth: authenticator, metrics: new metrics.Metrics(), log, rateLimiter: new rl.RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst), readiness: async () => ({ ready: true, checks: {} }),
-  }, [routes.signalRoutes({ ingester, consumer }), lag])
+  }, [routes.signalRoutes({ ingester, consumer }), lag], { threads: { feeds: noFeeds, catalog, tracker: null } })
   process.stdout.write(JSON.stringify({ port: http.port, key }) + '\n')
   process.on('SIGTERM', () => { void http.close(100).then(() => consumer.stop()).then(() => store.close()).then(() => process.exit(0)) })
 }

@@ -13,11 +13,12 @@ import type { Store } from '../store/types.js'
 import type { Authenticator } from './auth.js'
 import type { Metrics, ThreadMetrics } from './metrics.js'
 import { RateLimiter } from './rate-limit.js'
-import { beginExchange, sendError, sendBody, sendJson, watchAbort, type ErrorShape, type Exchange } from './respond.js'
+import { beginExchange, errorAnswer, sendError, sendBody, sendJson, watchAbort, type ErrorShape, type Exchange, type JsonAnswer } from './respond.js'
 import { ThreatfeedError } from '../errors.js'
 import { Listeners } from './tls-listeners.js'
 import { consoleRoutes } from './console-routes.js'
 import { FrontEndThreads, sharedPorts, threadToken, type ThreadSources } from './front-threads.js'
+import { handedOverRequest, portableRequest, type HandOverClient, type HandOverRequest, type HandOverRoute, type PortableHandler } from './handover.js'
 
 export interface Readiness {
   ready: boolean
@@ -52,6 +53,12 @@ export interface Router {
    * own answers HEAD through its GET handler, the body left out (RFC 9110 §9.3.2).
    */
   onlyAllow (pattern: string, route: string, shape: ErrorShape, allow: string): void
+  /**
+   * A POST route that front-end threads hand over to this thread through their ports rather than
+   * forward (handover.ts): `handler` answers it from this thread's sockets and from the ports
+   * alike, with the same metrics, error mapping and drain. `headers`: those it reads.
+   */
+  portable (pattern: string, route: string, shape: ErrorShape, headers: readonly string[], handler: PortableHandler): void
 }
 
 export interface RouteModule {
@@ -84,6 +91,11 @@ export interface HttpServerOptions {
   readonly forward?: Handler
   /** A front-end thread exited after the start (front-threads.ts): the owner stops the process. */
   readonly onThreadLost?: (error: Error) => void
+  /**
+   * On a front-end thread, with `forward`: the routes it hands over to the main thread through
+   * its port (handover.ts) instead of forwarding them.
+   */
+  readonly handOver?: { readonly routes: readonly HandOverRoute[], readonly client: HandOverClient }
 }
 
 export async function startHttpServer (ctx: HttpContext, modules: RouteModule[], options: HttpServerOptions = {}): Promise<HttpServer> {
@@ -104,6 +116,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
   }
 
   const getRoutes = new Map<string, { route: string, shape: ErrorShape, handler: Handler }>()
+  const portables = new Map<string, { readonly route: HandOverRoute, readonly shape: ErrorShape, readonly handler: PortableHandler, readonly observe: (status: number, start: number) => void }>()
   const headPatterns = new Set<string>()
   const router: Router = {
     on (method, pattern, route, shape, handler) {
@@ -140,6 +153,37 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
       router.on('any', pattern, route, shape, refuse)
       if (!allow.split(', ').includes('HEAD')) router.on('head', pattern, route, shape, refuse)
     },
+    portable (pattern, route, shape, headers, handler) {
+      const maxBodyBytes = ctx.config.maxBodyBytes
+      router.on('post', pattern, route, shape, async (ex, req) => {
+        const answer = await handler(portableRequest(ex, req, headers, maxBodyBytes))
+        if (answer !== null) sendJson(ex, answer.status, answer.body, answer.headers)
+      })
+      portables.set(pattern, { route: { pattern, headers }, shape, handler, observe: ctx.metrics.route(route) })
+    },
+  }
+
+  /**
+   * A request a front-end thread handed over, answered as router.on answers one of this thread's
+   * sockets: counted in flight (close waits for it), observed, a throw mapped by sendError's rules.
+   * Never rejects (handover.ts serveHandOvers).
+   */
+  const answerHandedOver = async (m: HandOverRequest): Promise<JsonAnswer> => {
+    const portable = portables.get(m.pattern)
+    if (portable === undefined) return errorAnswer(new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal', report)
+    const start = performance.now()
+    inflight++
+    let answer: JsonAnswer
+    try {
+      // Null only when the client went away, which a handed-over request's thread watches instead.
+      answer = await portable.handler(handedOverRequest(m, ctx.config.maxBodyBytes)) ?? errorAnswer(new Error('a handed-over request was left unanswered'), portable.shape, report)
+    } catch (e) {
+      answer = errorAnswer(e, portable.shape, report)
+    }
+    portable.observe(answer.status, start)
+    inflight--
+    if (inflight === 0 && drained !== null) drained()
+    return answer
   }
 
   if (options.forward !== undefined) {
@@ -150,8 +194,8 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
     for (const [pattern, get] of getRoutes) {
       if (!headPatterns.has(pattern)) router.on('head', pattern, get.route, get.shape, get.handler)
     }
-    for (const method of ['any', 'head'] as const) {
-      listeners.route(method, '/*', (res, req, gate) => {
+    const passOn = (method: Method, pattern: string, handler: Handler): void => {
+      listeners.route(method, pattern, (res, req, gate) => {
         const ex = beginExchange(res, req.getMethod() === 'head')
         inflight++
         const done = (): void => {
@@ -161,7 +205,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
         let pending: void | Promise<void> = undefined
         try {
           gate?.(res)
-          pending = forward(ex, req)
+          pending = handler(ex, req)
         } catch (e) {
           sendError(ex, e, 'signal', report)
         }
@@ -170,6 +214,9 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
         else pending.then(done, (e: unknown) => { sendError(ex, e, 'signal', report); done() })
       })
     }
+    // The other methods on a handed-over pattern (405) go the forwarded way with the rest.
+    for (const route of options.handOver?.routes ?? []) passOn('post', route.pattern, options.handOver!.client.handler(route))
+    for (const method of ['any', 'head'] as const) passOn(method, '/*', forward)
     const { port, tlsPort } = await listeners.listen()
     return {
       port: port ?? tlsPort!,
@@ -212,6 +259,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
         config: Object.freeze({ ...config, port, tls: config.tls === null ? null : { ...config.tls, port: tlsPort! } }),
         internalPort: listeners.internalPort!,
         token: token!,
+        handOver: { routes: [...portables.values()].map((p) => p.route), answer: answerHandedOver },
         sources: options.threads!,
         log: ctx.log,
         metrics: ctx.metrics,

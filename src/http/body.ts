@@ -20,7 +20,7 @@ export function readBody (ex: Exchange, maxBytes: number): Promise<Buffer> {
       if (size > maxBytes) {
         done = true
         ex.closeAfter = true
-        reject(new ThreatfeedError('TF_ERR_BAD_REQUEST', [`request body exceeds ${maxBytes} bytes`]))
+        reject(bodyTooLarge(maxBytes))
         return
       }
       chunks.push(Buffer.from(chunk.slice(0)))
@@ -30,4 +30,9 @@ export function readBody (ex: Exchange, maxBytes: number): Promise<Buffer> {
       }
     })
   })
+}
+
+/** What a body over the cap is answered (400), wherever the cap was passed (handover.ts: on a front-end thread). */
+export function bodyTooLarge (maxBytes: number): ThreatfeedError {
+  return new ThreatfeedError('TF_ERR_BAD_REQUEST', [`request body exceeds ${maxBytes} bytes`])
 }

@@ -1,8 +1,8 @@
 /**
- * A front-end thread hands every request it does not answer itself (signals, explain, health,
- * readiness, metrics, the OpenAPI document, unknown paths) to the main thread, which answers it
- * with its own routes: one writer for signals, one rate limiter per key, one /metrics for the
- * process (README "Architecture").
+ * A front-end thread hands every request it does not answer itself (explain, health, readiness,
+ * metrics, the OpenAPI document, unknown paths, the methods a signal route refuses) to the main
+ * thread, which answers it with its own routes: one rate limiter per key, one /metrics for the
+ * process (README "Architecture"). Signals go over a MessagePort instead (handover.ts).
  *
  *   client ──► thread's uWS app ──► forward(): request line, headers, body
  *                                     ──► main thread's internal listener (127.0.0.1, a token header)

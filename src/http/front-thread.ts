@@ -15,6 +15,7 @@ import { ClientAddresses } from './consumer-address.js'
 import type { PollFacts } from './consumers.js'
 import { feedRoutes } from './feed-routes.js'
 import { forwarder } from './forward.js'
+import { HandOverClient } from './handover.js'
 import type { FromThread, RelayedPoll, ThreadData, ToThread } from './front-threads.js'
 import { ListDirectory } from './list-resolve.js'
 import { Metrics } from './metrics.js'
@@ -69,6 +70,7 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
   const feeds = new SnapshotReplica(data, (m) => { port.postMessage(m) })
   const relay = data.tracking ? new PollRelay(port) : null
   const forward = forwarder({ port: data.internalPort, token: data.token, maxBodyBytes: config.maxBodyBytes })
+  const handOver = new HandOverClient(data.handOver, config.maxBodyBytes)
   const metrics = new Metrics({ processMetrics: false })
   const ctx: HttpContext = {
     config,
@@ -80,7 +82,7 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
     readiness: () => Promise.reject(new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('readiness is answered by the main thread') })),
   }
   const consumers = relay === null ? undefined : { tracker: relay, addresses: new ClientAddresses(config.trustedProxies) }
-  const http = await startHttpServer(ctx, [feedRoutes({ feeds, lists, consumers })], { forward: forward.handle })
+  const http = await startHttpServer(ctx, [feedRoutes({ feeds, lists, consumers })], { forward: forward.handle, handOver: { routes: data.handOverRoutes, client: handOver } })
 
   port.on('message', (m: ToThread) => {
     switch (m.type) {
@@ -99,6 +101,7 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
           auth.stop()
           lists.stop()
           forward.close()
+          handOver.close()
           port.postMessage({ type: 'closed' } satisfies FromThread)
           port.close()
         })

@@ -9,7 +9,8 @@
  *   FeedService ──── SnapshotExporter (snapshot-port) ► SnapshotReplica → feed routes (304 / 200)
  *   ConsumerTracker ◄──────────── polls, batched ───── PollRelay
  *   /metrics ◄───────────── each thread's counts ────── Metrics.export
- *   internal listener (127.0.0.1) ◄── every other request, forwarded (forward.ts): signals, explain, …
+ *   signal routes ◄──── hand-over port (handover.ts) ──── POST /v1/signal, /v2/signal: body transferred
+ *   internal listener (127.0.0.1) ◄── every other request, forwarded (forward.ts): explain, /healthz, …
  *
  * Signals stay on one writer, the main thread: the stream append, the consumer's admission and
  * the per-key rate limit live there, so a signal answered by any thread is the same as with one.
@@ -26,6 +27,8 @@ import { shareCatalog } from '../feed/catalog-port.js'
 import type { StoreCatalog } from '../feed/catalog.js'
 import { SnapshotExporter, type ReplicaReply, type ReplicaRequest, type SnapshotSource } from '../feed/snapshot-port.js'
 import type { ConsumerTracker, PollFacts } from './consumers.js'
+import { serveHandOvers, type HandOverRequest, type HandOverRoute } from './handover.js'
+import type { JsonAnswer } from './respond.js'
 import type { Metrics, ThreadMetrics } from './metrics.js'
 import uWS from './uws.js'
 
@@ -66,6 +69,9 @@ export interface ThreadData {
   readonly config: Config
   readonly internalPort: number
   readonly token: string
+  /** The routes the thread hands over through `handOver` rather than forwarding them. */
+  readonly handOverRoutes: readonly HandOverRoute[]
+  readonly handOver: MessagePort
   readonly tracking: boolean
   readonly catalog: MessagePort
   readonly snapshots: MessagePort
@@ -116,6 +122,8 @@ export interface FrontEndThreadsOptions {
   readonly config: Config
   readonly internalPort: number
   readonly token: string
+  /** The routes the threads hand over through a port of their own (handover.ts), and the answer to each request. */
+  readonly handOver: { readonly routes: readonly HandOverRoute[], readonly answer: (m: HandOverRequest) => Promise<JsonAnswer> }
   readonly sources: ThreadSources
   readonly log: Logger
   /** Where the missing-thread gauge goes (the main thread's registry). */
@@ -130,7 +138,7 @@ export interface FrontEndThreadsOptions {
 export class FrontEndThreads {
   readonly #threads: ThreadHandle[] = []
   readonly #exporter: SnapshotExporter
-  readonly #stopCatalog: Array<() => void> = []
+  readonly #closers: Array<() => void> = []
   readonly #log: Logger
   readonly #waiting = new Map<number, (m: FromThread | null) => void>()
   readonly #missing: Gauge<string>
@@ -190,7 +198,7 @@ export class FrontEndThreads {
     this.#closing = true
     for (const t of this.#threads) if (!t.exited) t.worker.postMessage({ type: 'close', graceMs } satisfies ToThread)
     await Promise.all(this.#threads.map((t) => t.closed))
-    for (const stop of this.#stopCatalog) stop()
+    for (const stop of this.#closers) stop()
     this.#exporter.close()
   }
 
@@ -219,20 +227,26 @@ export class FrontEndThreads {
     const catalog = new MessageChannel()
     const snapshots = new MessageChannel()
     const bodies = new MessageChannel()
-    this.#stopCatalog.push(shareCatalog(opts.sources.catalog, catalog.port1))
+    const handOver = new MessageChannel()
+    this.#closers.push(shareCatalog(opts.sources.catalog, catalog.port1))
+    serveHandOvers(handOver.port1, opts.handOver.answer)
+    // The thread closes its end once drained; the main thread's end goes with the thread.
+    this.#closers.push(() => { handOver.port1.close() })
     const shared = this.#exporter.addThread(snapshots.port1, bodies.port1)
     const data: ThreadData = {
       index: index + 1,
       config: opts.config,
       internalPort: opts.internalPort,
       token: opts.token,
+      handOverRoutes: opts.handOver.routes,
+      handOver: handOver.port2,
       tracking: opts.sources.tracker !== null,
       catalog: catalog.port2,
       snapshots: snapshots.port2,
       bodies: bodies.port2,
       ...shared,
     }
-    const worker = new Worker(entry, { workerData: data, transferList: [catalog.port2, snapshots.port2, bodies.port2], ...(isDev ? { execArgv: [] } : {}) })
+    const worker = new Worker(entry, { workerData: data, transferList: [catalog.port2, snapshots.port2, bodies.port2, handOver.port2], ...(isDev ? { execArgv: [] } : {}) })
     let started = false
     let died: string | null = null
     const handle: ThreadHandle = {

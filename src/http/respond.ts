@@ -137,11 +137,24 @@ export interface ErrorReport {
  * are reported (with their cause) and answer with the registry's generic text.
  */
 export function sendError (ex: Exchange, thrown: unknown, shape: ErrorShape, report: ErrorReport, extraHeaders: Headers = []): void {
+  const a = errorAnswer(thrown, shape, report, extraHeaders)
+  sendJson(ex, a.status, a.body, a.headers)
+}
+
+/** A JSON answer not yet written: what a handler hands back when its request may have come through a front-end thread's port (handover.ts). */
+export interface JsonAnswer {
+  readonly status: number
+  readonly body: unknown
+  readonly headers: Headers
+}
+
+/** sendError's answer, unwritten: the same status, headers and body wherever it is written. */
+export function errorAnswer (thrown: unknown, shape: ErrorShape, report: ErrorReport, extraHeaders: Headers = []): JsonAnswer {
   const e = toThreatfeedError(thrown)
   if (e.fault !== 'caller') report(e)
   const headers: Array<readonly [string, string]> = [...extraHeaders]
   if (e.status === 401) headers.push(['WWW-Authenticate', AUTH_CHALLENGES[shape]])
-  sendJson(ex, e.status, errorBody(e, shape), headers)
+  return { status: e.status, body: errorBody(e, shape), headers }
 }
 
 /** The error body of SPEC 2.6 (signal) or SPEC 2.9 (feed); only sendError writes it in src/http. */

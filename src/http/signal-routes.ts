@@ -6,14 +6,16 @@
  * meanwhile room in the consumer's backlog (a wait, then 429 + Retry-After) → the batch itself
  * (src/ingest/batch.ts). Nothing of the body is read for a caller that is not
  * allowed in. Every other method answers 405 with `Allow: POST`.
+ *
+ * The routes are portable (handover.ts): with front-end threads, a thread reads the body and
+ * hands the request over to the main thread, where this same handler answers it.
  */
-import type { HttpRequest } from 'uWebSockets.js'
 import { ThreatfeedError } from '../errors.js'
 import type { ApiVersion, SignalIngester } from '../ingest/batch.js'
 import { checkContentType } from '../ingest/parse-body.js'
 import type { HttpContext, RouteModule } from './app.js'
-import { readBody } from './body.js'
-import { sendError, sendJson, type Exchange } from './respond.js'
+import type { PortableRequest } from './handover.js'
+import { errorAnswer, type JsonAnswer } from './respond.js'
 import type { Consumer } from '../stream/consumer.js'
 
 export interface SignalRouteDeps {
@@ -46,23 +48,25 @@ export function signalRoutes (deps: SignalRouteDeps): RouteModule {
     for (const api of ['v1', 'v2'] as const) {
       const pattern = `/${api}/signal`
       const route = `signal_${api}`
-      router.on('post', pattern, route, 'signal', (ex, req) => handleSignal(ctx, deps, api, ex, req))
+      router.portable(pattern, route, 'signal', SIGNAL_HEADERS, (request) => handleSignal(ctx, deps, api, request))
       router.onlyAllow(pattern, route, 'signal', 'POST')
     }
   }
 }
 
-async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVersion, ex: Exchange, req: HttpRequest): Promise<void> {
-  // uWS: the request object is only valid until the first await.
-  const authorization = req.getHeader('authorization')
-  const contentType = req.getHeader('content-type')
+/** What the handler reads of a request's headers: a front-end thread hands over these alone. */
+const SIGNAL_HEADERS = ['authorization', 'content-type'] as const
+
+async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVersion, request: PortableRequest): Promise<JsonAnswer | null> {
+  const authorization = request.headers.authorization!
+  const contentType = request.headers['content-type']!
 
   let decision = ctx.auth.authenticate(authorization, 'signals:write', api)
   let early: Promise<Buffer> | null = null
   if (!decision.ok && decision.unknownKey === true) {
     // A key this node may not know yet: reload before answering 401. The body is read meanwhile,
     // or uWS would drop what arrives before a reader is attached.
-    early = readBody(ex, ctx.config.maxBodyBytes)
+    early = request.body()
     early.catch(() => {})
     decision = await ctx.auth.authenticateFresh(authorization, 'signals:write', api)
   }
@@ -70,31 +74,27 @@ async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVe
   // the next request on the connection (test/http/signal-auth.test.ts).
   if (!decision.ok) throw decision.error
   const wait = ctx.rateLimiter.take(decision.principal.key.id)
-  if (wait > 0) {
-    tooManyRequests(ex, wait)
-    return
-  }
+  if (wait > 0) return tooManyRequests(wait)
   checkContentType(contentType)
   // Read from now on (uWS drops body data that arrives before a reader is attached), while the
   // batch waits for room in the backlog.
-  const reading = early ?? readBody(ex, ctx.config.maxBodyBytes)
+  const reading = early ?? request.body()
   // The body may fail (over the cap, the client gone) while nothing awaits it yet: handled here,
   // or the rejection would be unhandled and end the process. It still reaches `await reading`.
   reading.catch(() => {})
   if (!await roomInBacklog(deps)) {
-    if (!ex.aborted) tooManyRequests(ex, 1) // the rest of the body is skipped
-    return
+    return request.aborted ? null : tooManyRequests(1) // the rest of the body is skipped
   }
   let body: Buffer
   try {
     body = await reading
   } catch (e) {
-    if (ex.aborted) return // the client went away: nobody to answer, nothing to report
+    if (request.aborted) return null // the client went away: nobody to answer, nothing to report
     throw e
   }
   // The key's id goes with the batch's diagnostics (/v1/admin/batches); the key itself never does.
   const outcome = await deps.ingester.ingest(api, decision.principal.workspace.id, body, decision.principal.key.id)
-  sendJson(ex, outcome.status, outcome.body)
+  return { status: outcome.status, body: outcome.body, headers: [] }
 }
 
 /** True at once when the backlog is under the limit; else once it falls under it, false after the wait. */
@@ -107,6 +107,6 @@ function roomInBacklog (deps: SignalRouteDeps): boolean | Promise<boolean> {
   return consumer.waitFor(consumer.position + backlog - max, deps.admissionWaitMs ?? DEFAULT_ADMISSION_WAIT_MS)
 }
 
-function tooManyRequests (ex: Exchange, seconds: number): void {
-  sendError(ex, new ThreatfeedError('TF_ERR_RATE_LIMITED', [seconds]), 'signal', () => {}, [['Retry-After', String(seconds)]])
+function tooManyRequests (seconds: number): JsonAnswer {
+  return errorAnswer(new ThreatfeedError('TF_ERR_RATE_LIMITED', [seconds]), 'signal', () => {}, [['Retry-After', String(seconds)]])
 }

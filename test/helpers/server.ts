@@ -68,6 +68,13 @@ export interface TestServerOptions {
    * test's environment, front-end threads then answer its feeds too, as in the server.
    */
   readonly threadFeeds?: () => SnapshotSource
+  /**
+   * With THREATFEED_HTTP_THREADS > 1 in the test's environment, start the front-end threads even
+   * without `threadFeeds` (they then answer no feed): the signal tests, whose requests the
+   * threads hand over to the main thread (src/http/handover.ts). Not the default: through a
+   * thread, a request pipelined behind one answered later is dropped (methods.test.ts).
+   */
+  readonly frontThreads?: boolean
 }
 
 export interface TestServer {
@@ -87,6 +94,13 @@ export interface TestServer {
   /** `{ Authorization: 'Bearer <key>', 'Content-Type': 'application/json' }` for a key. */
   auth (key: KeyName): Record<string, string>
   close (): Promise<void>
+}
+
+/** The feeds of a test server without feed routes: none (the threads' feed routes answer 404). */
+const NO_FEEDS: SnapshotSource = {
+  getSnapshot: () => null,
+  awaitSnapshot: () => Promise.reject(new Error('this test server serves no feeds')),
+  onSwap: () => () => {},
 }
 
 let asnIndex: Promise<(asn: number) => boolean> | null = null
@@ -143,7 +157,7 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
     checks: { asnExists, checkExpressions: true },
     onAppended: (batch) => { consumer.offer(batch) },
   })
-  const threaded = threadsFromEnv() > 1 && options.threadFeeds !== undefined
+  const threaded = threadsFromEnv() > 1 && (options.threadFeeds !== undefined || options.frontThreads === true)
   const catalog = threaded ? new StoreCatalog(store, { pollMs: config.pollMs }) : null
   if (catalog !== null) await catalog.start()
   const auth = new Authenticator(catalog ?? store, { pollMs: config.pollMs })
@@ -164,7 +178,7 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
     ...(options.admissionWaitMs === undefined ? {} : { admissionWaitMs: options.admissionWaitMs }),
   }
   const modules = [signalRoutes({ ingester, ...admission }), openapiRoutes(buildOpenApiDocument()), ...(options.modules?.({ store, consumer, config }) ?? [])]
-  const http = await startHttpServer(ctx, modules, threaded ? { threads: { feeds: options.threadFeeds!(), catalog: catalog!, tracker: null } } : {})
+  const http = await startHttpServer(ctx, modules, threaded ? { threads: { feeds: options.threadFeeds?.() ?? NO_FEEDS, catalog: catalog!, tracker: null } } : {})
   const keys = provisioned?.keys ?? ({} as Record<KeyName, string>)
   let closed: Promise<void> | null = null
   return {

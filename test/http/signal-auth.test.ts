@@ -7,7 +7,7 @@ import t from 'tap'
 import { connect } from 'node:net'
 import { type KeyName, post, startTestServer } from '../helpers/server.js'
 
-const srv = await startTestServer({ env: { THREATFEED_MAX_BODY_BYTES: '4096' } })
+const srv = await startTestServer({ frontThreads: true, env: { THREATFEED_MAX_BODY_BYTES: '4096' } })
 t.teardown(() => srv.close())
 const entry = [{ type: 'access_rules', action: 'block', ip: '192.0.2.1' }]
 const v2entry = [{ kind: 'access_rule', op: 'upsert', rule: { target: { ip: '192.0.2.1' } } }]
@@ -120,7 +120,7 @@ t.test('an answer given before the body is read leaves the connection usable, th
 })
 
 t.test('rate limit per key: 429 with Retry-After', async (t) => {
-  const limited = await startTestServer({ env: { THREATFEED_RATE_LIMIT_RPS: '1', THREATFEED_RATE_LIMIT_BURST: '2' } })
+  const limited = await startTestServer({ frontThreads: true, env: { THREATFEED_RATE_LIMIT_RPS: '1', THREATFEED_RATE_LIMIT_BURST: '2' } })
   t.teardown(() => limited.close())
   const statuses: number[] = []
   let last = null as Awaited<ReturnType<typeof post>> | null
@@ -137,7 +137,7 @@ t.test('rate limit per key: 429 with Retry-After', async (t) => {
 })
 
 t.test('a consumer far behind: the batch waits for room, and gets 429 with Retry-After: 1 only if none comes', async (t) => {
-  const behind = await startTestServer({ maxBacklog: 5, admissionWaitMs: 300 })
+  const behind = await startTestServer({ frontThreads: true, maxBacklog: 5, admissionWaitMs: 300 })
   t.teardown(() => behind.close())
   await behind.consumer.stop() // nothing is applied any more: the backlog only grows
   const ten = Array.from({ length: 10 }, (_, i) => ({ type: 'access_rules', action: 'block', ip: `192.0.2.${i}` }))
@@ -153,7 +153,7 @@ t.test('a consumer far behind: the batch waits for room, and gets 429 with Retry
 })
 
 t.test('while a batch waits for room, a body over the cap or a client that goes away is answered or dropped, and the server carries on', async (t) => {
-  const behind = await startTestServer({ maxBacklog: 5, admissionWaitMs: 300, env: { THREATFEED_MAX_BODY_BYTES: '4096' } })
+  const behind = await startTestServer({ frontThreads: true, maxBacklog: 5, admissionWaitMs: 300, env: { THREATFEED_MAX_BODY_BYTES: '4096' } })
   t.teardown(() => behind.close())
   await behind.consumer.stop()
   const ten = Array.from({ length: 10 }, (_, i) => ({ type: 'access_rules', action: 'block', ip: `192.0.2.${i}` }))
@@ -193,7 +193,7 @@ t.test('a full backlog holds a batch until the consumer makes room, then accepts
       return new Promise<boolean>((resolve) => { makeRoom = () => { position = seq; backlog = 0; resolve(true) } })
     },
   }
-  const srv = await startTestServer({ maxBacklog: 5, admissionWaitMs: 60_000, admissionConsumer: consumer })
+  const srv = await startTestServer({ frontThreads: true, maxBacklog: 5, admissionWaitMs: 60_000, admissionConsumer: consumer })
   t.teardown(() => srv.close())
   let answered = false
   const answer = post(srv, 'v1', [{ type: 'access_rules', action: 'block', ip: '198.51.100.7' }]).finally(() => { answered = true })

@@ -8,7 +8,7 @@ import t from 'tap'
 import { post, startTestServer } from '../helpers/server.js'
 import type { AccessRule } from '../../src/store/types.js'
 
-const srv = await startTestServer()
+const srv = await startTestServer({ frontThreads: true })
 t.teardown(() => srv.close())
 
 const ISO = 'must be an ISO-3166 alpha-2 code'

@@ -8,7 +8,7 @@ import t from 'tap'
 import fc from 'fast-check'
 import { type Answer, post, startTestServer } from '../helpers/server.js'
 
-const srv = await startTestServer()
+const srv = await startTestServer({ frontThreads: true })
 t.teardown(() => srv.close())
 
 function isSpecShaped (api: 'v1' | 'v2', r: Answer): boolean {

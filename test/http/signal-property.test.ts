@@ -8,7 +8,7 @@ import fc from 'fast-check'
 import { post, startTestServer } from '../helpers/server.js'
 import type { AccessRule } from '../../src/store/types.js'
 
-const srv = await startTestServer()
+const srv = await startTestServer({ frontThreads: true })
 t.teardown(() => srv.close())
 
 interface Case { entry: unknown, reason: string | null, target?: string }

@@ -6,7 +6,7 @@ import t from 'tap'
 import { post, startTestServer } from '../helpers/server.js'
 import type { AccessRule, ExpressionRule, RuleKind } from '../../src/store/types.js'
 
-const srv = await startTestServer()
+const srv = await startTestServer({ frontThreads: true })
 t.teardown(() => srv.close())
 const ws = srv.workspace.id
 const list = async (kind: RuleKind) => srv.store.rules.list(ws, kind, Date.now())

@@ -6,7 +6,7 @@ import t from 'tap'
 import { block, eventually, post, startTestServer, unblock } from '../helpers/server.js'
 import type { AccessRule } from '../../src/store/types.js'
 
-const srv = await startTestServer()
+const srv = await startTestServer({ frontThreads: true })
 t.teardown(() => srv.close())
 const ws = srv.workspace.id
 const accessRules = async (workspaceId = ws) => (await srv.store.rules.list(workspaceId, 'access_rule', Date.now())) as AccessRule[]
