@@ -120,6 +120,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     caughtUp: () => consumer.waitFor(consumer.position + consumer.backlog, CAUGHT_UP_MS),
     catalog,
   })
+  // Before the feeds start: the journal samples the snapshots they publish, those built at start too.
+  journal.start(feeds)
   await feeds.start()
   const geoWatcher = watchGeo(paths, (next) => {
     geo = next
@@ -164,7 +166,6 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs }) : null
   if (tracker !== null) registerFeedConsumerMetrics(metrics, () => tracker.counts())
   tracker?.start()
-  journal.start(feeds)
   const explain = { feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId: string, feedId: string) => feeds.holdOf(workspaceId, feedId) }
   let lostThread: (e: Error) => void = () => {}
   const threadLost = new Promise<Error>((resolve) => { lostThread = resolve })

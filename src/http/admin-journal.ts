@@ -6,6 +6,10 @@
  *   pays a push, not a write.
  * - Feed sizes: every sampleMs the built snapshots' variants (entries, bytes, gzip bytes) are
  *   written under the start of their hour, so each variant keeps one point an hour for 30 days.
+ *   The sampler keeps the last snapshot each swap published (FeedService#onSwap) rather than ask
+ *   for the current one: asking counts as a request (the feed would never be let go after its
+ *   hour without polls) and finds none at all while a feed of expiring rules is between its
+ *   expiry and its rebuild, which under a pipeline's churn is nearly always (bench/soak).
  * - Audit: every change made through the admin API, written before the change is answered, and
  *   logged as a JSON line (`audit: true`).
  *
@@ -22,7 +26,7 @@ import { randomUUID } from 'node:crypto'
 import type { BatchReport } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
 import { FEED_CHANGE_BUCKET_MS, FEED_CHANGE_DAYS_MS, type JournalBounds, type JournalEntry, type JournalStore, type JournalTable, type Store } from '../store/types.js'
-import type { FeedSource } from './feed-routes.js'
+import type { FeedId, FeedSnapshot } from '../feed/snapshot-types.js'
 
 const DAY_MS = 86_400_000
 
@@ -78,11 +82,17 @@ export interface AuditLine {
   readonly status: number
 }
 
+/** The snapshots published, as the feed service announces them (src/feed/feed-service.ts). */
+export interface SnapshotSwaps {
+  /** `snapshot` null: the feed was let go. Returns the unsubscribe. */
+  onSwap (listener: (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot | null) => void): () => void
+}
+
 export interface AdminJournalOptions {
   readonly store: Store
   readonly log: Logger
   /** The snapshots to sample feed sizes from; absent: none are sampled. */
-  readonly feeds?: FeedSource
+  readonly feeds?: SnapshotSwaps
   /** Default JOURNAL_BOUNDS. */
   readonly bounds?: Readonly<Record<JournalTable, JournalBounds>>
   readonly flushMs?: number
@@ -95,7 +105,9 @@ export class AdminJournal {
   readonly journal: JournalStore | null
   readonly #store: Store
   readonly #log: Logger
-  #feeds: FeedSource | null
+  /** The last snapshot published per feed, keyed `workspace/feed`; null until the feeds are given. */
+  #published: Map<string, { workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot }> | null = null
+  #unsubscribe: () => void = () => {}
   #pending: JournalEntry[] = []
   #dropped = 0
   readonly #timers: NodeJS.Timeout[] = []
@@ -115,7 +127,7 @@ export class AdminJournal {
     this.#store = options.store
     this.journal = options.store.journal ?? null
     this.#log = options.log
-    this.#feeds = options.feeds ?? null
+    if (options.feeds !== undefined) this.#watch(options.feeds)
     this.#bounds = options.bounds ?? JOURNAL_BOUNDS
     this.#flushMs = options.flushMs ?? 1000
     this.#sampleMs = options.sampleMs ?? 300_000
@@ -155,22 +167,35 @@ export class AdminJournal {
     this.#wrote(entries)
   }
 
-  /** Starts the flushes, the sweep and, given the feeds, the size samples. */
-  start (feeds?: FeedSource): void {
-    if (feeds !== undefined) this.#feeds = feeds
+  /**
+   * Starts the flushes, the sweep and, given the feeds, the size samples. Start it before the
+   * feeds start, so that the snapshots they build at start are seen.
+   */
+  start (feeds?: SnapshotSwaps): void {
+    if (feeds !== undefined) this.#watch(feeds)
     const every = (ms: number, fn: () => Promise<unknown>): void => {
       const t = setInterval(() => { fn().catch((err: unknown) => { this.#log.warn({ err }, 'admin journal task failed') }) }, ms)
       t.unref()
       this.#timers.push(t)
     }
     every(this.#flushMs, () => this.flush())
-    if (this.#feeds !== null) every(this.#sampleMs, () => this.sampleFeeds())
+    if (this.#published !== null) every(this.#sampleMs, () => this.sampleFeeds())
     every(this.#sweepMs, () => this.sweep(Date.now()))
+  }
+
+  #watch (feeds: SnapshotSwaps): void {
+    this.#unsubscribe()
+    const published = this.#published = new Map()
+    this.#unsubscribe = feeds.onSwap((workspaceId, feedId, snapshot) => {
+      if (snapshot === null) published.delete(`${workspaceId}/${feedId}`)
+      else published.set(`${workspaceId}/${feedId}`, { workspaceId, feedId, snapshot })
+    })
   }
 
   async stop (): Promise<void> {
     for (const t of this.#timers) clearInterval(t)
     this.#timers.length = 0
+    this.#unsubscribe()
     await this.flush()
     this.#sweepQueued = false
     await this.#sweeping
@@ -209,24 +234,26 @@ export class AdminJournal {
 
   /** One point per built variant under the start of the current hour (the hour's last sample wins). */
   async sampleFeeds (now = Date.now()): Promise<number> {
-    if (this.journal === null || this.#feeds === null) return 0
+    if (this.journal === null || this.#published === null || this.#published.size === 0) return 0
     const hour = Math.floor(now / FEED_CHANGE_BUCKET_MS) * FEED_CHANGE_BUCKET_MS
-    const entries: JournalEntry[] = []
+    // Only feeds that still exist: a deleted workspace's or list's last snapshot may outlive it.
+    const live = new Set<string>()
     for (const w of await this.#store.workspaces.list()) {
       if (w.deletedAt !== null) continue
-      const feedIds = ['*', ...(await this.#store.lists.list(w.id)).map((l) => l.id)]
-      for (const feedId of feedIds) {
-        const snap = this.#feeds.getSnapshot(w.id, feedId, now)
-        if (snap === null) continue
-        for (const [variant, v] of snap.variants) {
-          entries.push({
-            table: 'feed_size',
-            partition: `${w.id}/${feedId}`,
-            at: hour,
-            id: variant,
-            data: { entries: v.entries, bytes: v.identity.body.byteLength, gzip_bytes: v.gzip.body.byteLength, status: v.status, sampled_at: now },
-          })
-        }
+      live.add(`${w.id}/*`)
+      for (const l of await this.#store.lists.list(w.id)) live.add(`${w.id}/${l.id}`)
+    }
+    const entries: JournalEntry[] = []
+    for (const [partition, { snapshot }] of this.#published) {
+      if (!live.has(partition)) continue
+      for (const [variant, v] of snapshot.variants) {
+        entries.push({
+          table: 'feed_size',
+          partition,
+          at: hour,
+          id: variant,
+          data: { entries: v.entries, bytes: v.identity.body.byteLength, gzip_bytes: v.gzip.body.byteLength, status: v.status, sampled_at: now },
+        })
       }
     }
     await this.journal.put(entries)

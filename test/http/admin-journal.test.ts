@@ -2,10 +2,15 @@
  * The batch journal's bounds as the operator sets them (THREATFEED_BATCH_JOURNAL_MAX and
  * _RETENTION), seen through /v1/admin/batches: a small cap holds without waiting for the timed
  * sweep (a tenth of the cap written starts one), a cap of 0 records nothing, and a batch report
- * is gone once it is older than the retention.
+ * is gone once it is older than the retention. And the feed-size sampler, on a real feed service:
+ * it samples what was published without counting as a poll, so an unpolled feed is still let go.
  */
 import t from 'tap'
-import { JOURNAL_BOUNDS, journalBounds, journalSweepMs } from '../../src/http/admin-journal.js'
+import { AdminJournal, JOURNAL_BOUNDS, journalBounds, journalSweepMs } from '../../src/http/admin-journal.js'
+import { FeedService } from '../../src/feed/feed-service.js'
+import { createLogger } from '../../src/log.js'
+import { createPool } from '../../src/pool/pool.js'
+import { addRules, rule, silentLog, tempStore, testGeo } from '../feed/fixtures.js'
 import { startAdminServer, type AdminServer, type Json } from '../helpers/admin-server.js'
 
 /** A v1 batch of `n` blocks, answered 200; the report's `entries` tells the batches apart. */
@@ -76,4 +81,33 @@ t.test('a retention of 1m: a report older than a minute is swept', async (t) => 
   t.same((await batches(srv)).map((b) => b.entries), [2])
   t.equal(await journal.sweep(Date.now() + 61_000), 1, 'a minute and a second on')
   t.same(await batches(srv), [])
+})
+
+t.test('feed sizes: the published snapshots are sampled, and sampling is no poll (an idle feed is let go)', async (t) => {
+  const tmp = await tempStore()
+  const pool = createPool({ workers: 1, taskTimeoutMs: 10_000 })
+  // The worker's start from the TypeScript sources takes a second or more: before any timing.
+  await pool.compute({ block: [], allow: [], carve: { confidence: 'high', severity: 'high', ips: '', asns: [], countries: [] }, meta: '' })
+  const idleMs = 1000
+  const feeds = new FeedService({ store: tmp.store, pool, config: { feedRebuildMs: 50, pollMs: 25 }, log: silentLog, geo: await testGeo(), awaitMs: 8000, idleMs })
+  const journal = new AdminJournal({ store: tmp.store, log: createLogger('silent'), feeds })
+  t.teardown(async () => { await journal.stop(); await feeds.stop(); await pool.destroy(); await tmp.cleanup() })
+  const ws = await tmp.store.workspaces.create({ name: 'sizes', subscription: 'active' })
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.0/24')])
+  await feeds.start()
+  t.equal(await journal.sampleFeeds(), 0, 'nothing published yet')
+  const asked = Date.now()
+  await feeds.awaitSnapshot(ws.id, '*', asked)
+  const n = await journal.sampleFeeds()
+  t.ok(n > 0, `the polled feed's ${n} variants sampled`)
+  const plain = (await tmp.store.journal!.page('feed_size', `${ws.id}/*`, 100)).find((e) => e.id === 'plain|v4|block|')
+  t.match(plain?.data, { entries: 1, bytes: '192.0.2.0/24\n'.length })
+  // Sampled every 50 ms and never polled again: let go idleMs after the poll, then nothing is sampled.
+  let left = n
+  while (left > 0 && Date.now() - asked < 5 * idleMs) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    left = await journal.sampleFeeds()
+  }
+  t.equal(left, 0, 'let go')
+  t.ok(Date.now() - asked >= idleMs, `${Date.now() - asked} ms after the poll, idle after ${idleMs} ms`)
 })
