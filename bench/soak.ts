@@ -31,11 +31,23 @@
  * live rules plus one sweep interval's lapses (checked at samples one sweep interval or more into
  * a slice with housekeeping on); ingest p99 with sweep and trim ≤ 1.2× without them.
  *
+ * The admin journal's tables (issue 22) are in use: every answered batch writes a batch report,
+ * the server samples feed sizes every 5 minutes, and the driver makes an admin change every
+ * ADMIN_EVERY_S (an audit line each). The batch journal's cap is small (THREATFEED_BATCH_JOURNAL_MAX
+ * = BENCH_SOAK_BATCH_JOURNAL_MAX, 1000: reached after about 6 minutes at 3 batches/s, where the
+ * server's 10,000 would take 55) so that the run shows it reached and held. Targets: the batch
+ * table, from the first sample at its cap on (reached by the end of the first window), stays
+ * between the cap and the cap plus a tenth plus two seconds of batches (src/http/admin-journal.ts:
+ * a tenth of the cap written starts a sweep; one flush, and the batches of the sweep's run); the
+ * audit log holds exactly the admin changes made (±1 in flight); feed versions keep one point per
+ * variant per hour, at the start of the hour.
+ *
  * Environment: BENCH_SOAK_MINUTES (20), BENCH_SOAK_MODE (on|off), BENCH_SOAK_RETENTION (3m),
  * BENCH_SOAK_SWEEP_INTERVAL (60s), BENCH_SOAK_RATE (3000 entries/s), BENCH_SOAK_EXPIRY (60-600,
  * seconds), BENCH_SOAK_SAMPLE_SECONDS (30), BENCH_SOAK_SLICE_SECONDS (120),
- * BENCH_SOAK_STEADY_SECONDS (longest expiry + sweep interval + 10), BENCH_SOAK_DIR (where the data
- * directory goes; a temp dir by default, removed at the end).
+ * BENCH_SOAK_STEADY_SECONDS (longest expiry + sweep interval + 10), BENCH_SOAK_BATCH_JOURNAL_MAX
+ * (1000), BENCH_SOAK_BATCH_JOURNAL_RETENTION (7d), BENCH_SOAK_DIR (where the data directory goes; a
+ * temp dir by default, removed at the end).
  */
 import { fork, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -46,6 +58,7 @@ import { open as openLmdb, type Database, type RootDatabase } from 'lmdb'
 import { parseDuration } from '../src/config.js'
 import { cpuTicks, benchDir, median, percentile, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import { drawChart } from './soak/chart.js'
+import { journalTargets, type FeedPoints } from './soak/journal-targets.js'
 import type { FromServer, ServerSample, ToServer } from './soak/server.js'
 
 const env = process.env
@@ -56,6 +69,8 @@ const INTERVAL = env.BENCH_SOAK_SWEEP_INTERVAL ?? '60s'
 const RATE = Number(env.BENCH_SOAK_RATE ?? 3000)
 const [EXPIRY_MIN, EXPIRY_MAX] = (env.BENCH_SOAK_EXPIRY ?? '60-600').split('-').map(Number) as [number, number]
 const SAMPLE_S = Number(env.BENCH_SOAK_SAMPLE_SECONDS ?? 30)
+const BATCH_JOURNAL_MAX = Number(env.BENCH_SOAK_BATCH_JOURNAL_MAX ?? 1000)
+const BATCH_JOURNAL_RETENTION = env.BENCH_SOAK_BATCH_JOURNAL_RETENTION ?? '7d'
 const SLICE_S = Number(env.BENCH_SOAK_SLICE_SECONDS ?? 120)
 const RETENTION_S = parseDuration(RETENTION)! / 1000
 const INTERVAL_S = parseDuration(INTERVAL)! / 1000
@@ -70,6 +85,9 @@ const RECENT = 300_000
 const MIN_SLICE_BATCHES = 20
 /** Seconds between two admin changes (each one audit line). */
 const ADMIN_EVERY_S = 15
+/** The audit log's bound per workspace (src/http/admin-journal.ts journalBounds). */
+const AUDIT_MAX = 100_000
+const AUDIT_DAYS = 90
 
 // ---------------------------------------------------------------- load
 
@@ -176,14 +194,24 @@ class Tables {
     return { rules: this.#dbs.rules.getStats().entryCount, tombstones: this.#dbs.tombstones.getStats().entryCount, expiryLog: this.#dbs.expiryLog.getStats().entryCount }
   }
 
-  /** Entries of each journal table (#22: signal batches, feed-version history, audit log). */
-  journal (): Record<string, number> {
-    const out: Record<string, number> = { batch: 0, feed_size: 0, audit: 0 }
+  /**
+   * Entries of each journal table (#22: signal batches, feed-version history, audit log), and of
+   * the feed versions the distinct variants and hours and the points not at the start of an hour.
+   */
+  journal (): { counts: Record<string, number>, feed: FeedPoints } {
+    const counts: Record<string, number> = { batch: 0, feed_size: 0, audit: 0 }
+    const variants = new Set<string>()
+    const hours = new Set<number>()
+    let unaligned = 0
     for (const key of this.#journal.getKeys({})) {
-      const table = String((key as unknown as unknown[])[0])
-      out[table] = (out[table] ?? 0) + 1
+      const [table, partition, at, id] = key as unknown as [string, string, number, string]
+      counts[table] = (counts[table] ?? 0) + 1
+      if (table !== 'feed_size') continue
+      variants.add(`${partition} ${id}`)
+      hours.add(at)
+      if (at % 3_600_000 !== 0) unaligned++
     }
-    return out
+    return { counts, feed: { variants: variants.size, hours: hours.size, unaligned } }
   }
 
   /** Bytes of pages each table uses, and of the file's pages no table uses (LMDB's free list,
@@ -228,6 +256,10 @@ interface Sample {
   expiryLog: number
   /** Entries of the admin journal's tables (batch, feed_size, audit). */
   journal: Record<string, number>
+  /** The feed versions' distinct variants and hours, and points not at the start of an hour. */
+  feedPoints: FeedPoints
+  /** Admin changes made so far, less those that failed: what the audit log should hold. */
+  adminOkTotal: number
   /** Bytes of pages of the main tables (SIZED_TABLES), and of the free pages in its file. */
   tableBytes: Record<string, number>
   freeBytes: number
@@ -274,7 +306,7 @@ async function main (): Promise<void> {
   const dataDir = join(base, 'data')
   rmSync(dataDir, { recursive: true, force: true })
   mkdirSync(dataDir, { recursive: true })
-  const child: ChildProcess = fork(join(repoDir, 'bench', 'soak', 'server.ts'), [dataDir, RETENTION, INTERVAL, MODE], { execArgv: ['--import=tsx'], cwd: repoDir, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const child: ChildProcess = fork(join(repoDir, 'bench', 'soak', 'server.ts'), [dataDir, RETENTION, INTERVAL, MODE, String(BATCH_JOURNAL_MAX), BATCH_JOURNAL_RETENTION], { execArgv: ['--import=tsx'], cwd: repoDir, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   const waiters = new Map<number, (s: ServerSample) => void>()
   const ready = new Promise<Extract<FromServer, { cmd: 'ready' }>>((resolve, reject) => {
     child.once('exit', (code) => { reject(new Error(`bench/soak: the server exited with ${code}`)) })
@@ -322,7 +354,7 @@ async function main (): Promise<void> {
   const offBands: Array<[number, number]> = []
   let inflight = 0
 
-  process.stderr.write(`bench/soak: mode ${MODE}, ${RATE} entries/s for ${MINUTES} min, retention ${RETENTION}, sweep every ${INTERVAL}, expiries ${EXPIRY_MIN}–${EXPIRY_MAX} s; steady state from ${STEADY_S} s, slices of ${SLICE_S} s; data in ${dataDir}\n`)
+  process.stderr.write(`bench/soak: mode ${MODE}, ${RATE} entries/s for ${MINUTES} min, retention ${RETENTION}, sweep every ${INTERVAL}, expiries ${EXPIRY_MIN}–${EXPIRY_MAX} s, batch journal cap ${BATCH_JOURNAL_MAX} and ${BATCH_JOURNAL_RETENTION}; steady state from ${STEADY_S} s, slices of ${SLICE_S} s; data in ${dataDir}\n`)
 
   // Open loop: batch k is due at t0 + k·period, sent then whatever the previous ones are doing.
   const load = (async () => {
@@ -378,7 +410,7 @@ async function main (): Promise<void> {
     const [s, metrics] = await Promise.all([askSample(), fetch(`${url}/metrics`).then((r) => r.text())])
     const live = model.settle(Date.now())
     const counts = tables.counts()
-    const journal = tables.journal()
+    const { counts: journal, feed: feedPoints } = tables.journal()
     const pages = tables.pages()
     const builds = metricValue(metrics, 'threatfeed_feed_build_duration_seconds_count', { outcome: 'built' })
     const buildSum = metricValue(metrics, 'threatfeed_feed_build_duration_seconds_sum', { outcome: 'built' })
@@ -403,6 +435,8 @@ async function main (): Promise<void> {
       tombstones: counts.tombstones,
       expiryLog: counts.expiryLog,
       journal,
+      feedPoints,
+      adminOkTotal: admin.changes - admin.failed,
       tableBytes: pages.tables,
       freeBytes: pages.freeBytes,
       adminChanges: admin.changes - prev.adminChanges,
@@ -520,13 +554,15 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
   if (MODE === 'off') {
     for (const r of ratios) { r.pass = undefined; r.label = `(sweep and trim off, for comparison) ${r.label}` }
   }
+  // The journal is swept by the server itself, whatever the mode.
+  ratios.push(...journalTargets(samples, { batchCap: BATCH_JOURNAL_MAX, batchesPerSecond: RATE / BATCH, windows: [w1, w2], adminEveryS: ADMIN_EVERY_S, auditMax: AUDIT_MAX, auditDays: AUDIT_DAYS }))
 
   const reproduce = [
-    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_MODE=on npm run bench soak`,
-    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_MODE=off npm run bench soak`,
+    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_BATCH_JOURNAL_MAX=${BATCH_JOURNAL_MAX} BENCH_SOAK_BATCH_JOURNAL_RETENTION=${BATCH_JOURNAL_RETENTION} BENCH_SOAK_MODE=on npm run bench soak`,
+    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_BATCH_JOURNAL_MAX=${BATCH_JOURNAL_MAX} BENCH_SOAK_BATCH_JOURNAL_RETENTION=${BATCH_JOURNAL_RETENTION} BENCH_SOAK_MODE=off npm run bench soak`,
   ]
   report(name, `Soak: ${RATE} entries/s for ${MINUTES} min, sweep and trim ${MODE}`, rows, ratios, {
-    mode: MODE, minutes: MINUTES, retention: RETENTION, sweepInterval: INTERVAL, rate: RATE, expirySeconds: [EXPIRY_MIN, EXPIRY_MAX], sampleSeconds: SAMPLE_S, sliceSeconds: SLICE_S, steadyStateSeconds: STEADY_S,
+    mode: MODE, minutes: MINUTES, retention: RETENTION, sweepInterval: INTERVAL, batchJournalMax: BATCH_JOURNAL_MAX, batchJournalRetention: BATCH_JOURNAL_RETENTION, rate: RATE, expirySeconds: [EXPIRY_MIN, EXPIRY_MAX], sampleSeconds: SAMPLE_S, sliceSeconds: SLICE_S, steadyStateSeconds: STEADY_S,
     retentionWindowsEndSeconds: [w1, w2], offBands, reproduce, samples,
   })
   const svg = drawChart({
@@ -548,6 +584,7 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
         { label: 'signal batches', color: '#1f77b4', values: samples.map((s) => s.journal.batch ?? 0) },
         { label: 'feed versions', color: '#ff7f0e', values: samples.map((s) => s.journal.feed_size ?? 0) },
         { label: 'audit lines', color: '#2ca02c', values: samples.map((s) => s.journal.audit ?? 0) },
+        { label: `batch cap (${BATCH_JOURNAL_MAX})`, color: '#bbb', values: samples.map(() => BATCH_JOURNAL_MAX) },
       ] },
       { title: 'Rules and records', unit: 'count', series: [
         { label: 'stored rules', color: '#d62728', values: samples.map((s) => s.storedRules) },

@@ -8,6 +8,7 @@ import { ThreatfeedError } from './errors.js'
 import { TOMBSTONE_MAX } from './store/types.js'
 import { DEFAULT_CONSUMER_STALE_MS } from './feed/consumer-status.js'
 import { parseTrustedProxies } from './http/consumer-address.js'
+import { BATCH_JOURNAL_MAX, BATCH_JOURNAL_RETENTION_MS } from './http/admin-journal.js'
 
 /** The HTTPS listener (README "HTTPS"); null in Config when THREATFEED_TLS_CERT is unset. */
 export interface TlsConfig {
@@ -66,6 +67,10 @@ export interface Config {
    * the feed build workers, the stream consumer and, with front-end threads, the main thread. 0: off.
    */
   readonly backgroundNice: number
+  /** Signal batch reports kept per workspace for /v1/admin/batches (issue 22); 0: none recorded. */
+  readonly batchJournalMax: number
+  /** How long a batch report is kept. */
+  readonly batchJournalRetentionMs: number
 }
 
 type Env = Record<string, string | undefined>
@@ -208,5 +213,7 @@ export function loadConfig (env: Env = process.env): Config {
     trustedProxies: trustedProxies(env, 'THREATFEED_TRUSTED_PROXIES'),
     httpThreads: int(env, 'THREATFEED_HTTP_THREADS', Math.min(64, availableParallelism()), 1, 64),
     backgroundNice: int(env, 'THREATFEED_BACKGROUND_NICE', 10, 0, 19),
+    batchJournalMax: int(env, 'THREATFEED_BATCH_JOURNAL_MAX', BATCH_JOURNAL_MAX, 0, 1_000_000),
+    batchJournalRetentionMs: duration(env, 'THREATFEED_BATCH_JOURNAL_RETENTION', BATCH_JOURNAL_RETENTION_MS, 60_000, 3650 * 86_400_000),
   })
 }

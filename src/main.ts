@@ -16,7 +16,7 @@ import { explainGeoOf, explainRoutes } from './http/explain-route.js'
 import { ListDirectory } from './http/list-resolve.js'
 import { ConsumerTracker } from './http/consumers.js'
 import { adminRoutes } from './http/admin-routes.js'
-import { AdminJournal } from './http/admin-journal.js'
+import { AdminJournal, journalBounds } from './http/admin-journal.js'
 import { ClientAddresses } from './http/consumer-address.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
@@ -100,7 +100,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   housekeeper?.start()
   registerConsumerMetrics(metrics, () => consumer.health())
   // The admin API's diagnostics and audit log (issue 22); it samples the feeds once they exist.
-  const journal = new AdminJournal({ store, log })
+  const journal = new AdminJournal({ store, log, bounds: journalBounds({ keepMs: config.batchJournalRetentionMs, maxPerPartition: config.batchJournalMax }) })
   const ingester = new SignalIngester({
     stream: store.stream,
     onBatch: journal.recordBatch,
@@ -120,6 +120,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     caughtUp: () => consumer.waitFor(consumer.position + consumer.backlog, CAUGHT_UP_MS),
     catalog,
   })
+  // Before the feeds start: the journal samples the snapshots they publish, those built at start too.
+  journal.start(feeds)
   await feeds.start()
   const geoWatcher = watchGeo(paths, (next) => {
     geo = next
@@ -164,7 +166,6 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs }) : null
   if (tracker !== null) registerFeedConsumerMetrics(metrics, () => tracker.counts())
   tracker?.start()
-  journal.start(feeds)
   const explain = { feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId: string, feedId: string) => feeds.holdOf(workspaceId, feedId) }
   let lostThread: (e: Error) => void = () => {}
   const threadLost = new Promise<Error>((resolve) => { lostThread = resolve })

@@ -50,6 +50,12 @@ const bad: Array<{ description: string, env: Record<string, string>, message: Re
   { description: 'tombstone cap too large', env: { THREATFEED_TOMBSTONE_MAX: '2000000000' }, message: /THREATFEED_TOMBSTONE_MAX must be between 0 and 1000000000/ },
   { description: 'background nice past the lowest priority', env: { THREATFEED_BACKGROUND_NICE: '20' }, message: /THREATFEED_BACKGROUND_NICE must be between 0 and 19, got 20/ },
   { description: 'background nice negative (a raise)', env: { THREATFEED_BACKGROUND_NICE: '-5' }, message: /THREATFEED_BACKGROUND_NICE must be a whole number, got "-5"/ },
+  { description: 'batch journal cap negative', env: { THREATFEED_BATCH_JOURNAL_MAX: '-1' }, message: /THREATFEED_BATCH_JOURNAL_MAX must be a whole number, got "-1"/ },
+  { description: 'batch journal cap in exponent form', env: { THREATFEED_BATCH_JOURNAL_MAX: '1e4' }, message: /THREATFEED_BATCH_JOURNAL_MAX must be a whole number, got "1e4"/ },
+  { description: 'batch journal cap too large', env: { THREATFEED_BATCH_JOURNAL_MAX: '1000001' }, message: /THREATFEED_BATCH_JOURNAL_MAX must be between 0 and 1000000, got 1000001/ },
+  { description: 'batch journal retention without unit', env: { THREATFEED_BATCH_JOURNAL_RETENTION: '7' }, message: /THREATFEED_BATCH_JOURNAL_RETENTION must be a duration such as 90s, 15m, 12h or 7d, got "7"/ },
+  { description: 'batch journal retention shorter than a minute', env: { THREATFEED_BATCH_JOURNAL_RETENTION: '30s' }, message: /THREATFEED_BATCH_JOURNAL_RETENTION must be between 1m and 3650d, got 30s/ },
+  { description: 'batch journal retention off', env: { THREATFEED_BATCH_JOURNAL_RETENTION: 'off' }, message: /THREATFEED_BATCH_JOURNAL_RETENTION must be a duration/ },
 ]
 
 t.test('durations: the sweep interval and the stream retention', async (t) => {
@@ -71,6 +77,15 @@ t.test('the background threads\' nice steps', async (t) => {
   t.equal(loadConfig({}).backgroundNice, 10, 'ten steps below the process by default')
   t.equal(loadConfig({ THREATFEED_BACKGROUND_NICE: '0' }).backgroundNice, 0, 'off')
   t.equal(loadConfig({ THREATFEED_BACKGROUND_NICE: '19' }).backgroundNice, 19)
+})
+
+t.test('the batch journal\'s bounds', async (t) => {
+  t.equal(loadConfig({}).batchJournalMax, 10_000, '10,000 reports per workspace by default')
+  t.equal(loadConfig({}).batchJournalRetentionMs, 7 * 86_400_000, 'kept 7 days by default')
+  t.equal(loadConfig({ THREATFEED_BATCH_JOURNAL_MAX: '0' }).batchJournalMax, 0, 'none recorded')
+  t.equal(loadConfig({ THREATFEED_BATCH_JOURNAL_MAX: '1000000' }).batchJournalMax, 1_000_000)
+  t.equal(loadConfig({ THREATFEED_BATCH_JOURNAL_RETENTION: '1m' }).batchJournalRetentionMs, 60_000)
+  t.equal(loadConfig({ THREATFEED_BATCH_JOURNAL_RETENTION: '365d' }).batchJournalRetentionMs, 365 * 86_400_000)
 })
 
 t.test('a bad value names the variable', async (t) => {

@@ -5,7 +5,7 @@
  * Housekeeper of the same options main.ts gives its own, which the driver turns on and off over
  * IPC (the alternating slices of the p99 comparison). Nothing here is reachable over HTTP.
  *
- * argv: <dataDir> <retention> <sweepInterval> <mode on|off>
+ * argv: <dataDir> <retention> <sweepInterval> <mode on|off> <batchJournalMax> <batchJournalRetention>
  */
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -65,7 +65,7 @@ function threadsCpuMs (): Record<string, number> {
 const GEO = join(repoDir, 'test', 'fixtures', 'geo', 'maxmind')
 
 async function main (): Promise<void> {
-  const [dataDir, retention, interval, mode] = process.argv.slice(2) as [string, string, string, string]
+  const [dataDir, retention, interval, mode, batchJournalMax, batchJournalRetention] = process.argv.slice(2) as [string, string, string, string, string, string]
   const intervalMs = parseDuration(interval)
   if (intervalMs === null) throw new Error(`bad sweep interval ${interval}`)
   const config = loadConfig({
@@ -80,6 +80,9 @@ async function main (): Promise<void> {
     THREATFEED_GEO_ASN_DB: join(GEO, 'GeoLite2-ASN-Test.mmdb'),
     THREATFEED_STREAM_RETENTION: retention,
     THREATFEED_SWEEP_INTERVAL: 'off',
+    // Small enough that the batch journal reaches its cap within the run (bench/soak.ts).
+    THREATFEED_BATCH_JOURNAL_MAX: batchJournalMax,
+    THREATFEED_BATCH_JOURNAL_RETENTION: batchJournalRetention,
   })
   const log = createLogger(config.logLevel, process.stderr)
   const server = await startServer(config, log)
