@@ -73,10 +73,13 @@ export function validateBody<T> (schema: AdminSchemaName, body: unknown): T {
   throw invalid(details)
 }
 
-/** Reads and parses a JSON body; an empty body is `{}`. */
-export async function readJson (ex: Exchange, contentType: string): Promise<unknown> {
-  checkContentType(contentType)
-  const raw = await readBody(ex, ADMIN_MAX_BODY_BYTES)
+const HAS_BODY: ReadonlySet<string> = new Set(['post', 'put', 'patch'])
+const NO_BODY: Promise<Buffer> = Promise.resolve(Buffer.alloc(0))
+
+/** Parses a call's JSON body; an empty body is `{}`. */
+export async function readJson (call: Pick<AdminCall, 'body' | 'contentType'>): Promise<unknown> {
+  checkContentType(call.contentType)
+  const raw = await call.body
   if (raw.byteLength === 0) return {}
   try {
     return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw)) as unknown
@@ -149,6 +152,13 @@ export interface AdminCall {
   readonly params: readonly string[]
   readonly query: string
   readonly contentType: string
+  /**
+   * The request's body, read from the moment the request arrived (POST, PUT and PATCH; empty for
+   * the others): uWS delivers a body while the caller is still being authenticated, which may
+   * await the store (a key created after the last reload), and a body reader attached after that
+   * await would wait forever for chunks already gone.
+   */
+  readonly body: Promise<Buffer>
   /** After a change: this node's catalog reloads, so the answer's change already holds here. */
   readonly changed: () => Promise<void>
 }
@@ -195,10 +205,13 @@ export function registerAdminRoutes (router: Router, gate: AdminGate, routes: re
       for (let i = 0; i < paramCount; i++) params.push(decodeParameter(req.getParameter(i) ?? ''))
       const query = req.getQuery() ?? ''
       const contentType = req.getHeader('content-type')
+      const body = HAS_BODY.has(r.method) ? readBody(ex, ADMIN_MAX_BODY_BYTES) : NO_BODY
+      // A body the route never reads (refused caller, aborted client) must not become an unhandled rejection.
+      body.catch(() => {})
       return (async () => {
         try {
           const caller = await gate.check(facts, r.needAll === true)
-          await r.handle({ ex, caller, params, query, contentType, changed: () => gate.changed() })
+          await r.handle({ ex, caller, params, query, contentType, body, changed: () => gate.changed() })
         } catch (e) {
           if (!ex.aborted && !ex.ended) fail(ex, e)
         }

@@ -60,7 +60,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
     {
       method: 'post', pattern: LISTS, route: 'admin_lists',
       async handle (call) {
-        const body = validateBody<ListCreate>('admin-list-create', await readJson(call.ex, call.contentType))
+        const body = validateBody<ListCreate>('admin-list-create', await readJson(call))
         const w = await workspaceFor(store, call.caller, body.workspace)
         const defaults = defaultsOf(body, {})
         if (body.guards !== undefined && Object.keys(body.guards).length > 0) defaults.guards = guardsFromBody(body.guards)
@@ -73,7 +73,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
     {
       method: 'patch', pattern: `${LISTS}/:id`, route: 'admin_list',
       async handle (call) {
-        const body = validateBody<ListUpdate>('admin-list-update', await readJson(call.ex, call.contentType))
+        const body = validateBody<ListUpdate>('admin-list-update', await readJson(call))
         const current = await listOf(store, call)
         const patch: Partial<Pick<AccessList, 'name' | 'description' | 'defaults' | 'selector'>> = {}
         if (body.name !== undefined) patch.name = body.name
@@ -107,7 +107,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
     {
       method: 'post', pattern: `${LISTS}/:id/accept`, route: 'admin_list_accept',
       async handle (call) {
-        const body = validateBody<{ digest?: string }>('admin-list-accept', await readJson(call.ex, call.contentType))
+        const body = validateBody<{ digest?: string }>('admin-list-accept', await readJson(call))
         const current = await listOf(store, call)
         const held = current.publishState?.held ?? null
         if (held === null) throw new ThreatfeedError('TF_ERR_STORE_CONFLICT', [`list ${current.id} has no held build`])

@@ -46,7 +46,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       // sets: an `admin` key accepts its own workspace's, `admin:all` any workspace's.
       method: 'post', pattern: `${WORKSPACES}/:id/accept`, route: 'admin_workspace_accept',
       async handle (call) {
-        const body = validateBody<{ digest?: string }>('admin-list-accept', await readJson(call.ex, call.contentType))
+        const body = validateBody<{ digest?: string }>('admin-list-accept', await readJson(call))
         const w = await liveWorkspace(store, (await workspaceFor(store, call.caller, call.params[0])).id)
         const held = (await workspaceFeedState(store, w.id))?.held ?? null
         if (held === null) throw new ThreatfeedError('TF_ERR_STORE_CONFLICT', [`the feed of workspace ${w.id} has no held build`])
@@ -63,7 +63,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
     {
       method: 'post', pattern: WORKSPACES, route: 'admin_workspaces', needAll: true,
       async handle (call) {
-        const body = validateBody<{ name: string, subscription?: Subscription }>('admin-workspace-create', await readJson(call.ex, call.contentType))
+        const body = validateBody<{ name: string, subscription?: Subscription }>('admin-workspace-create', await readJson(call))
         const w = await store.workspaces.create({ name: body.name, subscription: body.subscription ?? 'active' })
         await call.changed()
         await audit(call, 'workspace.create', w.id, w.id, 201)
@@ -74,7 +74,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       method: 'patch', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace', needAll: true,
       async handle (call) {
         const id = call.params[0]!
-        const body = validateBody<{ name?: string, subscription?: Subscription, guards?: GuardsBody | null }>('admin-workspace-update', await readJson(call.ex, call.contentType))
+        const body = validateBody<{ name?: string, subscription?: Subscription, guards?: GuardsBody | null }>('admin-workspace-update', await readJson(call))
         const current = await liveWorkspace(store, id)
         const patch: Parameters<Store['workspaces']['update']>[1] = {}
         if (body.name !== undefined) patch.name = body.name
@@ -114,7 +114,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
     {
       method: 'post', pattern: KEYS, route: 'admin_keys',
       async handle (call) {
-        const body = validateBody<{ workspace?: string, scopes: Scope[] }>('admin-key-create', await readJson(call.ex, call.contentType))
+        const body = validateBody<{ workspace?: string, scopes: Scope[] }>('admin-key-create', await readJson(call))
         // admin:all crosses workspaces: made only on the server's machine (`threatfeed key create`).
         if (body.scopes.includes('admin:all')) throw new ThreatfeedError('TF_ERR_ADMIN_ALL_LOCAL')
         const w = await workspaceFor(store, call.caller, body.workspace)
