@@ -9,8 +9,10 @@
  *   still acknowledged, applies fail, /readyz and /metrics show the consumer failing, feeds answer
  *   from memory; once the filler is deleted the consumer retries the failed pass from its start,
  *   the backlog drains, 429s stop, /readyz is 200 again and every acknowledged entry is served;
- * - the stream's disk (the whole data directory on a small tmpfs): batches are answered 500 within
- *   the deadline, and none of them is ever applied, before or after space returns.
+ * - the stream's disk (the stream on a small tmpfs, the main environment on a roomy one — with both
+ *   on one small disk the applies could fail first and the backlog's 429s hide the stream's
+ *   failure, as one CI run showed): batches are answered 500 within the deadline, and none of them
+ *   is ever applied, before or after space returns.
  *
  * Needs root (mount); skipped with a note otherwise.
  */
@@ -139,11 +141,13 @@ if (!canMount) {
     const root = mkdtempSync(join(tmpdir(), 'tf-fulldisk-'))
     t.teardown(() => rmdirSync(root))
     const dataDir = join(root, 'data')
-    t.ok(mountTmpfs(t, dataDir, '64m'), 'the data directory on 64 MiB')
+    t.ok(mountTmpfs(t, dataDir, '512m'), 'the main environment on 512 MiB')
+    const streamDir = join(dataDir, 'stream')
+    t.ok(mountTmpfs(t, streamDir, '64m'), 'the stream on 64 MiB')
     let s: RealServer | null = await startRealServer(dataDir, { THREATFEED_FEED_REBUILD_MS: '200' })
     t.teardown(() => s?.server.stop())
     const srv = s
-    const filler = fill(dataDir)
+    const filler = fill(streamDir)
 
     const acked = new Set<string>()
     const refused = new Set<string>()
