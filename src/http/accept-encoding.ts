@@ -65,6 +65,10 @@ function parseQ (header: string, start: number, end: number): number {
   return value
 }
 
+/** The last value prefersGzip decided (per thread: each has its own module instance) and its answer. */
+let lastHeader = ''
+let lastGzip = false
+
 /**
  * Decides whether the gzip representation is sent for an `Accept-Encoding` value ('' when the
  * header is absent, which means identity: SPEC §9 keeps old clients byte-identical).
@@ -80,6 +84,16 @@ function parseQ (header: string, start: number, end: number): number {
  *   prefersGzip('*')                 // true
  */
 export function prefersGzip (header: string): boolean {
+  // A fleet sends one value over and over: a compare with the last one instead of a parse. The
+  // value is no secret, so an early-exit compare times nothing worth knowing.
+  if (header === lastHeader) return lastGzip
+  const gzip = decide(header)
+  lastHeader = header
+  lastGzip = gzip
+  return gzip
+}
+
+function decide (header: string): boolean {
   const n = header.length
   if (n === 0) return false
   let gzip = UNSET

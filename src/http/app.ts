@@ -11,7 +11,7 @@ import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Store } from '../store/types.js'
 import type { Authenticator } from './auth.js'
-import type { Metrics, ThreadMetrics } from './metrics.js'
+import { Metrics, type ThreadMetrics } from './metrics.js'
 import { RateLimiter } from './rate-limit.js'
 import { beginExchange, errorAnswer, sendError, sendBody, sendJson, watchAbort, type ErrorShape, type Exchange, type JsonAnswer } from './respond.js'
 import { ThreatfeedError } from '../errors.js'
@@ -124,7 +124,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
       if (method === 'head') headPatterns.add(pattern)
       const observe = ctx.metrics.route(route)
       listeners.route(method, pattern, (res: HttpResponse, req: HttpRequest, gate) => {
-        const start = performance.now()
+        const start = Metrics.now()
         const ex = beginExchange(res, method === 'head' || (method === 'any' && req.getMethod() === 'head'))
         inflight++
         let result: void | Promise<void> = undefined

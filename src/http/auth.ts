@@ -146,15 +146,27 @@ function principalsOf (view: CatalogView): Map<string, Principal> {
   return byHash
 }
 
-/** A cached key: its principal and the one `ok` decision every hit returns. */
+/**
+ * A cached key: its principal, the one `ok` decision every hit returns, and the last scope and
+ * interface it was granted for. A view is immutable and the cache is dropped with it, so a grant
+ * holds until the next reload: a fleet polling feeds skips decideAccess after its first poll.
+ */
 interface Cached {
   readonly principal: Principal
   readonly ok: AccessDecision
+  grantedScope: Scope | null
+  grantedApi: Api | null
 }
 
 /** decideAccess for a cached principal, answering with its shared `ok` when access is granted. */
 function decideCached (entry: Cached, scope: Scope, api: Api): AccessDecision {
-  return decideAccess(entry.principal, scope, api, entry.ok)
+  if (entry.grantedScope === scope && entry.grantedApi === api) return entry.ok
+  const decision = decideAccess(entry.principal, scope, api, entry.ok)
+  if (decision === entry.ok) {
+    entry.grantedScope = scope
+    entry.grantedApi = api
+  }
+  return decision
 }
 
 export class Authenticator {
@@ -257,7 +269,7 @@ export class Authenticator {
     const header = `Bearer ${key}`
     const bytes = (key.length + header.length) * 2 + 2 * ENTRY_OVERHEAD_BYTES
     if (this.#cacheBytes + bytes > AUTH_CACHE_MAX_BYTES) this.#forget()
-    const entry: Cached = { principal, ok: { ok: true, principal } }
+    const entry: Cached = { principal, ok: { ok: true, principal }, grantedScope: null, grantedApi: null }
     this.#byKey.set(key, entry)
     this.#byHeader.set(header, entry)
     this.#cacheBytes += bytes

@@ -27,7 +27,7 @@ import { isNotModified } from './conditional.js'
 import { parseFeedQuery, resolveVariant, type ResolvedVariant } from './feed-params.js'
 import { prepareVariant, closesAfter, writeBody, writeHead, writeHeadError, writeNotModified } from './feed-write.js'
 import { decodeListRef, ListDirectory } from './list-resolve.js'
-import type { ClientAddresses } from './consumer-address.js'
+import type { AddressKey, ClientAddresses } from './consumer-address.js'
 import type { ConsumerTracker, PollFacts } from './consumers.js'
 
 /** What the routes need from the snapshot side (src/feed/feed-service.ts implements it). */
@@ -56,22 +56,56 @@ export interface FeedRouteDeps {
 export const FEEDS_PATH = '/v1/threat/feeds'
 export const FEED_LIST_PATH = '/v1/threat/feeds/:list'
 const ALLOW = 'GET, HEAD'
+// Header names as byte buffers: uWS reads a buffer argument in place, a string it converts to
+// UTF-8 in a fresh allocation per call.
+const AUTHORIZATION = Buffer.from('authorization')
+const IF_NONE_MATCH = Buffer.from('if-none-match')
+const IF_MODIFIED_SINCE = Buffer.from('if-modified-since')
+const ACCEPT_ENCODING = Buffer.from('accept-encoding')
+const CONNECTION = Buffer.from('connection')
+const USER_AGENT = Buffer.from('user-agent')
 
-/** The request fields a decision needs, copied out of uWS's stack-allocated request. */
+/**
+ * The request fields a decision needs, copied out of uWS's stack-allocated request. A poll
+ * answered within uWS's callback fills the handler's one scratch object; a request whose answer
+ * outlives the callback keeps that object, and the next request gets a new one (`take`).
+ */
 interface FeedRequest extends PollFacts {
-  readonly head: boolean
+  head: boolean
   /** Set once the key is known (at once, or after authenticateFresh). */
   workspaceId: string
-  readonly rawQuery: string
+  rawQuery: string
   /** Set once the list is resolved ('*' for the workspace feed). */
   feedId: FeedId
   /** Set once the list's defaults are known. */
   variant: ResolvedVariant | null
-  readonly gzip: boolean
-  readonly ifNoneMatch: string
-  readonly ifModifiedSince: string
+  gzip: boolean
+  ifNoneMatch: string
+  ifModifiedSince: string
   /** uWS closes the connection after this answer (the client asked for it). */
-  readonly close: boolean
+  close: boolean
+  address: AddressKey
+  userAgent: string
+}
+
+function emptyRequest (): FeedRequest {
+  return {
+    head: false,
+    workspaceId: '',
+    rawQuery: '',
+    feedId: WORKSPACE_FEED,
+    variant: null,
+    gzip: false,
+    ifNoneMatch: '',
+    ifModifiedSince: '',
+    close: false,
+    keyId: '',
+    address: '',
+    userAgent: '',
+    client: '',
+    listRef: WORKSPACE_FEED,
+    at: 0,
+  }
 }
 
 /**
@@ -101,7 +135,7 @@ export function feedRoutes (deps: FeedRouteDeps): RouteModule {
       router.on('get', path, route, 'feed', (ex, req) => handler(ex, req, false, isList))
       // HEAD errors are written here, without the body the router's error writer would send.
       router.on('head', path, route, 'feed', (ex, req) => {
-        const close = closesAfter(req.getHeader('connection'))
+        const close = closesAfter(req.getHeader(CONNECTION))
         try {
           const pending = handler(ex, req, true, isList)
           if (pending !== undefined) return pending.catch((e: unknown) => { headError(ex, e, close) })
@@ -169,36 +203,40 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     return snapshot === null ? wait(ex, r) : answer(ex, r, snapshot)
   }
 
+  // One object for every request answered within uWS's callback (the steady state of a poll):
+  // no allocation per poll. An answer that goes async keeps it; the next request gets a new one.
+  let scratch = emptyRequest()
+
   // No closure is created per request: under tsx (keepNames) every named closure costs a
   // defineProperty call, and in any build it is garbage a 304 does not need.
   return (ex, req, head, isList) => {
-    const authorization = req.getHeader('authorization')
+    const authorization = req.getHeader(AUTHORIZATION)
     const decision = ctx.auth.authenticate(authorization, 'feeds:read', 'feeds')
     if (!decision.ok && decision.unknownKey !== true) throw decision.error
     // Everything the answer needs is copied out of `req` now: it is invalid after any await.
     // If-Modified-Since is not read beside an If-None-Match, which overrides it (RFC 9110 §13.1.3).
-    const ifNoneMatch = req.getHeader('if-none-match')
-    const r: FeedRequest = {
-      head,
-      workspaceId: decision.ok ? decision.principal.workspace.id : '',
-      rawQuery: req.getQuery() ?? '',
-      feedId: WORKSPACE_FEED,
-      variant: null,
-      gzip: prefersGzip(req.getHeader('accept-encoding')),
-      ifNoneMatch,
-      ifModifiedSince: ifNoneMatch === '' ? req.getHeader('if-modified-since') : '',
-      close: closesAfter(req.getHeader('connection')),
-      keyId: decision.ok ? decision.principal.key.id : '',
-      address: consumers === null ? '' : consumers.addresses.of(ex.res, req),
-      userAgent: consumers === null ? '' : req.getHeader('user-agent'),
-      client: '',
-      listRef: WORKSPACE_FEED,
-      at: 0,
-    }
-    const listParam = isList ? req.getParameter(0) ?? '' : null
-    if (listParam !== null) r.listRef = listParam
-    if (!decision.ok) return afterRecheck(ex, r, authorization, listParam)
-    return consumers === null ? route(ex, r, listParam) : tracked(ex, r, listParam)
+    const ifNoneMatch = req.getHeader(IF_NONE_MATCH)
+    const r = scratch
+    r.head = head
+    r.workspaceId = decision.ok ? decision.principal.workspace.id : ''
+    r.rawQuery = req.getQuery() ?? ''
+    r.feedId = WORKSPACE_FEED
+    r.variant = null
+    r.gzip = prefersGzip(req.getHeader(ACCEPT_ENCODING))
+    r.ifNoneMatch = ifNoneMatch
+    r.ifModifiedSince = ifNoneMatch === '' ? req.getHeader(IF_MODIFIED_SINCE) : ''
+    r.close = closesAfter(req.getHeader(CONNECTION))
+    r.keyId = decision.ok ? decision.principal.key.id : ''
+    r.address = consumers === null ? '' : consumers.addresses.of(ex.res, req)
+    r.userAgent = consumers === null ? '' : req.getHeader(USER_AGENT)
+    r.client = ''
+    r.listRef = isList ? req.getParameter(0) ?? '' : WORKSPACE_FEED
+    r.at = 0
+    const listParam = isList ? r.listRef : null
+    const pending = !decision.ok ? afterRecheck(ex, r, authorization, listParam) : consumers === null ? route(ex, r, listParam) : tracked(ex, r, listParam)
+    // The continuations of a pending answer hold `r`: it is theirs now.
+    if (pending !== undefined) scratch = emptyRequest()
+    return pending
   }
 
   /** route(), counting an answer that is an error for the consumer too. */

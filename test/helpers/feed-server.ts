@@ -19,6 +19,8 @@ import { Metrics } from '../../src/http/metrics.js'
 import { RateLimiter, startHttpServer, type HttpContext, type HttpServer, type RouteModule } from '../../src/http/app.js'
 import { feedRoutes, type FeedSource } from '../../src/http/feed-routes.js'
 import { ListDirectory } from '../../src/http/list-resolve.js'
+import { ClientAddresses } from '../../src/http/consumer-address.js'
+import type { ConsumerTracker } from '../../src/http/consumers.js'
 import { StoreCatalog, type CatalogStore } from '../../src/feed/catalog.js'
 import type { SnapshotSource } from '../../src/feed/snapshot-port.js'
 import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded/embedded-store.js'
@@ -82,10 +84,12 @@ export interface FeedServerOptions {
   /** What the list directory reads in place of the store (an outage), and its longest wait for a first load. */
   listSource?: (store: EmbeddedStore) => CatalogStore
   listAwaitMs?: number
+  /** Consumer tracking (issue 20): what counts each answered poll, on every thread. */
+  tracker?: Pick<ConsumerTracker, 'count'>
 }
 
 export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<HttpContext, 'config' | 'log' | 'metrics'>) => FeedSource | Promise<FeedSource>, options: FeedServerOptions = {}): Promise<FeedServer> {
-  const { extra = [], env = {}, loadLists = true, listSource = (s) => s, listAwaitMs } = options
+  const { extra = [], env = {}, loadLists = true, listSource = (s) => s, listAwaitMs, tracker } = options
   const dir = mkdtempSync(join(tmpdir(), 'tf-feed-http-'))
   const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '50', THREATFEED_HTTP_THREADS: String(threadsFromEnv()), ...env })
   const store = await openEmbeddedStore(dir)
@@ -122,8 +126,9 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst),
     readiness: async () => ({ ready: true, checks: {} }),
   }
-  const http: HttpServer = await startHttpServer(ctx, [feedRoutes({ feeds: feedSource, lists }), ...extra],
-    threaded ? { threads: { feeds: feedSource as SnapshotSource, catalog: catalog!, tracker: null } } : {})
+  const consumers = tracker === undefined ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) }
+  const http: HttpServer = await startHttpServer(ctx, [feedRoutes({ feeds: feedSource, lists, consumers }), ...extra],
+    threaded ? { threads: { feeds: feedSource as SnapshotSource, catalog: catalog!, tracker: tracker ?? null } } : {})
   return {
     base: `http://127.0.0.1:${http.port}`,
     dir,
