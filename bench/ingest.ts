@@ -34,16 +34,22 @@
  *
  * Environment: BENCH_INGEST_SECONDS (5 per run, after a 2 s warm-up), BENCH_INGEST_ROUNDS (3 runs
  * per case and subject, alternating; figures are medians), BENCH_INGEST_PROFILE=<dir>
- * (server --cpu-prof), BENCH_INGEST_CASES=v1:4,v2:1 (only those cases; results then go to
- * ingest-partial.json), BENCH_INGEST_CPU=0 (skip the in-process CPU rows),
- * BENCH_INGEST_SERVER_CORES=0|all (the servers' taskset; default all), BENCH_INGEST_NODE_FLAGS
- * (node flags for the threatfeed server), BENCH_INGEST_CONSUMER=inline (the consumer in the
- * server's thread instead of its own), BENCH_INGEST_CONSUMER_BATCH (the consumer's batchSize,
- * default its own), BENCH_INGEST_TARGETS=sequential (every case with targets in sequence; a case
- * named `v1:4:seq` does that for one case), BENCH_INGEST_FLOOR=0 (no durable floor),
- * BENCH_INGEST_HTTP_THREADS (the threatfeed server's THREATFEED_HTTP_THREADS; default its own, the
- * number of cores: as `threatfeed serve`, front-end threads take the connections and hand each
- * signal to the main thread, so the figures include that hop).
+ * (server --cpu-prof, every thread that exits cleanly; each measured run's span on the profiles'
+ * clock, with the server's pid, is appended to <dir>/runs.jsonl), BENCH_INGEST_CASES=v1:4,v2:1
+ * (only those cases; results then go to ingest-partial.json), BENCH_INGEST_CPU=0 (skip the
+ * in-process CPU rows), BENCH_INGEST_SERVER_CORES=0|all (the servers' taskset; default all),
+ * BENCH_INGEST_NODE_FLAGS (node flags for the threatfeed server), BENCH_INGEST_TARGETS=sequential
+ * (every case with targets in sequence; a case named `v1:4:seq` does that for one case),
+ * BENCH_INGEST_FLOOR=0 (no durable floor), BENCH_INGEST_HTTP_THREADS (the threatfeed server's
+ * THREATFEED_HTTP_THREADS; default its own, the number of cores). Any other THREATFEED_ variable
+ * reaches the server's config too (THREATFEED_BACKGROUND_NICE, …).
+ *
+ * The threatfeed server is started as `threatfeed serve` starts it (src/main.ts): front-end
+ * threads take the connections and hand each signal to the main thread, the consumer applies on
+ * its own thread, and with two or more front-end threads the background threads and the main
+ * thread run at the background nice value — so the figures are those of the product as shipped.
+ * Each case also reports the main thread's garbage collection per batch (count and pause time of
+ * scavenges and of full collections).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs'
@@ -534,11 +540,12 @@ async function main (): Promise<void> {
       }
     }
   } finally {
+    // Stopped, not killed: a server started with --cpu-prof writes its profiles as it exits.
     tf?.child.kill('SIGTERM')
-    base?.child.kill('SIGKILL')
+    base?.child.kill('SIGTERM')
     anchor?.child.kill('SIGKILL')
     floor?.child.kill('SIGKILL')
-    if (tf !== null) await new Promise((resolve) => tf.child.once('exit', resolve))
+    for (const s of [tf, base]) if (s !== null) await new Promise((resolve) => s.child.once('exit', resolve))
     rmSync(dir, { recursive: true, force: true })
   }
   if (CPU_ROWS) rows.push(...await cpuRows(), ...startupRows())
