@@ -105,7 +105,6 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     stream: store.stream,
     onBatch: journal.recordBatch,
     checks: { asnExists: (asn) => geo.hasAsn(asn), checkExpressions: true },
-    prepare: (workspaceId, acceptedAt, commands) => consumer.prepare(workspaceId, acceptedAt, commands),
     onAppended: (batch) => { consumer.offer(batch) },
   })
 

@@ -22,8 +22,6 @@ import type { EntryFailure } from './validators.js'
 
 export type ApiVersion = 'v1' | 'v2'
 
-const NO_COMMANDS: readonly Command[] = Object.freeze([])
-
 /** SPEC 2.5. */
 export interface BatchResponse {
   success: boolean
@@ -51,10 +49,7 @@ export interface AppendedBatch {
   readonly acceptedAt: number
   /** Stream seqs, ascending, one per command. */
   readonly seqs: readonly number[]
-  /** The accepted commands, in seq order; empty when `prepared` holds them (IngesterOptions#prepare). */
   readonly commands: readonly Command[]
-  /** What IngesterOptions#prepare made of the commands, when it made something. */
-  readonly prepared?: unknown
 }
 
 /**
@@ -81,14 +76,6 @@ export interface IngesterOptions {
   readonly checks: EntryChecks
   /** Called after every successful append (hands the batch to the in-process consumer). */
   readonly onAppended?: (batch: AppendedBatch) => void
-  /**
-   * Turns a batch's accepted commands into the consumer's own form in the accept frame, while the
-   * append waits for the disk (ThreadedConsumer#prepare); undefined keeps the commands. Then only
-   * that form is held across the wait: the commands of every batch in flight outlived
-   * young-generation collections there, and were copied by them (bench/NOTES.md, "Ingest: the
-   * accept frame").
-   */
-  readonly prepare?: (workspaceId: string, acceptedAt: number, commands: readonly Command[]) => unknown
   readonly now?: () => number
   /** The answer's deadline (DECISIONS §5: a failing store answers 500 within 2 s). */
   readonly appendTimeoutMs?: number
@@ -136,7 +123,6 @@ export class SignalIngester {
   readonly #stream: SignalStream
   readonly #checks: EntryChecks
   readonly #onAppended: (batch: AppendedBatch) => void
-  readonly #prepare: ((workspaceId: string, acceptedAt: number, commands: readonly Command[]) => unknown) | null
   readonly #onBatch: ((report: BatchReport) => void) | null
   readonly #now: () => number
   readonly #appendTimeoutMs: number
@@ -146,7 +132,6 @@ export class SignalIngester {
     this.#stream = options.stream
     this.#checks = options.checks
     this.#onAppended = options.onAppended ?? (() => {})
-    this.#prepare = options.prepare ?? null
     this.#onBatch = options.onBatch ?? null
     this.#now = options.now ?? Date.now
     this.#appendTimeoutMs = options.appendTimeoutMs ?? 2000
@@ -170,7 +155,7 @@ export class SignalIngester {
       throw e
     }
     const seqs = await accepted.appended
-    this.#onAppended({ workspaceId, acceptedAt: accepted.acceptedAt, seqs, commands: accepted.commands, prepared: accepted.prepared })
+    this.#onAppended({ workspaceId, acceptedAt: accepted.acceptedAt, seqs, commands: accepted.commands })
     const { message, errors } = accepted
     if (this.#onBatch !== null) {
       this.#onBatch({ api, workspaceId, keyId, at: accepted.acceptedAt, entries: seqs.length + errors.length, accepted: seqs.length, failed: errors.length, status: errors.length === 0 ? 200 : 206, errors })
@@ -222,7 +207,7 @@ export class SignalIngester {
       // Every entry's own text, byte for byte (SPEC §9.3: the v1 stream format is unchanged): the
       // body is stored whole and split when read back (types.ts WholeV1Batch).
       const commands = results.map((r) => (r as { command: Command }).command)
-      return this.#handOver(this.#append({ workspaceId, acceptedAt, body, count: entries.length }), workspaceId, acceptedAt, commands, message, [])
+      return { appended: this.#append({ workspaceId, acceptedAt, body, count: entries.length }), acceptedAt, commands, message, errors: [] }
     }
     // v1 with failures: the accepted entries' texts only (a failed entry leaves no trace).
     const texts = api === 'v1' ? splitJsonArray(text) : null
@@ -240,13 +225,7 @@ export class SignalIngester {
         ? { workspaceId, payload: texts[i]!, acceptedAt }
         : { workspaceId, schemaVersion: 2, payload: toV2Payload(r.command), acceptedAt })
     }
-    return this.#handOver(this.#append(records), workspaceId, acceptedAt, commands, message, errors)
-  }
-
-  /** The append under way, and the commands in the consumer's form when it has one (see IngesterOptions#prepare). */
-  #handOver (appended: Promise<number[]>, workspaceId: string, acceptedAt: number, commands: Command[], message: string, errors: string[]): Accepted {
-    const prepared = this.#prepare?.(workspaceId, acceptedAt, commands)
-    return { appended, acceptedAt, commands: prepared === undefined ? commands : NO_COMMANDS, prepared, message, errors }
+    return { appended: this.#append(records), acceptedAt, commands, message, errors }
   }
 
   /**
@@ -281,8 +260,7 @@ export class SignalIngester {
 interface Accepted {
   readonly appended: Promise<number[]>
   readonly acceptedAt: number
-  readonly commands: readonly Command[]
-  readonly prepared: unknown
+  readonly commands: Command[]
   readonly message: string
   readonly errors: string[]
 }

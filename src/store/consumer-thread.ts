@@ -66,12 +66,8 @@ export interface UnpackedBatch<Own> {
  */
 export interface ConsumerThreadSide<Own> {
   readonly store: BatchingStore<RuleOp | Own>
-  /**
-   * Throws RangeError on a buffer that is not a packed batch (its header now, the rest at pushOps).
-   * `seqOffset` is added to every seq packed: a batch packed before its append (in its accept
-   * frame, when the seqs are not known yet) is numbered from 0 and offered with its first seq.
-   */
-  unpack (packed: ArrayBuffer, fromText: FromText, seqOffset?: number): UnpackedBatch<Own>
+  /** Throws RangeError on a buffer that is not a packed batch (its header now, the rest at pushOps). */
+  unpack (packed: ArrayBuffer, fromText: FromText): UnpackedBatch<Own>
 }
 
 /** The thread's workerData. */

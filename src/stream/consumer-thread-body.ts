@@ -37,7 +37,7 @@ export async function runConsumerThread<Own> (side: ConsumerThreadSide<Own>, set
 
   port.on('message', (m: ToConsumerThread) => {
     if (m.type === 'offer') {
-      consumer.offerPrepared(unpack(m.batch, commandFromText, m.seqOffset))
+      consumer.offerPrepared(unpack(m.batch, commandFromText))
       return
     }
     if (m.type === 'nudge') {

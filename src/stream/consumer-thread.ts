@@ -30,8 +30,7 @@ import { Worker } from 'node:worker_threads'
 import type { AppendedBatch } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
 import type { ConsumerThreadData, ConsumerThreadHandoff } from '../store/consumer-thread.js'
-import type { Command } from '../ingest/commands.js'
-import { contiguous, packBatch, packCommands } from './packed-batch.js'
+import { packBatch } from './packed-batch.js'
 import type { Consumer, FailedRecord } from './consumer.js'
 import { HealthTracker, type ConsumerHealth } from './consumer-health.js'
 import { PositionWaiters } from './position-waiters.js'
@@ -64,8 +63,7 @@ export interface ConsumerThreadSettings {
 
 /** Messages between the threads. */
 export type ToConsumerThread =
-  /** A packed batch; `seqOffset` is added to its packed seqs (a batch packed before its append is numbered from 0). */
-  | { readonly type: 'offer', readonly batch: ArrayBuffer, readonly seqOffset: number }
+  | { readonly type: 'offer', readonly batch: ArrayBuffer }
   /** Records were appended that are not offered: read them from the stream. */
   | { readonly type: 'nudge' }
   | { readonly type: 'stop' }
@@ -159,34 +157,16 @@ export class ThreadedConsumer implements Consumer {
    *   new SignalIngester({ stream: store.stream, checks, onAppended: (b) => { consumer.offer(b) } })
    */
   offer (batch: AppendedBatch): void {
-    const { seqs } = batch
-    const last = seqs[seqs.length - 1]
+    const last = batch.seqs[batch.seqs.length - 1]
     if (last === undefined) return
     this.#head = Math.max(this.#head, last)
     this.#health.offered(last, batch.acceptedAt)
     // No thread (one is being started again): it will read the batch from the stream.
     const worker = this.#worker
     if (worker === null) return
-    const prepared = batch.prepared
-    if (prepared instanceof ArrayBuffer) {
-      if (contiguous(seqs, seqs.length)) worker.postMessage({ type: 'offer', batch: prepared, seqOffset: seqs[0]! } satisfies ToConsumerThread, [prepared])
-      else worker.postMessage({ type: 'nudge' } satisfies ToConsumerThread)
-      return
-    }
     const packed = packBatch(this.#options.handoff.packer, batch)
     if (packed === null) worker.postMessage({ type: 'nudge' } satisfies ToConsumerThread)
-    else worker.postMessage({ type: 'offer', batch: packed, seqOffset: 0 } satisfies ToConsumerThread, [packed])
-  }
-
-  /**
-   * SignalIngester's `prepare`: the batch packed in its accept frame, numbered from 0 (offer adds
-   * the first seq), so that only this off-heap buffer, not the commands, waits for the append.
-   *
-   * @example
-   *   new SignalIngester({ stream, checks, prepare: (w, at, c) => consumer.prepare(w, at, c), onAppended: (b) => { consumer.offer(b) } })
-   */
-  prepare (workspaceId: string, acceptedAt: number, commands: readonly Command[]): ArrayBuffer {
-    return packCommands(this.#options.handoff.packer, workspaceId, acceptedAt, commands)
+    else worker.postMessage({ type: 'offer', batch: packed } satisfies ToConsumerThread, [packed])
   }
 
   health (): ConsumerHealth {

@@ -28,7 +28,6 @@
  * corrupt payload) is logged and passed over: one poisoned record must not stop every later one.
  */
 import type { AppendedBatch } from '../ingest/batch.js'
-import type { Command } from '../ingest/commands.js'
 import type { Logger } from '../log.js'
 import type { BatchingStore, RuleOp } from '../store/batch-types.js'
 import { ApplierLease } from './applier-lease.js'
@@ -89,11 +88,6 @@ export interface Consumer {
   /** Records known to be on the stream and not applied yet (the ingest path sheds load on it). */
   readonly backlog: number
   start (): Promise<void>
-  /**
-   * The batch's commands in the form offer hands over, made while its append waits (SignalIngester's
-   * `prepare`); undefined: offer takes the commands themselves.
-   */
-  prepare (workspaceId: string, acceptedAt: number, commands: readonly Command[]): unknown
   /** Takes a batch this process has just appended, and applies it soon. */
   offer (batch: AppendedBatch): void
   /** Resolves true once every record up to `seq` is applied, false after `timeoutMs`. */
@@ -238,11 +232,6 @@ export class StreamConsumer<Own = never> implements Consumer {
       return
     }
     this.#running = this.#loop().finally(() => { this.#running = null })
-  }
-
-  /** Applied from the commands themselves (see offer). */
-  prepare (): undefined {
-    return undefined
   }
 
   /**

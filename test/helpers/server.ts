@@ -155,7 +155,6 @@ export async function startTestServer (options: TestServerOptions = {}): Promise
   const ingester = new SignalIngester({
     stream: store.stream,
     checks: { asnExists, checkExpressions: true },
-    prepare: (workspaceId, acceptedAt, commands) => consumer.prepare(workspaceId, acceptedAt, commands),
     onAppended: (batch) => { consumer.offer(batch) },
   })
   const threaded = threadsFromEnv() > 1 && (options.threadFeeds !== undefined || options.frontThreads === true)

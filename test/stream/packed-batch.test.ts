@@ -15,10 +15,9 @@ import type { Command } from '../../src/ingest/commands.js'
 import type { BatchingStore } from '../../src/store/batch-types.js'
 import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded/embedded-store.js'
 import { EmbeddedBatchPacker, unpackBatch as unpackWith, type EmbeddedRuleOp } from '../../src/store/embedded/packed-batch.js'
-import { decodeAccessRule } from '../../src/store/embedded/rule-codec.js'
 import type { AccessRule, Rule, RuleKind } from '../../src/store/types.js'
 import { toRuleOp } from '../../src/stream/apply.js'
-import { commandFromText, packBatch as packWith, packCommands } from '../../src/stream/packed-batch.js'
+import { commandFromText, packBatch as packWith } from '../../src/stream/packed-batch.js'
 
 const packer = new EmbeddedBatchPacker()
 const packBatch = (batch: AppendedBatch): ArrayBuffer | null => packWith(packer, batch)
@@ -141,27 +140,6 @@ t.test('an existing rule keeps its id and creation time; its update time is the 
   t.equal(after!.reason, 'second')
   t.equal(after!.seq, 2)
   t.ok(before!.createdAt > T0, 'times are those of the application, not of acceptance')
-})
-
-t.test('a batch packed in its accept frame (numbered from 0), offered at its first seq: the ops of one packed with its seqs', async (t) => {
-  // Encoded upserts carry no seq; a command that travels as text gets its seq on the thread.
-  const commands = [access(), access({ ruleRef: 'r1' }), { kind: 'access_rule', op: 'delete', ruleRef: 'r2', target: null } as Command, access({ target: { type: 'ip', value: '192.0.2.9/32' } })]
-  for (const first of [1, 7, 2 ** 40]) {
-    const early = unpackWith(packCommands(packer, WS, T0, commands), commandFromText, first)
-    const late = unpackWith(packBatch(batchOf(commands, first))!, commandFromText)
-    t.equal(early.first, late.first, `first ${first}`)
-    t.equal(early.count, late.count)
-    const a: EmbeddedRuleOp[] = []
-    const b: EmbeddedRuleOp[] = []
-    early.pushOps(a)
-    late.pushOps(b)
-    // An encoded rule's id is drawn when it is packed: everything else must be the same.
-    const withoutId = (ops: EmbeddedRuleOp[]) => ops.map((o) => o.op === 'putEncodedAccessRule' ? { ...o, value: { ...decodeAccessRule(o.value, WS), id: '' } } : o)
-    t.same(withoutId(a), withoutId(b), `the same ops, seqs from ${first}`)
-    t.same(a.map((o) => o.op === 'upsertAccessRule' ? o.input.seq : o.op === 'putEncodedAccessRule' ? decodeAccessRule(o.value, WS).seq : null), [first, first + 1, null, first + 3], 'each upsert has its appended seq')
-    early.pushOps(a)
-    t.same(withoutId(a.slice(4)), withoutId(b), 'pushed again (a retried pass): the same seqs')
-  }
 })
 
 t.test('batches that are not packed, and buffers that are not packed batches', async (t) => {

@@ -18,7 +18,7 @@ import type { RuleOp } from '../batch-types.js'
 import type { BatchPacker, FromText, UnpackedBatch } from '../consumer-thread.js'
 import { ByteReader, ByteWriter } from './byte-writer.js'
 import { writeAccessRuleKey } from './key-layout.js'
-import { encodeAccessRule, setAccessRuleSeq } from './rule-codec.js'
+import { encodeAccessRule } from './rule-codec.js'
 
 /**
  * An upsert of an access rule without rule_ref in its stored form: its target key (key-layout.ts
@@ -98,23 +98,21 @@ export class EmbeddedBatchPacker implements BatchPacker {
  * pass) and pushes the same operations each time.
  *
  * @example
- *   consumer.offerPrepared(unpackBatch(message.batch, fromText, message.seqOffset))
+ *   consumer.offerPrepared(unpackBatch(message.batch, fromText))
  */
-export function unpackBatch (packed: ArrayBuffer, fromText: FromText, seqOffset = 0): UnpackedBatch<EncodedAccessUpsert> {
+export function unpackBatch (packed: ArrayBuffer, fromText: FromText): UnpackedBatch<EncodedAccessUpsert> {
   const r = new ByteReader(Buffer.from(packed))
   if (r.u8() !== FORMAT) throw new RangeError('not a packed batch')
   const workspaceId = r.str()
   const acceptedAt = r.f64()
-  // A batch packed before its append is numbered from 0 (ConsumerThreadSide#unpack).
-  const first = r.f64() + seqOffset
+  const first = r.f64()
   const count = r.u32()
   // A fresh reader each call: a pass whose apply failed pushes the same batch's ops again.
   const opsAt = r.pos
-  return { first, count, pushOps: (out) => { readOps(new ByteReader(r.buf, opsAt), workspaceId, acceptedAt, first, count, fromText, seqOffset !== 0, out) } }
+  return { first, count, pushOps: (out) => { readOps(new ByteReader(r.buf, opsAt), workspaceId, acceptedAt, first, count, fromText, out) } }
 }
 
-/** `renumber`: the encoded rules' seqs are set to first + i (absolute, so a retried pass may push them again). */
-function readOps (r: ByteReader, workspaceId: string, acceptedAt: number, first: number, count: number, fromText: FromText, renumber: boolean, out: EmbeddedRuleOp[]): void {
+function readOps (r: ByteReader, workspaceId: string, acceptedAt: number, first: number, count: number, fromText: FromText, out: EmbeddedRuleOp[]): void {
   for (let i = 0; i < count; i++) {
     const tag = r.u8()
     if (tag === TAG.text) {
@@ -124,7 +122,6 @@ function readOps (r: ByteReader, workspaceId: string, acceptedAt: number, first:
     if (tag !== TAG.encoded) throw new RangeError(`unknown tag ${tag}`)
     const key = r.bytes()
     const value = r.bytes()
-    if (renumber) setAccessRuleSeq(value, first + i)
     const expiresAt = r.f64()
     out.push({ op: 'putEncodedAccessRule', workspaceId, key, value, expiresAt: Number.isNaN(expiresAt) ? null : expiresAt })
   }

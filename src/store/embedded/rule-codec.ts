@@ -130,8 +130,6 @@ export function decodeAccessRule (buf: Buffer, workspaceId: string): AccessRule 
 /** Where createdAt and updatedAt lie in an encoded rule (after the six one-byte fields). */
 const CREATED_AT = 6
 const UPDATED_AT = 14
-/** Where seq lies, after the two times. */
-const SEQ = 22
 
 /**
  * Sets the creation and update times of an encoded rule in place.
@@ -143,17 +141,6 @@ export function setAccessRuleTimes (buf: Buffer, createdAt: number, updatedAt: n
   checkFormat(buf)
   buf.writeDoubleLE(createdAt, CREATED_AT)
   buf.writeDoubleLE(updatedAt, UPDATED_AT)
-}
-
-/**
- * Sets the seq of an encoded rule in place.
- *
- * @example
- *   setAccessRuleSeq(value, 1042) // a rule encoded before its stream append gave it a seq
- */
-export function setAccessRuleSeq (buf: Buffer, seq: number): void {
-  checkFormat(buf)
-  buf.writeDoubleLE(seq, SEQ)
 }
 
 function checkFormat (buf: Buffer): void {
