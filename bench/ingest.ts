@@ -34,25 +34,31 @@
  *
  * Environment: BENCH_INGEST_SECONDS (5 per run, after a 2 s warm-up), BENCH_INGEST_ROUNDS (3 runs
  * per case and subject, alternating; figures are medians), BENCH_INGEST_PROFILE=<dir>
- * (server --cpu-prof), BENCH_INGEST_CASES=v1:4,v2:1 (only those cases; results then go to
- * ingest-partial.json), BENCH_INGEST_CPU=0 (skip the in-process CPU rows),
- * BENCH_INGEST_SERVER_CORES=0|all (the servers' taskset; default all), BENCH_INGEST_NODE_FLAGS
- * (node flags for the threatfeed server), BENCH_INGEST_CONSUMER=inline (the consumer in the
- * server's thread instead of its own), BENCH_INGEST_CONSUMER_BATCH (the consumer's batchSize,
- * default its own), BENCH_INGEST_TARGETS=sequential (every case with targets in sequence; a case
- * named `v1:4:seq` does that for one case), BENCH_INGEST_FLOOR=0 (no durable floor),
- * BENCH_INGEST_HTTP_THREADS (the threatfeed server's THREATFEED_HTTP_THREADS; default its own, the
- * number of cores: as `threatfeed serve`, front-end threads take the connections and hand each
- * signal to the main thread, so the figures include that hop).
+ * (server --cpu-prof, every thread that exits cleanly; each measured run's span on the profiles'
+ * clock, with the server's pid, is appended to <dir>/runs.jsonl), BENCH_INGEST_CASES=v1:4,v2:1
+ * (only those cases; results then go to ingest-partial.json), BENCH_INGEST_CPU=0 (skip the
+ * in-process CPU rows), BENCH_INGEST_SERVER_CORES=0|all (the servers' taskset; default all),
+ * BENCH_INGEST_NODE_FLAGS (node flags for the threatfeed server), BENCH_INGEST_TARGETS=sequential
+ * (every case with targets in sequence; a case named `v1:4:seq` does that for one case),
+ * BENCH_INGEST_FLOOR=0 (no durable floor), BENCH_INGEST_HTTP_THREADS (the threatfeed server's
+ * THREATFEED_HTTP_THREADS; default its own, the number of cores). Any other THREATFEED_ variable
+ * reaches the server's config too (THREATFEED_BACKGROUND_NICE, …).
+ *
+ * The threatfeed server is started as `threatfeed serve` starts it (src/main.ts): front-end
+ * threads take the connections and hand each signal to the main thread, the consumer applies on
+ * its own thread, and with two or more front-end threads the background threads and the main
+ * thread run at the background nice value — so the figures are those of the product as shipped.
+ * Each case also reports the main thread's garbage collection per batch (count and pause time of
+ * scavenges and of full collections).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
+import { constants, PerformanceObserver } from 'node:perf_hooks'
 import { createInterface } from 'node:readline'
 import { cpuTicks, ensureCommand, hasCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
-import type { RouteModule } from '../src/http/app.js'
 import type { StreamAppend } from '../src/store/types.js'
 
 const SECONDS = Number(process.env.BENCH_INGEST_SECONDS ?? 5)
@@ -93,53 +99,79 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
     app.listen('127.0.0.1', 0, (s) => { process.stdout.write(JSON.stringify({ port: uWS.us_socket_local_port(s as never), key: '' }) + '\n') })
     return
   }
-  const [{ loadConfig }, { createLogger }, { openStore }, api, app, auth, metrics, rl, routes, batch, consumerMod, respond] = await Promise.all([
-    import('../src/config.js'), import('../src/log.js'), import('../src/store/open.js'), import('../src/store/api-key.js'),
-    import('../src/http/app.js'), import('../src/http/auth.js'), import('../src/http/metrics.js'), import('../src/http/rate-limit.js'),
-    import('../src/http/signal-routes.js'), import('../src/ingest/batch.js'), import('../src/stream/consumer.js'), import('../src/http/respond.js'),
+  // The server as `threatfeed serve` starts it (src/main.ts runServer): every component, the
+  // front-end threads (THREATFEED_HTTP_THREADS, default the number of cores) handing each signal
+  // to the main thread, the consumer thread and the pool's workers at the background nice value,
+  // and with two or more front-end threads the main thread niced too. Only the geo databases are
+  // the test fixtures (the default ASN database is built on first start; v1 and v2 targets here
+  // are addresses, which never consult it).
+  const [{ loadConfig }, { createLogger }, { openStore }, { startServer }, { niceThisThread }, api, { DEFAULT_CONSUMER }, http] = await Promise.all([
+    import('../src/config.js'), import('../src/log.js'), import('../src/store/open.js'), import('../src/main.js'), import('../src/pool/thread-priority.js'),
+    import('../src/store/api-key.js'), import('../src/stream/consumer.js'), import('node:http'),
   ])
-  const threads = process.env.BENCH_INGEST_HTTP_THREADS
-  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'warn', THREATFEED_RATE_LIMIT_RPS: '100000', THREATFEED_RATE_LIMIT_BURST: '100000', ...(threads === undefined ? {} : { THREATFEED_HTTP_THREADS: threads }) })
-  const log = createLogger(config.logLevel, process.stderr)
-  const store = await openStore({ kind: 'embedded', dataDir })
-  const ws = await store.workspaces.create({ name: 'bench', subscription: 'active' })
+  const geo = join(repoDir, 'test', 'fixtures', 'geo', 'maxmind')
+  const config = loadConfig({
+    ...process.env,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    THREATFEED_DATA_DIR: dataDir,
+    THREATFEED_LOG_LEVEL: 'warn',
+    THREATFEED_RATE_LIMIT_RPS: '100000',
+    THREATFEED_RATE_LIMIT_BURST: '100000',
+    THREATFEED_GEO_COUNTRY_DB: join(geo, 'GeoLite2-Country-Test.mmdb'),
+    THREATFEED_GEO_ASN_DB: join(geo, 'GeoLite2-ASN-Test.mmdb'),
+    ...(process.env.BENCH_INGEST_HTTP_THREADS === undefined ? {} : { THREATFEED_HTTP_THREADS: process.env.BENCH_INGEST_HTTP_THREADS }),
+  })
+  // The workspace and its key exist before the start, as in a deployment: a key created after it
+  // is met by the reload of an unknown key, which is rate limited (the warm-up then gets 401s).
+  const setup = await openStore({ kind: 'embedded', dataDir })
+  const ws = await setup.workspaces.create({ name: 'bench', subscription: 'active' })
   const key = api.generateApiKey()
-  await store.keys.create({ workspaceId: ws.id, hash: api.hashApiKey(key), scopes: ['signals:write'] })
-  const batchSize = process.env.BENCH_INGEST_CONSUMER_BATCH
-  const { ThreadedConsumer } = await import('../src/stream/consumer-thread.js')
-  const batchOption = batchSize === undefined ? {} : { batchSize: Number(batchSize) }
-  const consumer = process.env.BENCH_INGEST_CONSUMER === 'inline'
-    ? new consumerMod.StreamConsumer(store, { pollMs: config.pollMs, log, ...batchOption })
-    : new ThreadedConsumer({ handoff: store.consumerThread!, pollMs: config.pollMs, logLevel: 'warn', log, ...batchOption })
-  await consumer.start()
-  const ingester = new batch.SignalIngester({ stream: store.stream, checks: { asnExists: () => true, checkExpressions: true }, onAppended: (b) => { consumer.offer(b) } })
-  const authenticator = new auth.Authenticator(store, { pollMs: config.pollMs })
-  await authenticator.start()
-  // The bench's own probe: how far the consumer is behind the stream head.
-  const lag: RouteModule = (router) => {
-    router.on('get', '/bench/lag', 'bench', 'signal', async (ex) => {
+  await setup.keys.create({ workspaceId: ws.id, hash: api.hashApiKey(key), scopes: ['signals:write'] })
+  await setup.close()
+  const server = await startServer(config, createLogger(config.logLevel, process.stderr))
+  if (config.httpThreads >= 2) niceThisThread(server.backgroundNice)
+  const { store } = server
+  const gc = watchGc()
+  // The bench's own probes, on a port of their own (the server's routes are the product's):
+  // /bench/lag, how far the consumer is behind the stream head (its checkpoint commits with the rules
+  // it applied), with the server's own CPU time (every thread: a figure the other processes on
+  // the machine cannot inflate, unlike wall time under a load average of 10) and its main
+  // thread's GC; /bench/stored, the rules stored (every one is live: they expire in an hour).
+  const probes = http.createServer((req, res) => {
+    const answer = async (): Promise<unknown> => {
+      if (req.url === '/bench/stored') return { stored: (await store.rules.accessRulesChangedSince(ws.id, Number.MAX_SAFE_INTEGER, Date.now(), () => {})).live }
       const head = await store.stream.head()
+      const applied = await store.stream.getCheckpoint(DEFAULT_CONSUMER)
       const cpu = process.cpuUsage()
-      // The server's own CPU time (every thread): a figure the other processes on the machine
-      // cannot inflate, unlike wall time under a load average of 10.
-      respond.sendJson(ex, 200, { head, applied: consumer.position, cpuMicros: cpu.user + cpu.system })
-    })
-    // Rules stored (every one is live: they expire in an hour), through the store's interface.
-    router.on('get', '/bench/stored', 'bench', 'signal', async (ex) => {
-      const { live } = await store.rules.accessRulesChangedSince(ws.id, Number.MAX_SAFE_INTEGER, Date.now(), () => {})
-      respond.sendJson(ex, 200, { stored: live })
-    })
-  }
-  // The front-end threads as serve starts them (they serve no feed here: the bench posts only).
-  const { StoreCatalog } = await import('../src/feed/catalog.js')
-  const catalog = new StoreCatalog(store, { pollMs: config.pollMs })
-  await catalog.start()
-  const noFeeds = { getSnapshot: () => null, awaitSnapshot: () => Promise.reject(new Error('the bench serves no feeds')), onSwap: () => () => {} }
-  const http = await app.startHttpServer({
-    config, store, auth: authenticator, metrics: new metrics.Metrics(), log, rateLimiter: new rl.RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst), readiness: async () => ({ ready: true, checks: {} }),
-  }, [routes.signalRoutes({ ingester, consumer }), lag], { threads: { feeds: noFeeds, catalog, tracker: null } })
-  process.stdout.write(JSON.stringify({ port: http.port, key }) + '\n')
-  process.on('SIGTERM', () => { void http.close(100).then(() => consumer.stop()).then(() => store.close()).then(() => process.exit(0)) })
+      return { head, applied, cpuMicros: cpu.user + cpu.system, gc }
+    }
+    void answer().then((body) => { res.setHeader('Content-Type', 'application/json').end(JSON.stringify(body)) }, (e: unknown) => { res.statusCode = 500; res.end(String(e)) })
+  })
+  await new Promise<void>((resolve) => { probes.listen(0, '127.0.0.1', resolve) })
+  process.stdout.write(JSON.stringify({ port: server.port, probePort: (probes.address() as { port: number }).port, key }) + '\n')
+  process.on('SIGTERM', () => { probes.close(); void server.stop().then(() => process.exit(0)) })
+}
+
+/** Garbage collections of the server's main thread so far, by kind: count and pause time (ms). */
+interface GcTotals { scavenges: number, scavengeMs: number, fullGcs: number, fullGcMs: number }
+
+/** GcTotals kept up to date from the main thread's 'gc' performance entries (as --trace-gc counts them). */
+function watchGc (): GcTotals {
+  const totals: GcTotals = { scavenges: 0, scavengeMs: 0, fullGcs: 0, fullGcMs: 0 }
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      // NODE_PERFORMANCE_GC_MINOR (1) is a scavenge; major, incremental and weak-callback passes are the old generation's.
+      if ((e as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR) {
+        totals.scavenges++
+        totals.scavengeMs += e.duration
+      } else {
+        totals.fullGcs++
+        totals.fullGcMs += e.duration
+      }
+    }
+  }).observe({ entryTypes: ['gc'] })
+  return totals
 }
 
 // ---------------------------------------------------------------- driver
@@ -148,6 +180,10 @@ interface Server {
   readonly child: ChildProcess
   readonly port: number
   readonly key: string
+  /** Where /bench/lag and /bench/stored are answered: a port of their own, or `port` (the floor, a base build). */
+  readonly probePort: number
+  /** Started with --cpu-prof (BENCH_INGEST_PROFILE). */
+  readonly profiled: boolean
   /** Serial number of the next fresh target this server is sent (see post-batches.lua). */
   nextSerial: number
   /** Entries this server has acknowledged (200s × batch size), warm-ups included. */
@@ -165,8 +201,13 @@ function startServer (dataDir: string, subject: Subject, checkout = repoDir): Pr
   const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'], cwd: checkout })
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
-    createInterface({ input: child.stdout! }).once('line', (line) => resolve({ child, nextSerial: 0, acknowledged: 0, inFlight: 0, ...(JSON.parse(line) as { port: number, key: string }) }))
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve({ child, profiled: PROFILE !== '' && subject === 'threatfeed', nextSerial: 0, acknowledged: 0, inFlight: 0, ...probeOf(JSON.parse(line) as { port: number, probePort?: number, key: string }) }))
   })
+}
+
+/** A server's first line: its port, its key, and the probes' port when they have one of their own. */
+function probeOf (line: { port: number, probePort?: number, key: string }): { port: number, probePort: number, key: string } {
+  return { port: line.port, probePort: line.probePort ?? line.port, key: line.key }
 }
 
 /** What post-batches.lua prints at the end of a wrk run. */
@@ -222,6 +263,8 @@ interface CaseResult {
   refused: number
   errors: number
   cpuMicrosPerBatch: number | null
+  /** The main thread's garbage collection per batch: scavenges, their pause (ms), full collections and theirs. */
+  gcPerBatch: GcTotals | null
   /** What share of the machine's CPU time the hypervisor took during the measured run (%). */
   steal: number | null
   /**
@@ -244,8 +287,14 @@ async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number, rand
   const before = await waitApplied(srv)
   const start = performance.now()
   const ticks = cpuTicks()
+  const profiled = process.hrtime.bigint()
   const w = await wrk(srv, api, concurrency, SECONDS, random)
   const steal = stealPercent(ticks, cpuTicks())
+  if (PROFILE !== '' && srv.profiled) {
+    // The measured run's span on the monotonic clock the profiles' timestamps use (µs), so a
+    // profile can be read for this run alone, without the start and the other cases.
+    appendFileSync(join(PROFILE, 'runs.jsonl'), JSON.stringify({ case: `${api} c${concurrency}${random ? '' : ' seq'}`, pid: srv.child.pid, fromMicros: Number(profiled / 1000n), toMicros: Number(process.hrtime.bigint() / 1000n) }) + '\n')
+  }
   const ended = await lag(srv)
   const after = await waitApplied(srv)
   const stored = await storedRules(srv, after?.head ?? 0)
@@ -263,6 +312,7 @@ async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number, rand
     errors,
     // Accepting and applying every batch, all threads of the server, lag polls included.
     cpuMicrosPerBatch: before === null || after === null || accepted === 0 ? null : (after.cpuMicros - before.cpuMicros) / (accepted / BATCH),
+    gcPerBatch: before?.gc === undefined || after?.gc === undefined || accepted === 0 ? null : gcDelta(before.gc, after.gc, accepted / BATCH),
     steal,
     storedLessAccepted: stored === null || after === null ? null : stored - after.head,
   }
@@ -271,7 +321,7 @@ async function runCase (srv: Server, api: 'v1' | 'v2', concurrency: number, rand
 /** Rules the server has stored (after waitApplied: everything accepted); null for the anchor. */
 async function storedRules (srv: Server, accepted: number): Promise<number | null> {
   if (srv.key === '') return null
-  const res = await fetch(`http://127.0.0.1:${srv.port}/bench/stored`)
+  const res = await fetch(`http://127.0.0.1:${srv.probePort}/bench/stored`)
   if (!res.ok) return null // a base build from before the probe
   const { stored } = await res.json() as { stored: number }
   // At most the batches of the two runs' last requests (warm-up and measured) went unanswered.
@@ -304,6 +354,7 @@ function medianCase (rounds: CaseResult[]): CaseResult & { runs: number[] } {
     refused: of((c) => c.refused)!,
     errors: of((c) => c.errors)!,
     cpuMicrosPerBatch: of((c) => c.cpuMicrosPerBatch),
+    gcPerBatch: rounds.every((c) => c.gcPerBatch !== null) ? { scavenges: of((c) => c.gcPerBatch!.scavenges)!, scavengeMs: of((c) => c.gcPerBatch!.scavengeMs)!, fullGcs: of((c) => c.gcPerBatch!.fullGcs)!, fullGcMs: of((c) => c.gcPerBatch!.fullGcMs)! } : null,
     steal: of((c) => c.steal),
     // The worst round, not the median: any difference is a fault.
     storedLessAccepted: rounds.some((c) => c.storedLessAccepted !== null) ? Math.max(...rounds.map((c) => Math.abs(c.storedLessAccepted ?? 0))) : null,
@@ -311,12 +362,18 @@ function medianCase (rounds: CaseResult[]): CaseResult & { runs: number[] } {
   }
 }
 
-interface Lag { head: number, applied: number, cpuMicros: number, at: number }
+/** `gc` is absent from a base build's probe before it was added. */
+interface Lag { head: number, applied: number, cpuMicros: number, gc?: GcTotals, at: number }
+
+/** GC between two probes, per batch. */
+function gcDelta (a: GcTotals, b: GcTotals, batches: number): GcTotals {
+  return { scavenges: (b.scavenges - a.scavenges) / batches, scavengeMs: (b.scavengeMs - a.scavengeMs) / batches, fullGcs: (b.fullGcs - a.fullGcs) / batches, fullGcMs: (b.fullGcMs - a.fullGcMs) / batches }
+}
 
 /** The server's stream head, applied position and CPU time; null for the anchor, which has none. */
 async function lag (srv: Server): Promise<Lag | null> {
   if (srv.key === '') return null
-  const l = await (await fetch(`http://127.0.0.1:${srv.port}/bench/lag`)).json() as Omit<Lag, 'at'>
+  const l = await (await fetch(`http://127.0.0.1:${srv.probePort}/bench/lag`)).json() as Omit<Lag, 'at'>
   return { ...l, at: performance.now() }
 }
 
@@ -409,6 +466,7 @@ function serverExtra (c: CaseResult): Record<string, string | number> {
     p99ms: c.p99,
     appliedPerSecond: Math.round(c.appliedEps ?? 0),
     serverCpuMicrosPerEntry: cpu === null ? '?' : Number((cpu / BATCH).toFixed(2)),
+    ...(c.gcPerBatch === null ? {} : { gcPerBatch: `${c.gcPerBatch.scavenges.toFixed(2)} scavenges ${c.gcPerBatch.scavengeMs.toFixed(2)} ms, ${c.gcPerBatch.fullGcs.toFixed(3)} full ${c.gcPerBatch.fullGcMs.toFixed(2)} ms` }),
     stealPct: pct(c.steal),
   }
 }
@@ -482,11 +540,12 @@ async function main (): Promise<void> {
       }
     }
   } finally {
+    // Stopped, not killed: a server started with --cpu-prof writes its profiles as it exits.
     tf?.child.kill('SIGTERM')
-    base?.child.kill('SIGKILL')
+    base?.child.kill('SIGTERM')
     anchor?.child.kill('SIGKILL')
     floor?.child.kill('SIGKILL')
-    if (tf !== null) await new Promise((resolve) => tf.child.once('exit', resolve))
+    for (const s of [tf, base]) if (s !== null) await new Promise((resolve) => s.child.once('exit', resolve))
     rmSync(dir, { recursive: true, force: true })
   }
   if (CPU_ROWS) rows.push(...await cpuRows(), ...startupRows())

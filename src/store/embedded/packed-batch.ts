@@ -83,8 +83,10 @@ export class EmbeddedBatchPacker implements BatchPacker {
 
   finish (): ArrayBuffer {
     const w = this.#w
-    const out = new Uint8Array(w.pos)
-    out.set(w.view())
+    // Not zero-filled first (it is overwritten whole), and a buffer of its own, never Buffer's
+    // shared pool: it is transferred.
+    const out = Buffer.allocUnsafeSlow(w.pos)
+    w.view().copy(out)
     return out.buffer
   }
 }
