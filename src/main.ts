@@ -5,6 +5,7 @@ import { loadConfig, type Config } from './config.js'
 import { createLogger, type Logger } from './log.js'
 import { openStore } from './store/open.js'
 import type { BatchingStore } from './store/batch-types.js'
+import { addSweepPass } from './store/types.js'
 import { Authenticator } from './http/auth.js'
 import { Metrics, registerConsumerMetrics, registerFeedConsumerMetrics } from './http/metrics.js'
 import { RateLimiter } from './http/rate-limit.js'
@@ -22,7 +23,7 @@ import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
 import { StreamConsumer, type Consumer } from './stream/consumer.js'
 import { ThreadedConsumer } from './stream/consumer-thread.js'
-import { Housekeeper } from './stream/housekeeping.js'
+import { Housekeeper, type HousekeeperOptions } from './stream/housekeeping.js'
 import { consumerReadiness } from './stream/consumer-health.js'
 import { createPool } from './pool/pool.js'
 import { backgroundNice, niceThisThread } from './pool/thread-priority.js'
@@ -46,6 +47,9 @@ export interface RunningServer {
   readonly store: BatchingStore
   /** The admin API's diagnostics and audit log (its samples can be taken now: tests). */
   readonly adminJournal: AdminJournal
+  /** Where the sweep runs when not in the Housekeeper (its `sweeper`: the consumer thread), for
+   *  a Housekeeper of one's own (bench/soak); null: the Housekeeper sweeps. */
+  readonly sweeper: HousekeeperOptions['sweeper'] | null
   /** Stops accepting, finishes in-flight requests, flushes and closes the store. */
   stop (): Promise<void>
   /** Settles when a front-end thread exits unasked: `serve` then stops with exit code 1. */
@@ -94,9 +98,12 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   // MongoDB does its work in the server, so its consumer only waits on it, in this thread.
   const consumer: Consumer = store.consumerThread === undefined
     ? new StreamConsumer(store, { pollMs: config.pollMs, log })
-    : new ThreadedConsumer({ handoff: store.consumerThread, pollMs: config.pollMs, logLevel: config.logLevel, log, nice })
+    : new ThreadedConsumer({ handoff: store.consumerThread, pollMs: config.pollMs, logLevel: config.logLevel, log, nice, onSwept: (pass) => { addSweepPass(store.housekeeping, pass) } })
   await consumer.start()
-  const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log })
+  // The consumer thread sweeps in its own transactions (housekeeping.ts says why); MongoDB's
+  // sweep is the Housekeeper's.
+  const sweeper = consumer instanceof ThreadedConsumer ? { sweeper: consumer } : {}
+  const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log, ...sweeper })
   housekeeper?.start()
   registerConsumerMetrics(metrics, () => consumer.health())
   // The admin API's diagnostics and audit log (issue 22); it samples the feeds once they exist.
@@ -185,6 +192,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     config,
     store,
     adminJournal: journal,
+    sweeper: sweeper.sweeper ?? null,
     threadLost,
     backgroundNice: nice,
     stop () {

@@ -124,7 +124,7 @@ async function main (): Promise<void> {
     if (on && housekeeper === null) {
       // What main.ts starts when THREATFEED_SWEEP_INTERVAL is set: a fresh one per slice, since
       // a stopped Housekeeper stays stopped (it runs once at start, then every interval).
-      housekeeper = new Housekeeper({ store, intervalMs, retentionMs: config.streamRetentionMs, log: hkLog })
+      housekeeper = new Housekeeper({ store, intervalMs, retentionMs: config.streamRetentionMs, log: hkLog, ...(server.sweeper === null ? {} : { sweeper: server.sweeper }) })
       housekeeper.start()
     } else if (!on && housekeeper !== null) {
       const h = housekeeper

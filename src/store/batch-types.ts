@@ -14,7 +14,7 @@
  * applies nothing and says where the stream now stands, so that its consumer re-reads from there.
  */
 import type { ConsumerThreadHandoff } from './consumer-thread.js'
-import type { AccessRuleInput, ExpressionRuleInput, RuleKind, Store, Target } from './types.js'
+import type { AccessRuleInput, ExpressionRuleInput, RuleKind, Store, SweepPass, Target } from './types.js'
 
 /** One rule write; the same semantics as the RuleStore method of the same name. */
 export type RuleOp =
@@ -44,6 +44,12 @@ export interface RuleBatch<Op = RuleOp> {
   readonly ops: readonly Op[]
   /** Set in the same transaction as the ops. */
   readonly checkpoint?: BatchCheckpoint
+  /**
+   * Also one sweep pass (RuleStore#sweepLapsed with these arguments) after the ops, in the same
+   * transaction, when the store can (the embedded store: its consumer sweeps in the commits it
+   * makes anyway); a store that cannot ignores it and its result has no `swept`.
+   */
+  readonly sweep?: { readonly now: number, readonly limit: number }
 }
 
 export interface RuleBatchResult {
@@ -59,6 +65,8 @@ export interface RuleBatchResult {
   readonly upserted: number
   /** Rules removed by the delete ops. */
   readonly deleted: number
+  /** The sweep pass the batch asked for, when the store made it. */
+  readonly swept?: SweepPass
 }
 
 /** A Store that also applies rule batches; both backends implement it and `openStore` returns it. */

@@ -411,6 +411,14 @@ export function newHousekeepingCounters (): HousekeepingCounters {
   return { rulesSwept: 0, tombstonesDropped: 0, staleCleaned: 0, streamRecordsTrimmed: 0, sweepPasses: 0, trimPasses: 0 }
 }
 
+/** Counts one sweep pass (made by this store, or by another thread's on the same directory). */
+export function addSweepPass (c: HousekeepingCounters, pass: SweepPass): void {
+  c.sweepPasses++
+  c.rulesSwept += pass.removed
+  c.staleCleaned += pass.staleCleaned
+  c.tombstonesDropped += pass.tombstonesDropped
+}
+
 /** Identifies one feed's network content: per list (or the workspace feed), family and action. */
 export interface FeedKey {
   workspaceId: string

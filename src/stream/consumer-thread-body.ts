@@ -31,6 +31,7 @@ export async function runConsumerThread<Own> (side: ConsumerThreadSide<Own>, set
     gatherMs: GATHER_MS,
     onApplied: (position) => { post({ type: 'position', position }) },
     onError: (message, at, first) => { post({ type: 'apply-error', message, at, first }) },
+    onSwept: (pass) => { post({ type: 'swept', pass }) },
   })
   await consumer.start()
   post({ type: 'ready', position: consumer.position })
@@ -42,6 +43,10 @@ export async function runConsumerThread<Own> (side: ConsumerThreadSide<Own>, set
     }
     if (m.type === 'nudge') {
       consumer.poll()
+      return
+    }
+    if (m.type === 'sweep') {
+      consumer.setSweep(m.limit)
       return
     }
     void (async () => {

@@ -30,6 +30,7 @@ import { Worker } from 'node:worker_threads'
 import type { AppendedBatch } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
 import type { ConsumerThreadData, ConsumerThreadHandoff } from '../store/consumer-thread.js'
+import type { SweepPass } from '../store/types.js'
 import { packBatch } from './packed-batch.js'
 import type { Consumer, FailedRecord } from './consumer.js'
 import { HealthTracker, type ConsumerHealth } from './consumer-health.js'
@@ -50,6 +51,8 @@ export interface ThreadedConsumerOptions {
   readonly restartMs?: number
   /** The thread's nice value (pool/thread-priority.ts); null or absent: its creator's. */
   readonly nice?: number | null
+  /** Hears each sweep pass the thread made (setSweep). */
+  readonly onSwept?: (pass: SweepPass) => void
 }
 
 /** What the thread's body is started with (ConsumerThreadData#consumer). */
@@ -66,12 +69,16 @@ export type ToConsumerThread =
   | { readonly type: 'offer', readonly batch: ArrayBuffer }
   /** Records were appended that are not offered: read them from the stream. */
   | { readonly type: 'nudge' }
+  /** StreamConsumer#setSweep on the thread. */
+  | { readonly type: 'sweep', readonly limit: number | null }
   | { readonly type: 'stop' }
 export type FromConsumerThread =
   | { readonly type: 'ready', readonly position: number }
   | { readonly type: 'position', readonly position: number }
   /** A pass failed (it is retried on the next poll); the server reports it (consumer-health.ts). */
   | { readonly type: 'apply-error', readonly message: string, readonly at: number, readonly first: FailedRecord | null }
+  /** A sweep pass the thread made. */
+  | { readonly type: 'swept', readonly pass: SweepPass }
   | { readonly type: 'stopped' }
 
 /** How long stop() waits for the thread to finish its pass and close before terminating it. */
@@ -129,6 +136,8 @@ export class ThreadedConsumer implements Consumer {
   /** Threads started after the first (one died each time). */
   #restarts = 0
   readonly #health = new HealthTracker()
+  /** setSweep's limit, which a thread started again is given too. */
+  #sweepLimit: number | null = null
 
   constructor (options: ThreadedConsumerOptions) {
     this.#options = options
@@ -182,6 +191,12 @@ export class ThreadedConsumer implements Consumer {
     return this.#waiters.wait(seq, timeoutMs)
   }
 
+  /** The thread sweeps lapsed rules itself, in the transactions it applies in (StreamConsumer#setSweep). */
+  setSweep (limit: number | null): void {
+    this.#sweepLimit = limit
+    this.#worker?.postMessage({ type: 'sweep', limit } satisfies ToConsumerThread)
+  }
+
   /** Asks the thread to finish its pass and close the store; terminates it after 10 s. */
   async stop (): Promise<void> {
     this.#stopping = true
@@ -214,6 +229,10 @@ export class ThreadedConsumer implements Consumer {
       let ready = false
       worker.on('message', (m: FromConsumerThread) => {
         if (m.type === 'stopped') return
+        if (m.type === 'swept') {
+          this.#options.onSwept?.(m.pass)
+          return
+        }
         if (m.type === 'apply-error') {
           this.#health.failed(m.message, m.at, m.first)
           return
@@ -227,6 +246,7 @@ export class ThreadedConsumer implements Consumer {
           this.#moveTo(m.position)
           if (m.type === 'ready' && !ready) {
             ready = true
+            if (this.#sweepLimit !== null) worker.postMessage({ type: 'sweep', limit: this.#sweepLimit } satisfies ToConsumerThread)
             resolve()
           }
         }, 0)

@@ -29,7 +29,8 @@
  */
 import type { AppendedBatch } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
-import type { BatchingStore, RuleOp } from '../store/batch-types.js'
+import type { BatchingStore, RuleBatchResult, RuleOp } from '../store/batch-types.js'
+import { SWEEP_GRAIN_MS, type SweepPass } from '../store/types.js'
 import { ApplierLease } from './applier-lease.js'
 import { decodeRecord, toRuleOp } from './apply.js'
 import { HealthTracker, type ConsumerHealth } from './consumer-health.js'
@@ -63,6 +64,8 @@ export interface ConsumerOptions {
   /** false: apply every slice whoever else does (the checkpoint compare-and-set alone); by
    *  default one consumer of the name applies at a time when the store has leases (applier-lease.ts). */
   readonly lease?: false
+  /** Hears every sweep pass the consumer made (setSweep): the server adds them to its counters. */
+  readonly onSwept?: (pass: SweepPass) => void
 }
 
 /** The first record of a pass that failed. */
@@ -94,6 +97,12 @@ export interface Consumer {
   waitFor (seq: number, timeoutMs: number): Promise<boolean>
   /** Backlog, age of the oldest unapplied record, apply failures (consumer-health.ts). */
   health (): ConsumerHealth
+  /**
+   * Sweeps lapsed rules itself from now on, at least `limit` expiry references a pass (null:
+   * stops): in the transactions it applies records in, and in passes of its own while none come
+   * (see StreamConsumer#setSweep). Absent: the store's sweep is run by the Housekeeper.
+   */
+  setSweep? (limit: number | null): void
   stop (): Promise<void>
 }
 
@@ -124,6 +133,24 @@ function commandsBatch<Own> (batch: AppendedBatch, first: number): OfferedBatch<
 }
 
 const DEFAULT_BATCH_SIZE = 4000
+
+/**
+ * A pass that applies n records while none wait behind it sweeps at least this many times n
+ * expiry references: every lapse was once a record applied, so the sweep outruns the lapses by
+ * that much and drains a backlog of them (after a pause, a restart) at the surplus. A pass with
+ * records waiting behind it sweeps n at most: it keeps pace with the lapses, and applying comes
+ * first. The removals are what a sweep costs — each a page at a random place of the rule table
+ * for the commit to write — so they are paced by what is applied, not run flat out.
+ */
+const SWEEP_PER_RECORD = 2
+
+/** A sweep pass of its own (no records to apply) is followed by a pause as long as it took, at
+ *  most this long: half the write lock and the disk at most, as the Housekeeper paced them. */
+const MAX_SWEEP_PAUSE_MS = 250
+
+/** After an apply that carried a sweep failed, passes go without one for this long: a sweep's
+ *  fault (a record it cannot read) must never hold up applying. */
+const SWEEP_BACKOFF_MS = 60_000
 
 /** Most decoded records kept for the consumer; past that (a consumer far behind) it reads the store. */
 const MAX_OFFERED = 100_000
@@ -164,6 +191,18 @@ export class StreamConsumer<Own = never> implements Consumer {
   /** Records in #offered. */
   #offeredRecords = 0
   readonly #lease: ApplierLease | null
+  readonly #onSwept: ((pass: SweepPass) => void) | null
+  /** setSweep's limit; null: the consumer does not sweep. */
+  #sweepLimit: number | null = null
+  /** The last sweep pass left work, or none ran yet. */
+  #sweepMore = true
+  /** When the last sweep pass ran (Date.now()). */
+  #sweptAt = 0
+  /** No sweep before this (Date.now()): one failed. */
+  #sweepBackoffUntil = 0
+  /** No sweep pass of its own before this (performance.now()): the pause after the last. */
+  #sweepPausedUntil = 0
+  #sweepTimer: NodeJS.Timeout | null = null
 
   constructor (store: BatchingStore<RuleOp | Own>, options: ConsumerOptions) {
     this.#store = store
@@ -175,6 +214,65 @@ export class StreamConsumer<Own = never> implements Consumer {
     this.#gatherMs = options.gatherMs ?? 0
     this.#onError = options.onError ?? null
     this.#lease = options.lease === false || store.leases === undefined ? null : new ApplierLease(store.leases, this.#name)
+    this.#onSwept = options.onSwept ?? null
+  }
+
+  /**
+   * From now on the consumer sweeps lapsed rules (RuleStore#sweepLapsed), `limit` expiry
+   * references a pass at least (null: stops). A pass that applies records asks the store to
+   * sweep in the same transaction (RuleBatch#sweep): on the embedded store the sweep then shares
+   * the apply's write lock and flush instead of waiting for the lock and flushing on its own,
+   * and runs on the consumer's thread, not the server's (bench/NOTES.md, "Sweep: in the
+   * consumer's transactions"). While no records come it sweeps in passes of its own. It sweeps
+   * while the last pass left work, and otherwise once a sweep grain (SWEEP_GRAIN_MS: lapsed
+   * rules become sweepable a grain at a time) after the last.
+   */
+  setSweep (limit: number | null): void {
+    this.#sweepLimit = limit === null ? null : Math.max(1, limit)
+    this.#sweepMore = true
+    if (limit !== null) this.nudge()
+  }
+
+  /** The sweep a pass of `records` records carries, if one is due; `behind`: more records wait. */
+  #sweepDue (records: number, behind: boolean): { now: number, limit: number } | undefined {
+    if (this.#sweepLimit === null) return undefined
+    const now = Date.now()
+    if (now < this.#sweepBackoffUntil || (!this.#sweepMore && now - this.#sweptAt < SWEEP_GRAIN_MS)) return undefined
+    return { now, limit: behind ? Math.max(1, records) : Math.max(this.#sweepLimit, SWEEP_PER_RECORD * records) }
+  }
+
+  #sweepDone (pass: SweepPass, now: number): void {
+    this.#sweepMore = pass.more
+    this.#sweptAt = now
+    this.#onSwept?.(pass)
+  }
+
+  /**
+   * While nothing is applied: one sweep pass of its own when one is due, then a pause as long as
+   * it took (a timer nudges the consumer after it). Records arriving meanwhile are applied, their
+   * passes sweeping as they go.
+   */
+  async #sweepAlone (): Promise<void> {
+    if (performance.now() < this.#sweepPausedUntil) return
+    const due = this.#sweepDue(0, false)
+    if (due === undefined) return
+    const started = performance.now()
+    try {
+      this.#sweepDone(await this.#store.rules.sweepLapsed(due.now, due.limit), due.now)
+    } catch (e) {
+      this.#sweepBackoffUntil = Date.now() + SWEEP_BACKOFF_MS
+      this.#log?.warn({ err: e }, 'stream consumer: sweep failed; sweeping again in a minute')
+      return
+    }
+    if (!this.#sweepMore || this.#stopped) return
+    const pause = Math.min(MAX_SWEEP_PAUSE_MS, performance.now() - started)
+    this.#sweepPausedUntil = performance.now() + pause
+    if (this.#sweepTimer !== null) return
+    this.#sweepTimer = setTimeout(() => {
+      this.#sweepTimer = null
+      this.nudge()
+    }, pause)
+    this.#sweepTimer.unref()
   }
 
   /** Loads the checkpoint, catches up with the stream, then polls. */
@@ -293,6 +391,8 @@ export class StreamConsumer<Own = never> implements Consumer {
     this.#gathered?.()
     if (this.#timer !== null) clearInterval(this.#timer)
     this.#timer = null
+    if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer)
+    this.#sweepTimer = null
     await this.#running
     await this.#lease?.release()
   }
@@ -303,7 +403,11 @@ export class StreamConsumer<Own = never> implements Consumer {
       try {
         while (!this.#stopped) {
           await this.#gather()
-          if (!await this.#pass()) break // at the head
+          if (!await this.#pass()) {
+            // At the head: a sweep pass of its own, when one is due.
+            await this.#sweepAlone()
+            break
+          }
           // A turn of the event loop between passes: on microtasks alone lmdb-js's timer that
           // ends a read snapshot never fires, and a catch-up would pin the stream's snapshot (so
           // LMDB could not reuse trimmed pages) until it ended.
@@ -372,7 +476,16 @@ export class StreamConsumer<Own = never> implements Consumer {
       last = records[records.length - 1]!.seq
     }
     this.#head = Math.max(this.#head, last)
-    const result = await this.#store.applyRuleBatch({ ops, checkpoint: { consumer: this.#name, seq: last, expected: from - 1 } })
+    const sweep = this.#sweepDue(ops.length, this.#head > last)
+    let result: RuleBatchResult
+    try {
+      result = await this.#store.applyRuleBatch({ ops, checkpoint: { consumer: this.#name, seq: last, expected: from - 1 }, ...(sweep === undefined ? {} : { sweep }) })
+    } catch (e) {
+      // The retry goes without the sweep, in case the sweep is what failed.
+      if (sweep !== undefined) this.#sweepBackoffUntil = Date.now() + SWEEP_BACKOFF_MS
+      throw e
+    }
+    if (sweep !== undefined && result.swept !== undefined) this.#sweepDone(result.swept, sweep.now)
     // Applied: the position is `last`. Not applied: another consumer moved the checkpoint (or it
     // was reset); continue from where it stands, reading from the store what is not in memory.
     this.#moved(result.applied ? last : result.checkpoint ?? from - 1, last)

@@ -7,8 +7,15 @@
  * commits interleave. A run ends after `maxRunMs` even with work left (lapses arriving faster
  * than it sweeps, a backlog after downtime): the next run, an interval later, goes on, so runs
  * never follow each other back to back (one soak run lasted 540 s).
+ *
+ * With a `sweeper` (the embedded store's consumer thread) the sweep is not scheduled here: the
+ * sweeper sweeps in the transactions it applies records in, and in passes of its own between
+ * them (StreamConsumer#setSweep), from start() to stop(); the runs here only trim. Swept from the
+ * server's thread, a pass's JavaScript held up every request for its length and each pass waited
+ * for the write lock and flushed on its own: at 2,400 lapses/s the runs ended at their bound with
+ * work left and ingest's p99 rose 1.66× (bench/NOTES.md, "Sweep: in the consumer's transactions").
  */
-import type { Store } from '../store/types.js'
+import type { HousekeepingCounters, Store } from '../store/types.js'
 
 export interface HousekeeperOptions {
   readonly store: Store
@@ -21,6 +28,8 @@ export interface HousekeeperOptions {
   readonly passLimit?: number
   /** A run ends after this long with work left (default: the interval, at most MAX_RUN_MS). */
   readonly maxRunMs?: number
+  /** Sweeps in its own transactions instead (Consumer#setSweep): given the pass limit at start(), null at stop(). */
+  readonly sweeper?: { setSweep (limit: number | null): void }
 }
 
 /** What it logs with (a pino Logger is one). */
@@ -59,16 +68,21 @@ export class Housekeeper {
   #timer: NodeJS.Timeout | null = null
   #running: Promise<RunResult> | null = null
   #stopped = false
+  /** The store's counters as the last run saw them, and when: what the sweeper did since is logged. */
+  #seen: HousekeepingCounters
+  #seenAt = performance.now()
 
   constructor (opts: HousekeeperOptions) {
     this.#opts = opts
     this.#limit = opts.passLimit ?? DEFAULT_PASS_LIMIT
     this.#maxRunMs = opts.maxRunMs ?? Math.min(opts.intervalMs, MAX_RUN_MS)
+    this.#seen = { ...opts.store.housekeeping }
   }
 
   /** Runs once now (what lapsed while the server was down goes first), then every interval. */
   start (): void {
     if (this.#stopped || this.#timer !== null || this.#running !== null) return
+    this.#opts.sweeper?.setSweep(this.#limit)
     this.#schedule(0)
   }
 
@@ -86,6 +100,7 @@ export class Housekeeper {
   /** No new pass starts; resolves when the one under way has finished. */
   async stop (): Promise<void> {
     this.#stopped = true
+    this.#opts.sweeper?.setSweep(null)
     if (this.#timer !== null) clearTimeout(this.#timer)
     this.#timer = null
     await this.#running?.catch(() => undefined)
@@ -109,7 +124,7 @@ export class Housekeeper {
     const started = performance.now()
     let sweepPasses = 0
     let trimPasses = 0
-    let sweepMore = true
+    let sweepMore = this.#opts.sweeper === undefined
     let trimMore = true
     let timedOut = false
     while ((sweepMore || trimMore) && !this.#stopped) {
@@ -145,14 +160,33 @@ export class Housekeeper {
       await pause(Math.min(MAX_PAUSE_MS, performance.now() - passStarted))
     }
     const ms = Math.round(performance.now() - started)
+    if (this.#opts.sweeper !== undefined) this.#sweeperDid(result)
     if (result.rulesSwept + result.tombstonesDropped + result.staleCleaned > 0) {
-      log.info({ rules: result.rulesSwept, tombstones: result.tombstonesDropped, stale: result.staleCleaned, passes: sweepPasses, ms, ...(timedOut && sweepMore ? { more: true } : {}) }, 'sweep: lapsed rules removed')
+      const sweep = this.#opts.sweeper === undefined ? { passes: sweepPasses, ms } : { passes: this.#sweeperPasses, ms: this.#sweeperMs, by: 'consumer' }
+      log.info({ rules: result.rulesSwept, tombstones: result.tombstonesDropped, stale: result.staleCleaned, ...sweep, ...(timedOut && sweepMore ? { more: true } : {}) }, 'sweep: lapsed rules removed')
     }
     if (result.recordsTrimmed > 0) {
       log.info({ records: result.recordsTrimmed, passes: trimPasses, ms, ...(timedOut && trimMore ? { more: true } : {}) }, 'stream trimmed')
     }
     if (timedOut) log.warn({ ms, maxRunMs: this.#maxRunMs, sweepMore, trimMore }, 'housekeeping run ended with work left; the next run goes on')
     return result
+  }
+
+  #sweeperPasses = 0
+  #sweeperMs = 0
+
+  /** What the sweeper did since the last run, from the store's counters (main.ts adds its
+   *  passes to them), counted in this run's result: one log line a run, as when it swept here.
+   *  `ms` is then the time the line covers. */
+  #sweeperDid (result: RunResult): void {
+    const now = { ...this.#opts.store.housekeeping }
+    result.rulesSwept += now.rulesSwept - this.#seen.rulesSwept
+    result.tombstonesDropped += now.tombstonesDropped - this.#seen.tombstonesDropped
+    result.staleCleaned += now.staleCleaned - this.#seen.staleCleaned
+    this.#sweeperPasses = now.sweepPasses - this.#seen.sweepPasses
+    this.#sweeperMs = Math.round(performance.now() - this.#seenAt)
+    this.#seen = now
+    this.#seenAt = performance.now()
   }
 }
 

@@ -9,7 +9,8 @@ import { once } from 'node:events'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { AccessRule } from '../../src/store/types.js'
+import { SWEEP_GRAIN_MS, type AccessRule } from '../../src/store/types.js'
+import { accessInput, ip } from '../store/contract-fixtures.js'
 import type { ThreadedConsumer } from '../../src/stream/consumer-thread.js'
 import { post, startTestServer, type TestServer } from '../helpers/server.js'
 
@@ -103,6 +104,31 @@ t.test('stopping the thread leaves the server\'s own handle on the store open', 
   t.equal((await accessRules(srv)).length, 10, 'reads still work')
   t.equal((await post(srv, 'v1', blocks(10, 10))).status, 200, 'appends still work')
   t.equal(srv.consumer.backlog, 10, 'and wait for a consumer')
+})
+
+t.test('setSweep: the thread sweeps lapsed rules itself, and again after it was started again', async (t) => {
+  const srv = await startTestServer({ consumerThread: true })
+  t.teardown(() => srv.close())
+  const consumer = srv.consumer as ThreadedConsumer
+  const ws = srv.workspace.id
+  const expiresAt = Math.floor(Date.now() / SWEEP_GRAIN_MS) * SWEEP_GRAIN_MS - 1
+  const lapse = async (from: number): Promise<void> => {
+    await srv.store.applyRuleBatch({ ops: blocks(from, 20).map((b) => ({ op: 'upsertAccessRule' as const, input: accessInput(ws, { target: ip(`${b.ip}/32`), expiresAt }) })) })
+  }
+  const stored = async (): Promise<number> => (await srv.store.rules.list(ws, 'access_rule')).filter((r) => r.expiresAt === expiresAt).length
+  const waitEmpty = async (): Promise<number> => {
+    for (let i = 0; i < 200 && await stored() > 0; i++) await new Promise((resolve) => setTimeout(resolve, 25))
+    return stored()
+  }
+  await lapse(0)
+  consumer.setSweep(5)
+  t.equal(await waitEmpty(), 0, 'the lapsed rules swept by the thread')
+  await consumer.kill()
+  for (let i = 0; i < 200 && consumer.restarts === 0; i++) await new Promise((resolve) => setTimeout(resolve, 25))
+  await lapse(100)
+  t.equal((await post(srv, 'v1', blocks(500, 1))).status, 200)
+  t.equal(await settle(srv, 10_000), true)
+  t.equal(await waitEmpty(), 0, 'the thread started again sweeps too')
 })
 
 t.test('the thread gets the parent\'s node flags without its module loaders', async (t) => {

@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openStore } from '../../src/store/open.js'
 import type { BatchingStore } from '../../src/store/batch-types.js'
-import type { AccessRule, StreamRecordInput } from '../../src/store/types.js'
+import { SWEEP_GRAIN_MS, type AccessRule, type StreamRecordInput, type SweepPass } from '../../src/store/types.js'
 import { StreamConsumer } from '../../src/stream/consumer.js'
+import { accessInput, ip } from '../store/contract-fixtures.js'
 
 async function withStore (t: Test): Promise<BatchingStore> {
   const dir = mkdtempSync(join(tmpdir(), 'tf-consumer-'))
@@ -282,4 +283,85 @@ t.test('a packed batch whose apply failed is applied whole when retried (read ag
   t.equal(errors.length, 2, 'each failure logged once')
   t.notMatch(JSON.stringify(errors.map((e) => String((e as { err?: Error }).err))), /ends early/, 'no retry read the batch from its end')
   t.same((await access(store, 'w')).map((r) => r.target.value).sort(), ips.map((ip) => `${ip}/32`))
+})
+
+/** Rules of `ws` that lapsed before the current sweep grain, in `batches` transactions of `n`. */
+async function lapsedRules (store: BatchingStore, ws: string, batches: number, n: number): Promise<void> {
+  const expiresAt = Math.floor(Date.now() / SWEEP_GRAIN_MS) * SWEEP_GRAIN_MS - 1
+  for (let b = 0; b < batches; b++) {
+    await store.applyRuleBatch({ ops: Array.from({ length: n }, (_, i) => ({ op: 'upsertAccessRule' as const, input: accessInput(ws, { target: ip(`10.3.${b}.${i}/32`), expiresAt }) })) })
+  }
+}
+
+/** The store, with every applyRuleBatch call's batch recorded (and the first `fail` that carry a sweep failing). */
+function watchedApplies (store: BatchingStore, fail = 0): { store: BatchingStore, batches: Array<Parameters<BatchingStore['applyRuleBatch']>[0]> } {
+  const batches: Array<Parameters<BatchingStore['applyRuleBatch']>[0]> = []
+  let failures = fail
+  return {
+    batches,
+    store: new Proxy(store, {
+      get (target, prop, receiver) {
+        if (prop === 'applyRuleBatch') {
+          return async (batch: Parameters<BatchingStore['applyRuleBatch']>[0]) => {
+            batches.push(batch)
+            if (batch.sweep !== undefined && failures-- > 0) throw new Error('sweep on fire')
+            return target.applyRuleBatch(batch)
+          }
+        }
+        return Reflect.get(target, prop, receiver) as unknown
+      },
+    }),
+  }
+}
+
+t.test('setSweep: lapsed rules are swept in the apply\'s transaction, in passes of its own while idle, and not after setSweep(null)', async (t) => {
+  const raw = await withStore(t)
+  const { store, batches } = watchedApplies(raw)
+  const passes: SweepPass[] = []
+  const consumer = new StreamConsumer(store, { pollMs: 30, onSwept: (p) => { passes.push(p) } })
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  await lapsedRules(raw, 'idle', 4, 10)
+  consumer.setSweep(15)
+  for (let i = 0; i < 100 && (await access(raw, 'idle')).length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal((await access(raw, 'idle')).length, 0, 'swept while nothing was applied')
+  t.ok(passes.length >= 2, `in bounded passes (${passes.length})`)
+  t.equal(passes.reduce((n, p) => n + p.removed, 0), 40)
+
+  // A pass of records carries the sweep (setSweep makes one due at once).
+  await lapsedRules(raw, 'busy', 1, 5)
+  const [seq] = await store.stream.append([v1('busy', '{"type":"access_rules","action":"block","ip":"198.51.100.9"}')])
+  consumer.poll()
+  consumer.setSweep(15)
+  t.equal(await consumer.waitFor(seq!, 2000), true)
+  const applied = batches.filter((b) => b.checkpoint !== undefined)
+  t.match(applied.at(-1), { sweep: { now: Number, limit: 15 } }, 'the apply asked for a sweep')
+  t.same((await access(raw, 'busy')).map((r) => r.target.value), ['198.51.100.9/32'], 'swept in that transaction')
+
+  consumer.setSweep(null)
+  await lapsedRules(raw, 'off', 1, 5)
+  const [seq2] = await store.stream.append([v1('off', '{"type":"access_rules","action":"block","ip":"198.51.100.10"}')])
+  consumer.poll()
+  t.equal(await consumer.waitFor(seq2!, 2000), true)
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(batches.at(-1)!.sweep, undefined, 'no sweep asked for')
+  t.equal((await access(raw, 'off')).length, 6, 'nothing swept')
+})
+
+t.test('an apply whose sweep fails is retried without it: applying never waits on the sweep', async (t) => {
+  const raw = await withStore(t)
+  const { store, batches } = watchedApplies(raw, 1)
+  await lapsedRules(raw, 'w', 1, 5)
+  const warnings: string[] = []
+  const consumer = new StreamConsumer(store, { pollMs: 30, log: { warn: (_o: unknown, msg: string) => { warnings.push(msg) }, error: () => {} } as never })
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  const [seq] = await store.stream.append([v1('w', '{"type":"access_rules","action":"block","ip":"198.51.100.7"}')])
+  consumer.poll()
+  consumer.setSweep(100)
+  t.equal(await consumer.waitFor(seq!, 2000), true, 'applied')
+  const applies = batches.filter((b) => b.checkpoint !== undefined)
+  t.ok(applies.some((b) => b.sweep !== undefined), 'the failed pass carried a sweep')
+  t.equal(applies.at(-1)!.sweep, undefined, 'the retry carried none')
+  t.equal((await access(store, 'w')).length, 6, 'the lapsed rules wait for the sweep to be tried again')
 })

@@ -10,7 +10,7 @@ import t, { type Test } from 'tap'
 import { ThreatfeedError } from '../../src/errors.js'
 import type { BatchingStore } from '../../src/store/batch-types.js'
 import { openStore } from '../../src/store/open.js'
-import { SWEEP_GRAIN_MS } from '../../src/store/types.js'
+import { SWEEP_GRAIN_MS, addSweepPass, newHousekeepingCounters } from '../../src/store/types.js'
 import { Housekeeper } from '../../src/stream/housekeeping.js'
 import { accessInput, freshWorkspaceId, ip } from '../store/contract-fixtures.js'
 
@@ -131,4 +131,28 @@ t.test('a run ends after maxRunMs with work left, says so, and the next run goes
   for (let run = 0; run < 200 && swept < 3000; run++) swept += (await keeper.runOnce()).rulesSwept
   t.equal(swept, 3000, 'later runs sweep the rest')
   t.same(await store.rules.list(ws, 'access_rule'), [])
+})
+
+t.test('with a sweeper, start() hands it the sweep and stop() takes it back; the runs only trim', async (t) => {
+  const calls: Array<number | null> = []
+  let trims = 0
+  const housekeeping = newHousekeepingCounters()
+  const store = {
+    rules: { sweepLapsed: async () => { throw new Error('the sweeper sweeps, not the Housekeeper') } },
+    stream: { trim: async () => { trims++; return { records: 3, more: false } } },
+    housekeeping,
+  } as unknown as BatchingStore
+  const log = logger()
+  const keeper = new Housekeeper({ store, intervalMs: 60_000, retentionMs: 1000, log, passLimit: 500, sweeper: { setSweep: (limit) => { calls.push(limit) } } })
+  keeper.start()
+  t.same(calls, [500], 'the pass limit, at start')
+  t.same(await keeper.runOnce(), { rulesSwept: 0, tombstonesDropped: 0, staleCleaned: 0, recordsTrimmed: 3 })
+  t.ok(trims >= 1)
+  // What the sweeper did (main.ts adds its passes to the store's counters) is logged by the next run.
+  addSweepPass(housekeeping, { removed: 7, tombstonesDropped: 2, staleCleaned: 1, more: false })
+  t.same(await keeper.runOnce(), { rulesSwept: 7, tombstonesDropped: 2, staleCleaned: 1, recordsTrimmed: 3 })
+  t.match(log.lines.filter((l) => l.msg.startsWith('sweep')), [{ level: 'info', msg: 'sweep: lapsed rules removed', o: { rules: 7, tombstones: 2, stale: 1, passes: 1, ms: Number, by: 'consumer' } }])
+  t.notMatch(log.lines, [{ level: 'warn' }], 'no failed sweep logged')
+  await keeper.stop()
+  t.same(calls, [500, null], 'taken back at stop')
 })

@@ -132,10 +132,16 @@ export function readRefs (buf: Buffer): ExpiryRef[] {
   return refs
 }
 
-/** What the sweep needs from the rule tables: a rule's expiry, and removing the rule. */
+/** What the sweep needs from the rule tables. */
 export interface LapseTarget {
+  /** A rule's expiry (null: none; undefined: no such rule), for the scrub. */
   expiresAt (table: ExpiryTable, pk: string): number | null | undefined
-  remove (table: ExpiryTable, pk: string): void
+  /**
+   * The sweep's check and removal in one: 'stale' when `pk` names no rule or one whose expiry is
+   * no longer in `bucket`, 'removed' (and removed) when it lapsed before `before`, else 'kept'.
+   * One read of the record, not one to check and more to remove (bench/soak/sweep-pass.ts).
+   */
+  lapse (table: ExpiryTable, pk: string, bucket: number, before: number): RefOutcome
 }
 
 export interface PurgeStep {
@@ -155,15 +161,7 @@ export function purgeLog (dbs: Databases, w: ByteWriter, rules: LapseTarget, bef
   // A bucket that starts at `before` holds nothing lapsed before it.
   const end: [number] = [Math.ceil(before / EXPIRY_BUCKET_MS)]
   const range = after === undefined ? { end } : { start: after, exclusiveStart: true, end }
-  return walkLog(dbs, w, range, limit, (bucket, ref) => {
-    const expiresAt = rules.expiresAt(ref.table, ref.pk)
-    if (expiresAt == null || expiryBucket(expiresAt) !== bucket) return 'stale'
-    if (expiresAt < before) {
-      rules.remove(ref.table, ref.pk)
-      return 'removed'
-    }
-    return 'kept'
-  })
+  return walkLog(dbs, w, range, limit, (bucket, ref) => rules.lapse(ref.table, ref.pk, bucket, before))
 }
 
 /**
@@ -179,7 +177,7 @@ export function scrubLog (dbs: Databases, w: ByteWriter, rules: LapseTarget, aft
   return step.scanned < limit ? { ...step, last: undefined } : step
 }
 
-type RefOutcome = 'removed' | 'stale' | 'kept'
+export type RefOutcome = 'removed' | 'stale' | 'kept'
 
 function walkLog (dbs: Databases, w: ByteWriter, range: object, limit: number, judge: (bucket: number, ref: ExpiryRef) => RefOutcome): PurgeStep {
   let removed = 0
@@ -194,14 +192,24 @@ function walkLog (dbs: Databases, w: ByteWriter, range: object, limit: number, j
     scanned += refs.length
     if (scanned >= limit) break
   }
-  for (const { key, refs } of entries) {
-    const kept: ExpiryRef[] = []
-    for (const ref of refs) {
-      const outcome = judge(key[0], ref)
-      if (outcome === 'kept') kept.push(ref)
-      else if (outcome === 'removed') removed++
-      else stale++
-    }
+  // Judged in key order, not log order: a pass's removals then walk the rule table from one end
+  // to the other instead of jumping about it.
+  const order: Array<{ pk: string, entry: number, at: number }> = []
+  for (let e = 0; e < entries.length; e++) {
+    const refs = entries[e]!.refs
+    for (let at = 0; at < refs.length; at++) order.push({ pk: refs[at]!.pk, entry: e, at })
+  }
+  order.sort((a, b) => a.pk < b.pk ? -1 : a.pk > b.pk ? 1 : 0)
+  const outcomes = entries.map((e) => new Array<RefOutcome>(e.refs.length))
+  for (const { entry, at } of order) {
+    const outcome = judge(entries[entry]!.key[0], entries[entry]!.refs[at]!)
+    outcomes[entry]![at] = outcome
+    if (outcome === 'removed') removed++
+    else if (outcome === 'stale') stale++
+  }
+  for (let e = 0; e < entries.length; e++) {
+    const { key, refs } = entries[e]!
+    const kept = refs.filter((_, at) => outcomes[e]![at] === 'kept')
     if (kept.length === 0) dbs.expiryLog.remove(key)
     else if (kept.length < refs.length) writeEntry(dbs, w, key, kept)
     last = key

@@ -7,7 +7,7 @@
 import type { RuleBatch, RuleBatchResult } from '../batch-types.js'
 import type { EmbeddedRuleOp } from './packed-batch.js'
 import {
-  TOMBSTONE_MS, sweepCut, type AccessRule, type AccessRuleChanges, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
+  TOMBSTONE_MS, addSweepPass, sweepCut, type AccessRule, type AccessRuleChanges, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
   type LapsedTombstone, type Rule, type RuleKind, type RuleStore, type SweepPass, type Target,
 } from '../types.js'
 import { ArrivalIndex } from './arrival-index.js'
@@ -24,6 +24,14 @@ import { dropTombstones, lapseTarget, readTombstone, putAccessRule, putEncodedAc
 /** Expiry-log references handled per transaction: bounded, so a purge after a long outage never
  *  holds the (cross-process) write lock for long. */
 const PURGE_CHUNK = 5000
+
+/** What one sweep step did, until its transaction commits. */
+interface SweepStep {
+  readonly swept: PurgeStep
+  readonly scrub: PurgeStep | null
+  readonly tombstonesDropped: number
+  readonly budget: number
+}
 
 /** Arrival keys per slice of warmArrivals (a few milliseconds). */
 const WARM_SLICE = 5000
@@ -168,33 +176,41 @@ export class EmbeddedRuleStore implements RuleStore {
    * references that name no rule of that bucket).
    */
   async sweepLapsed (now: number, limit: number): Promise<SweepPass> {
+    const step = await this.#write((txn) => this.#sweepIn(txn, now, limit))
+    return this.#swept(step)
+  }
+
+  /**
+   * Inside a write: one sweep pass (sweepLapsed's), for applyRuleBatch too, so that the consumer
+   * sweeps in the transactions it commits anyway — no write lock of its own to wait for, and no
+   * flush of its own (bench/NOTES.md, "Sweep: in the consumer's transactions").
+   */
+  #sweepIn (txn: RuleTxn, now: number, limit: number): SweepStep {
     const budget = Math.max(1, limit)
-    const pass = await this.#write((txn) => {
-      const swept = this.#purge(txn, sweepCut(now), undefined, budget)
-      let scrub: PurgeStep | null = null
-      if (swept.scanned < budget) {
-        scrub = scrubLog(txn.dbs, txn.scratch, lapseTarget(txn, () => {}), this.#scrubAfter, budget - swept.scanned)
-      }
-      const tombstonesDropped = dropTombstones(txn.dbs, now - TOMBSTONE_MS, this.#tombstoneMax, budget)
-      return { swept, scrub, tombstonesDropped }
-    })
-    const { swept, scrub, tombstonesDropped } = pass
-    // The scrub's cursor moves only once its transaction committed.
+    const swept = this.#purge(txn, sweepCut(now), undefined, budget)
+    let scrub: PurgeStep | null = null
+    if (swept.scanned < budget) {
+      scrub = scrubLog(txn.dbs, txn.scratch, lapseTarget(txn, () => {}), this.#scrubAfter, budget - swept.scanned)
+    }
+    const tombstonesDropped = dropTombstones(txn.dbs, now - TOMBSTONE_MS, this.#tombstoneMax, budget)
+    return { swept, scrub, tombstonesDropped, budget }
+  }
+
+  /** After the commit of a sweep step: its counts, and the scrub's cursor moves. */
+  #swept ({ swept, scrub, tombstonesDropped, budget }: SweepStep): SweepPass {
     if (scrub !== null) this.#scrubAfter = scrub.last
-    const staleCleaned = swept.stale + (scrub?.stale ?? 0)
-    const c = this.#counters
-    c.sweepPasses++
-    c.rulesSwept += swept.removed
-    c.staleCleaned += staleCleaned
-    c.tombstonesDropped += tombstonesDropped
     const more = swept.scanned >= budget || (scrub !== null && scrub.last !== undefined) || tombstonesDropped >= budget
-    return { removed: swept.removed, tombstonesDropped, staleCleaned, more }
+    const pass = { removed: swept.removed, tombstonesDropped, staleCleaned: swept.stale + (scrub?.stale ?? 0), more }
+    addSweepPass(this.#counters, pass)
+    return pass
   }
 
   /** Inside a write: one step of the log's lapsed buckets, raising the revisions it must. */
   #purge (txn: RuleTxn, before: number, after: ExpiryLogKey | undefined, limit: number): PurgeStep {
     const workspaces = new Set<string>()
-    const step = purgeLog(txn.dbs, txn.scratch, lapseTarget(txn, (ws) => { workspaces.add(ws) }), before, after, limit)
+    const target = lapseTarget(txn, (ws) => { workspaces.add(ws) })
+    const step = purgeLog(txn.dbs, txn.scratch, target, before, after, limit)
+    target.finish()
     if (step.removed > 0) this.#changed(workspaces)
     return step
   }
@@ -231,42 +247,52 @@ export class EmbeddedRuleStore implements RuleStore {
     })
   }
 
-  applyRuleBatch (batch: RuleBatch<EmbeddedRuleOp>): Promise<RuleBatchResult> {
-    return this.#write((txn) => {
-      const { dbs } = txn
-      const cp = batch.checkpoint
-      if (cp?.expected !== undefined) {
-        // Under LMDB's write lock, which every process shares: nobody moves it in between.
-        const stored = dbs.checkpoints.get(cp.consumer) ?? 0
-        if (stored !== cp.expected) return { applied: false, checkpoint: stored, upserted: 0, deleted: 0 }
-      }
-      const now = Date.now()
-      let upserted = 0
-      let deleted = 0
-      // A batch is usually one workspace's: the set stays tiny.
-      const workspaces = new Set<string>()
-      for (const op of batch.ops) {
-        switch (op.op) {
-          case 'upsertAccessRule': upsertAccessRule(txn, op.input, now, null); upserted++; workspaces.add(op.input.workspaceId); break
-          case 'putEncodedAccessRule': putEncodedAccessRule(txn, op, now); upserted++; workspaces.add(op.workspaceId); break
-          case 'upsertExpressionRule': putExpressionRule(txn, op.input, now); upserted++; workspaces.add(op.input.workspaceId); break
-          case 'deleteByRef': if (removeByRef(txn, op.workspaceId, op.kind, op.ruleRef)) { deleted++; workspaces.add(op.workspaceId) } break
-          case 'deleteAccessByTarget': {
-            const removed = removeAccessByTarget(txn, op.workspaceId, op.target)
-            if (removed > 0) workspaces.add(op.workspaceId)
-            deleted += removed
-            break
-          }
-          // Throwing aborts the whole batch: an op we do not know must not be skipped silently.
-          default: throw new TypeError('unknown rule op')
-        }
-      }
-      if (cp !== undefined) dbs.checkpoints.put(cp.consumer, cp.seq)
-      if (upserted + deleted > 0) this.#changed(workspaces)
-      // The arrival index drops entries whose rules were swept (arrival-index.ts).
-      for (const ws of workspaces) txn.arrivals.prune(ws)
-      return { applied: true, checkpoint: cp?.seq ?? null, upserted, deleted }
+  async applyRuleBatch (batch: RuleBatch<EmbeddedRuleOp>): Promise<RuleBatchResult> {
+    let sweep: SweepStep | null = null
+    const result = await this.#write((txn) => {
+      const applied = this.#applyIn(txn, batch)
+      // After the ops: a rule this batch refreshed is no longer lapsed. Not when the checkpoint
+      // moved under us: that transaction must change nothing (the consumer reads on and retries).
+      if (applied.applied && batch.sweep !== undefined) sweep = this.#sweepIn(txn, batch.sweep.now, batch.sweep.limit)
+      return applied
     })
+    return sweep === null ? result : { ...result, swept: this.#swept(sweep) }
+  }
+
+  #applyIn (txn: RuleTxn, batch: RuleBatch<EmbeddedRuleOp>): RuleBatchResult {
+    const { dbs } = txn
+    const cp = batch.checkpoint
+    if (cp?.expected !== undefined) {
+      // Under LMDB's write lock, which every process shares: nobody moves it in between.
+      const stored = dbs.checkpoints.get(cp.consumer) ?? 0
+      if (stored !== cp.expected) return { applied: false, checkpoint: stored, upserted: 0, deleted: 0 }
+    }
+    const now = Date.now()
+    let upserted = 0
+    let deleted = 0
+    // A batch is usually one workspace's: the set stays tiny.
+    const workspaces = new Set<string>()
+    for (const op of batch.ops) {
+      switch (op.op) {
+        case 'upsertAccessRule': upsertAccessRule(txn, op.input, now, null); upserted++; workspaces.add(op.input.workspaceId); break
+        case 'putEncodedAccessRule': putEncodedAccessRule(txn, op, now); upserted++; workspaces.add(op.workspaceId); break
+        case 'upsertExpressionRule': putExpressionRule(txn, op.input, now); upserted++; workspaces.add(op.input.workspaceId); break
+        case 'deleteByRef': if (removeByRef(txn, op.workspaceId, op.kind, op.ruleRef)) { deleted++; workspaces.add(op.workspaceId) } break
+        case 'deleteAccessByTarget': {
+          const removed = removeAccessByTarget(txn, op.workspaceId, op.target)
+          if (removed > 0) workspaces.add(op.workspaceId)
+          deleted += removed
+          break
+        }
+        // Throwing aborts the whole batch: an op we do not know must not be skipped silently.
+        default: throw new TypeError('unknown rule op')
+      }
+    }
+    if (cp !== undefined) dbs.checkpoints.put(cp.consumer, cp.seq)
+    if (upserted + deleted > 0) this.#changed(workspaces)
+    // The arrival index drops entries whose rules were swept (arrival-index.ts).
+    for (const ws of workspaces) txn.arrivals.prune(ws)
+    return { applied: true, checkpoint: cp?.seq ?? null, upserted, deleted }
   }
 
   /**

@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Database } from 'lmdb'
 import type { EncodedAccessUpsert } from './packed-batch.js'
-import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, LapsedTombstone, Rule, RuleKind, Target } from '../types.js'
+import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, LapsedTombstone, RuleKind, Target } from '../types.js'
 import type { ArrivalTxn } from './arrival-index.js'
 import type { ByteWriter } from './byte-writer.js'
 import { logChange, removedIdentity } from './change-log.js'
@@ -245,29 +245,49 @@ function removeExpressionRule (txn: RuleTxn, pk: string): boolean {
 
 /**
  * The rule tables as the expiry-log sweep sees them: each rule removed leaves a tombstone (one
- * per identity: a later lapse of the same identity replaces it) and `onRemove` hears of it.
+ * per identity: a later lapse of the same identity replaces it) and `onRemove` hears of it. An
+ * access rule is read once, its expiry checked on the bytes and the rest decoded only when it
+ * goes. `finish` stores the tombstone count once for the whole pass.
  */
-export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => void): LapseTarget {
+export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => void): LapseTarget & { finish (): void } {
+  const { dbs } = txn
+  let tombstones: number | null = null
+  const tomb = (t: LapsedTombstone): void => {
+    tombstones ??= tombstoneCount(dbs)
+    tombstones += putTombstone(dbs, t)
+  }
   return {
     expiresAt: (table: ExpiryTable, pk: string) => {
-      if (table === EXPIRY_TABLE.expression) return txn.dbs.expressionRules.get(pk)?.expiresAt
-      const buf = accessTable(txn.dbs).getBinaryFast(pk)
+      if (table === EXPIRY_TABLE.expression) return dbs.expressionRules.get(pk)?.expiresAt
+      const buf = accessTable(dbs).getBinaryFast(pk)
       return buf === undefined ? undefined : accessRuleExpiresAt(buf)
     },
-    remove: (table: ExpiryTable, pk: string) => {
-      const rule: Rule | undefined = table === EXPIRY_TABLE.access ? readAccessRule(txn.dbs, pk) : txn.dbs.expressionRules.get(pk)
-      if (rule === undefined || rule.expiresAt === null) return
-      if (table === EXPIRY_TABLE.access) removeAccessRule(txn, pk)
-      else removeExpressionRule(txn, pk)
-      putTombstone(txn.dbs, {
-        workspaceId: rule.workspaceId,
-        kind: rule.kind,
-        target: rule.kind === 'access_rule' ? { type: rule.target.type, value: rule.target.value } : null,
-        ruleRef: rule.ruleRef,
-        lapsedAt: rule.expiresAt,
-        ...(rule.kind === 'access_rule' ? { action: rule.action } : {}),
-      })
+    lapse: (table: ExpiryTable, pk: string, bucket: number, before: number) => {
+      if (table === EXPIRY_TABLE.expression) {
+        const rule = dbs.expressionRules.get(pk)
+        if (rule === undefined || rule.expiresAt === null || expiryBucket(rule.expiresAt) !== bucket) return 'stale'
+        if (rule.expiresAt >= before) return 'kept'
+        removeExpressionRule(txn, pk)
+        tomb({ workspaceId: rule.workspaceId, kind: rule.kind, target: null, ruleRef: rule.ruleRef, lapsedAt: rule.expiresAt })
+        onRemove(rule.workspaceId)
+        return 'removed'
+      }
+      const buf = accessTable(dbs).getBinaryFast(pk)
+      if (buf === undefined) return 'stale'
+      const expiresAt = accessRuleExpiresAt(buf)
+      if (expiresAt === null || expiryBucket(expiresAt) !== bucket) return 'stale'
+      if (expiresAt >= before) return 'kept'
+      // Decoded before the delete: getBinaryFast's bytes are only good until the next write.
+      const rule = decodeAccessRule(buf, workspaceOfKey(pk))
+      dbs.accessRules.remove(pk)
+      reindexAccess(txn, pk, rule, undefined)
+      logGone(txn, rule.workspaceId, rule.ruleRef, rule.target)
+      tomb({ workspaceId: rule.workspaceId, kind: 'access_rule', target: rule.target, ruleRef: rule.ruleRef, lapsedAt: expiresAt, action: rule.action })
       onRemove(rule.workspaceId)
+      return 'removed'
+    },
+    finish: () => {
+      if (tombstones !== null) dbs.meta.put(META.tombstoneCount, tombstones)
     },
   }
 }
@@ -283,13 +303,14 @@ export function readTombstone (key: string, stored: StoredTombstone | LapsedTomb
   return { ...tombstoneOfKey(key), lapsedAt, ...(action === undefined ? {} : { action: action === 2 ? 'allow' : 'block' }) }
 }
 
-function putTombstone (dbs: Databases, t: LapsedTombstone): void {
+/** Stores a tombstone (replacing that identity's); 1 when it is a new one, 0 when it replaced one. */
+function putTombstone (dbs: Databases, t: LapsedTombstone): number {
   const key = tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef)
   const prev = dbs.tombstones.get(key)
   if (prev !== undefined) dbs.tombstonesByTime.remove([lapsedAtOf(prev), key])
-  else dbs.meta.put(META.tombstoneCount, tombstoneCount(dbs) + 1)
   dbs.tombstones.put(key, t.action === undefined ? [t.lapsedAt] : [t.lapsedAt, t.action === 'allow' ? 2 : 1])
   dbs.tombstonesByTime.put([t.lapsedAt, key], EMPTY)
+  return prev === undefined ? 1 : 0
 }
 
 const EMPTY = Buffer.alloc(0)
