@@ -50,8 +50,14 @@ export interface FeedDefinition {
 export interface BuildOptions {
   tasks: FeedTasks
   lastModified: LastModifiedKeeper
-  /** Rules lapsed at `now` are left out; Last-Modified of a new content is `now`. */
+  /** Last-Modified of a new content, and the snapshot's builtAt. */
   now: number
+  /**
+   * Rules lapsing at or before this instant are left out (default `now`); the snapshot expires at
+   * the first lapse after it. FeedService cuts ahead of the build's end (rebuild-schedule.ts).
+   * Used only when `buildSnapshot` is given the rules, not targets taken beforehand.
+   */
+  cutoff?: number
   /** Text and compressed chunks of this feed's previous build, by `${action}|${stream}` (BuildResult.caches). */
   caches?: ReadonlyMap<string, ChunkCache>
   /**
@@ -283,10 +289,10 @@ export interface FeedTargets {
   readonly expiresAt: number
 }
 
-/** A feed's targets as a sliceable loop (slices.ts): O(rules), on the calling thread. */
-export function * feedTargets (rules: RuleTable, list: AccessList | null, now: number): Generator<void, FeedTargets> {
+/** A feed's targets as a sliceable loop (slices.ts): O(rules), on the calling thread; rules lapsed at `cutoff` are left out. */
+export function * feedTargets (rules: RuleTable, list: AccessList | null, cutoff: number): Generator<void, FeedTargets> {
   const defaults = list?.defaults ?? null
-  const selection = yield * selecting(rules, list, now)
+  const selection = yield * selecting(rules, list, cutoff)
   return {
     block: yield * grouping(rules, selection.block, defaults),
     allow: yield * grouping(rules, selection.allow, defaults),
@@ -308,7 +314,7 @@ export async function buildSnapshot (def: FeedDefinition, rules: RuleTable | Fee
   const { list, workspaceId } = def
   const now = opts.now
   const defaults = list?.defaults ?? null
-  const selection = 'carve' in rules ? rules : runWhole(feedTargets(rules, list, now))
+  const selection = 'carve' in rules ? rules : runWhole(feedTargets(rules, list, opts.cutoff ?? now))
   const name = list?.name ?? def.workspaceName
   const description = list === null ? WORKSPACE_DESCRIPTION : list.description
   const limit = list?.defaults.maxEntries ?? DEFAULT_ENTRY_LIMIT

@@ -13,9 +13,11 @@
  * expiry — the interval bounds the CPU a stream of changes costs, SPEC §8):
  * - rules moved (store.revisions().rules, polled every THREATFEED_POLL_MS by the catalog);
  * - a list or workspace changed (the catalog's view, catalog.ts), or the geo index was replaced;
- * - the snapshot reached its expiresAt, the earliest expiry of a rule in it. This one ignores the
+ * - the snapshot nears its expiresAt, the earliest expiry of a rule in it. This one ignores the
  *   interval: a lapsed rule is never served (DECISIONS §5), and the alternative — a feed that
- *   answers nothing until the interval is over — is worse than one extra build;
+ *   answers nothing until the interval is over — is worse than one extra build. The successor is
+ *   built ahead of that lapse and swapped in at it, and every build is cut ahead of its own end
+ *   (rebuild-schedule.ts leadOf), so that under constant churn a feed keeps answering;
  * - a build failed (worker crash or timeout, store down with nothing in memory): retried with
  *   backoff while the last good snapshot keeps serving.
  *
@@ -25,12 +27,14 @@
  * rules are far smaller, and the build path stays the one path). Last-Modified falls back to memory
  * too (last-modified.ts).
  *
- * `getSnapshot` is synchronous and never returns a snapshot past its expiresAt: it returns
- * null and starts the rebuild, which `awaitSnapshot` waits for.
+ * `getSnapshot` is synchronous and never returns a snapshot past its expiresAt: it returns the
+ * successor built ahead when there is one, else null and starts the rebuild, which
+ * `awaitSnapshot` waits for.
  *
- *   catalog poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at the next boundary of the interval
- *                                                  ▲                 or snapshot.expiresAt
- *   expiry timer / getSnapshot(stale) ─────────────┘                ──► build ──► swap ──► tick
+ *   catalog poll ──► revisions ──► mark feeds dirty ──► tick(feed) ──► timer at the next boundary of the interval,
+ *                                                  ▲                 a lead before the newest snapshot's expiresAt,
+ *                                                  │                 or at the current one's (swap in `next`)
+ *   expiry timer / getSnapshot(stale) ─────────────┘                ──► build ──► swap (or hold as `next`) ──► tick
  */
 import { ThreatfeedError } from '../errors.js'
 import type { GeoIndex } from '../geo/geo-index.js'
@@ -45,11 +49,11 @@ import { guardedBuild } from './guards-run.js'
 import { persistGuard } from './guards-persist.js'
 import { LastModifiedKeeper } from './last-modified.js'
 import { Supersession } from './supersession.js'
-import { FeedState, WorkspaceState } from './feed-state.js'
+import { FeedState, WorkspaceState, type NextSnapshot } from './feed-state.js'
 import { Slots } from './slots.js'
 import { FetchRecorder, RECORD_MS } from './fetch-recorder.js'
 import { syncAdmin } from './admin-sync.js'
-import { geoBasis, nextRebuildAt } from './rebuild-schedule.js'
+import { cutAfter, geoBasis, leadOf, nextEstimate, nextRebuildAt } from './rebuild-schedule.js'
 import { workspaceRevisions } from './workspace-revisions.js'
 import { runSliced } from './slices.js'
 import { awaitShardCount } from './shards.js'
@@ -240,12 +244,23 @@ export class FeedService {
     const deadline = Date.now() + this.#awaitMs
     const feed = this.#knownFeed(workspaceId, feedId) ?? await this.#discoverList(workspaceId, feedId)
     feed.fetchedAt = Date.now()
+    let overtime = false
     for (;;) {
       const s = this.#current(feed, now ?? Date.now())
       if (s !== null) return s
       if (feed.missing) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
       const left = deadline - Date.now()
-      if (left <= 0 || this.#stopped) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: feed.lastError ?? undefined })
+      if (this.#stopped) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: feed.lastError ?? undefined })
+      if (left <= 0) {
+        // A build under way at the deadline is waited for (the pool's task timeout bounds it):
+        // a feed that is busy is not unavailable. Without one, nothing is coming.
+        const building = feed.building
+        if (building === null || overtime) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: feed.lastError ?? undefined })
+        overtime = true
+        await building.catch(() => {})
+        now = undefined
+        continue
+      }
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(left, feed.building === null ? 25 : left))
         if (feed.building !== null) void feed.building.finally(() => { clearTimeout(t); resolve() })
@@ -269,7 +284,10 @@ export class FeedService {
 
   /** The current snapshot, if one is valid at `now`: no build, and not counted as a poll (explain). */
   peekSnapshot (workspaceId: string, feedId: FeedId, now = Date.now()): FeedSnapshot | null {
-    const s = this.#workspaces.get(workspaceId)?.feeds.get(feedId)?.snapshot
+    const f = this.#workspaces.get(workspaceId)?.feeds.get(feedId)
+    if (f === undefined) return null
+    this.#promote(f, now)
+    const s = f.snapshot
     return s !== undefined && now < s.expiresAt ? s : null
   }
 
@@ -398,6 +416,7 @@ export class FeedService {
 
   /** The snapshot if valid at `now`; otherwise starts what is due and answers null. */
   #current (f: FeedState, now: number): FeedSnapshot | null {
+    this.#promote(f, now)
     const s = f.snapshot
     if (s !== undefined && now < s.expiresAt && !this.#superseded.holds(f, f.building)) return s
     f.wanted = true
@@ -454,6 +473,7 @@ export class FeedService {
     f.wanted = false
     this.#clearTimer(f)
     f.snapshot = undefined
+    f.next = null
     for (const l of this.#swapListeners) l(ws.id, f.feedId, null)
     f.caches = undefined
     f.builtFrom = ''
@@ -487,6 +507,7 @@ export class FeedService {
 
   #dropFeed (ws: WorkspaceState, f: FeedState): void {
     this.#clearTimer(f)
+    f.next = null
     f.missing = f.feedId !== WORKSPACE_FEED
     ws.feeds.delete(f.feedId)
     this.#lastModified.forget(ws.id, f.feedId)
@@ -505,22 +526,32 @@ export class FeedService {
     f.timerAt = Infinity
   }
 
-  /** Starts a build when one is due, else arms the feed's timer for when one will be. */
+  /**
+   * Swaps in the successor whose time came, starts a build when one is due, and arms the feed's
+   * timer for whichever of the two comes next.
+   */
   #tick (f: FeedState): void {
-    if (this.#stopped || f.building !== null || this.#geo === null || f.missing || !f.wanted) return
+    if (this.#stopped || f.missing || !f.wanted) return
+    this.#promote(f)
     const now = Date.now()
-    const expiresAt = f.snapshot?.expiresAt ?? -Infinity
-    const expired = now >= expiresAt
-    let due: number
-    if (expired) due = f.snapshot === undefined ? Math.max(now, f.retryAt) : Math.max(expiresAt, f.retryAt)
-    else due = Math.min(f.dirty ? Math.max(nextRebuildAt(f.lastStart, this.#config.feedRebuildMs), f.retryAt) : Infinity, expiresAt)
-    if (due <= now) {
-      this.#clearTimer(f)
-      const reason: BuildReason = f.failures > 0 ? 'retry' : expired && f.snapshot !== undefined ? 'expiry' : f.snapshot === undefined ? (f.reason === 'start' ? 'start' : 'demand') : f.reason
-      // At expiry, build as of the expiry instant itself (a timer may fire a millisecond early).
-      this.#build(f, expired && f.snapshot !== undefined ? Math.max(now, expiresAt) : now, reason)
-      return
+    let due = Infinity
+    if (f.building === null && this.#geo !== null) {
+      const newest = f.next?.snapshot ?? f.snapshot
+      // The successor of the newest snapshot is built ahead of its first lapse (rebuild-schedule.ts).
+      const renewAt = newest === undefined ? Infinity : Math.max(newest.expiresAt - leadOf(f.buildMs), f.retryAt)
+      const changeAt = newest === undefined ? Math.max(now, f.retryAt) : f.dirty ? Math.max(nextRebuildAt(f.lastStart, this.#config.feedRebuildMs), f.retryAt) : Infinity
+      due = Math.min(renewAt, changeAt)
+      if (due <= now) {
+        const renewing = newest !== undefined && renewAt <= now
+        const reason: BuildReason = f.failures > 0 ? 'retry' : newest === undefined ? (f.reason === 'start' ? 'start' : 'demand') : changeAt <= now ? f.reason : 'expiry'
+        // A renewal is cut at the lapse it replaces the snapshot at; it alone waits for that lapse
+        // (a change shows as soon as it is built).
+        this.#build(f, now, reason, renewing ? newest.expiresAt : -Infinity, renewing && changeAt > now)
+        due = Infinity
+      }
     }
+    // The current snapshot's lapse is when the successor waiting for it takes over.
+    if (f.next !== null && f.snapshot !== undefined) due = Math.min(due, f.snapshot.expiresAt)
     if (due === Infinity || (f.timer !== null && f.timerAt <= due)) return
     this.#clearTimer(f)
     f.timerAt = due
@@ -528,11 +559,41 @@ export class FeedService {
       f.timer = null
       f.timerAt = Infinity
       this.#tick(f)
-    }, Math.min(due - now, MAX_TIMER_MS))
+    }, Math.min(Math.max(due - now, 0), MAX_TIMER_MS))
     f.timer.unref()
   }
 
-  #build (f: FeedState, now: number, reason: BuildReason): void {
+  /**
+   * The successor built ahead (`next`) becomes the current snapshot once the current one lapsed:
+   * at that instant by the feed's timer, or by the first lookup after it, whichever comes first.
+   * A lookup's `now` is its request's arrival: once that is past the lapse, so is the clock, and
+   * one that is not (a request that arrived before the lapse) is still answered by the current one.
+   */
+  #promote (f: FeedState, now = Date.now()): void {
+    const n = f.next
+    if (n === null) return
+    const clock = Date.now()
+    if (f.snapshot !== undefined && Math.min(now, clock) < f.snapshot.expiresAt) return
+    f.next = null
+    // Lapsed as well (the process was paused past both): the build it leads to is due at once.
+    if (clock < n.snapshot.expiresAt) this.#swap(f, n)
+  }
+
+  /** The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix. */
+  #swap (f: FeedState, built: NextSnapshot): void {
+    f.snapshot = built.snapshot
+    f.next = null
+    for (const l of this.#swapListeners) l(f.workspaceId, f.feedId, built.snapshot)
+    this.#superseded.built(f, built.versions)
+    this.#metrics?.setSnapshot(built.snapshot)
+    this.#metrics?.setAge(f.workspaceId, f.feedId, 0)
+  }
+
+  /**
+   * `cutAt`: rules lapsing by then are left out (a renewal's, the lapse it takes over at); the
+   * build also cuts ahead of its own end. `hold`: the snapshot waits for the current one to lapse.
+   */
+  #build (f: FeedState, now: number, reason: BuildReason, cutAt: number, hold: boolean): void {
     f.lastStart = Date.now()
     f.dirty = false
     this.#generations.set(f, (this.#generations.get(f) ?? 0) + 1)
@@ -540,20 +601,23 @@ export class FeedService {
     // Expiry builds and first builds wait for nobody: until they finish, the feed cannot answer.
     const first = f.snapshot === undefined
     const urgent = reason === 'expiry' || first
+    const decided = performance.now()
     f.building = (async () => {
       // Before taking a slot: the wait (for the stream consumer) holds up no other build.
       if (first && this.#caughtUp !== undefined) await this.#caughtUp()
       await this.#slots.acquire(urgent)
       try {
         started = performance.now()
-        await this.#buildNow(f, now, reason, started, first)
+        return await this.#buildNow(f, now, reason, started, first, cutAt, hold)
       } finally {
         this.#slots.release()
       }
-    })().then(() => {
+    })().then((built) => {
       f.failures = 0
       f.retryAt = 0
       f.lastError = null
+      // A first build's wait for the stream consumer is not counted: no later build has it.
+      if (built) f.buildMs = nextEstimate(f.buildMs, performance.now() - (first ? started : decided))
     }, (e: unknown) => {
       f.failures++
       f.lastError = e
@@ -568,7 +632,8 @@ export class FeedService {
     })
   }
 
-  async #buildNow (f: FeedState, now: number, reason: BuildReason, started: number, first: boolean): Promise<void> {
+  /** Builds and swaps (or holds as `next`); false when nothing changed and the snapshot stays. */
+  async #buildNow (f: FeedState, now: number, reason: BuildReason, started: number, first: boolean, cutAt: number, hold: boolean): Promise<boolean> {
     const ws = this.#workspace(f.workspaceId)
     const gen = this.#generations.get(f)!
     await ws.catchUp(this.#store.rules, now, first || this.#superseded.catchingUp(f, f.building), this.#log)
@@ -578,24 +643,32 @@ export class FeedService {
       // Only the admin reload and #discoverList create list feeds, both with their list.
       throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`list feed ${f.feedId} without its list`) })
     }
+    // Cut ahead of the build's end, so its snapshot is valid once swapped in (rebuild-schedule.ts).
+    const selected = performance.now()
+    const cutoff = Math.max(Date.now() + cutAfter(f.selectMs, f.buildMs), cutAt)
     const from = `${rules.fingerprint}|${f.list?.updatedAt ?? ''}|${ws.name}|${this.#geoVersion}|${f.shards.counts().join(',')}|${f.list === null ? ws.guardsJson : ''}`
-    if (f.snapshot !== undefined && from === f.builtFrom && now < f.snapshot.expiresAt) {
+    const newest = f.next?.snapshot ?? f.snapshot
+    // Same inputs, and no rule of them lapses between the newest snapshot's cut and this one: the same content.
+    if (newest !== undefined && from === f.builtFrom && cutoff < newest.expiresAt) {
       this.#metrics?.observeBuild(reason, 'unchanged', (performance.now() - started) / 1000)
-      return
+      return false
     }
+    // Held for a lapse: its content starts there (Last-Modified, dialect_a's `generated`).
+    const current = f.snapshot
+    const at = hold && current !== undefined ? Math.max(now, current.expiresAt) : now
     // In slices, while no refresh changes the table: a workspace of millions of rules does not
     // hold up the polls of every other feed.
     const list = f.list
     const def = { workspaceId: ws.id, workspaceName: ws.name, list }
     // Recorded with what it was built from, so no node moves the version back (rebuild-schedule.ts).
-    const keeper = this.#lastModified.forBuild({ rulesRevision: ws.rulesRevision, adminRevision: this.#adminView?.revision ?? 0, ...geoBasis(this.#geo), expiryCutoff: now }, {
+    const keeper = this.#lastModified.forBuild({ rulesRevision: ws.rulesRevision, adminRevision: this.#adminView?.revision ?? 0, ...geoBasis(this.#geo), expiryCutoff: cutoff }, {
       onBehind: () => { this.#markDirty(f, 'change') },
       onStale: () => { this.#restamp(f, gen) },
     })
     const build = (targets: FeedTargets, special?: 'detect' | 'drop'): Promise<BuildResult> => buildSnapshot(def, targets, {
       tasks: this.#pool,
       lastModified: keeper,
-      now,
+      now: at,
       shards: f.shards.counts(),
       ...(special !== undefined ? { special } : {}),
       ...(f.caches !== undefined ? { caches: f.caches } : {}),
@@ -605,18 +678,19 @@ export class FeedService {
     const released = hasGuards(settings) ? undefined : f.guard.reset()
     if (released !== undefined) this.#guardState(f, released)
     const result = hasGuards(settings)
-      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) }, restore: () => this.#store.feedVersions.loadPublished({ workspaceId: f.workspaceId, listId: f.feedId }), geo: this.#geo ?? undefined })
-      : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, now))))
-    // The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix.
-    f.snapshot = result.snapshot
-    for (const l of this.#swapListeners) l(ws.id, f.feedId, result.snapshot)
+      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now: at, cutoff, read: (fn) => ws.rules.read(fn), compute: (t) => this.#pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) }, restore: () => this.#store.feedVersions.loadPublished({ workspaceId: f.workspaceId, listId: f.feedId }), geo: this.#geo ?? undefined })
+      : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, cutoff))))
+    f.selectMs = nextEstimate(f.selectMs, performance.now() - selected)
+    const built: NextSnapshot = { snapshot: result.snapshot, versions: keeper.built()! }
     f.caches = result.caches
     f.builtFrom = from
-    this.#superseded.built(f, keeper.built()!)
+    // A renewal done before the lapse it is for waits for it; anything else goes in now (a
+    // change, or a renewal late enough that the current snapshot lapsed meanwhile).
+    if (hold && f.snapshot !== undefined && Date.now() < f.snapshot.expiresAt) f.next = built
+    else this.#swap(f, built)
     if (result.invalid > 0) this.#log.warn({ workspace: ws.id, feed: f.feedId, invalid: result.invalid }, 'feed: unreadable rule targets left out')
     this.#metrics?.observeBuild(reason, 'built', (performance.now() - started) / 1000)
-    this.#metrics?.setSnapshot(result.snapshot)
-    this.#metrics?.setAge(ws.id, f.feedId, 0)
+    return true
   }
 
   /** A guard's new state: logged, counted in /metrics, and recorded with the list (guards.ts). */

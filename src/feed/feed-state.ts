@@ -6,14 +6,24 @@ import type { ChunkCache } from '../pool/protocol.js'
 import type { Logger } from '../log.js'
 import type { AccessList, GuardSettings, RuleStore } from '../store/types.js'
 import { FeedGuard } from './guards.js'
+import type { BuiltVersions } from './last-modified.js'
 import type { BuildReason } from './metrics.js'
 import { WorkspaceRuleCache } from './rule-cache.js'
 import { ShardDemand } from './shards.js'
 import type { FeedId, FeedSnapshot } from './snapshot-types.js'
 
+/** A snapshot built ahead of the current one's first lapse, swapped in at it (rebuild-schedule.ts). */
+export interface NextSnapshot {
+  readonly snapshot: FeedSnapshot
+  /** What its build recorded (Supersession#built, once it is the current one). */
+  readonly versions: BuiltVersions
+}
+
 export class FeedState {
   list: AccessList | null = null
   snapshot: FeedSnapshot | undefined = undefined
+  /** Built ahead, waiting for `snapshot` to lapse: never served before. */
+  next: NextSnapshot | null = null
   caches: Map<string, ChunkCache> | undefined = undefined
   building: Promise<void> | null = null
   /** A trigger arrived that the current snapshot does not reflect. */
@@ -21,8 +31,11 @@ export class FeedState {
   /** Why the next build runs: a first build is 'demand', or 'start' for a feed built before ready. */
   reason: BuildReason = 'demand'
   lastStart = -Infinity
-  /** Inputs of the current snapshot (rules fingerprint, list, workspace name, geo version). */
+  /** Inputs of the newest snapshot, `next` or else the current one (rules fingerprint, list, workspace name, geo version). */
   builtFrom = ''
+  /** Expected time of a build from its decision to its snapshot, and from reading the rules on (rebuild-schedule.ts nextEstimate). */
+  buildMs = 0
+  selectMs = 0
   failures = 0
   retryAt = 0
   lastError: unknown = null

@@ -19,7 +19,10 @@ export interface GuardedBuildIo {
   list: AccessList | null
   /** dialect_a's name and description, as the builder hashes them. */
   meta: string
+  /** When the guard's decision is made (a held build's `since`). */
   now: number
+  /** Rules lapsing at or before it are left out, of the candidate and of the published rules (default `now`). */
+  cutoff?: number
   read: <T>(fn: (table: RuleTable) => Promise<T>) => Promise<T>
   compute: (task: Omit<ComputeTask, 'geo'>) => Promise<ComputeResult>
   build: (targets: FeedTargets, special: 'detect' | 'drop' | undefined) => Promise<BuildResult>
@@ -33,9 +36,9 @@ export interface GuardedBuildIo {
   restore?: () => Promise<PublishedRecord | null>
 }
 
-function * candidateOf (table: RuleTable, list: AccessList | null, now: number): Generator<void, { targets: FeedTargets, frozen: RuleTable }> {
+function * candidateOf (table: RuleTable, list: AccessList | null, cutoff: number): Generator<void, { targets: FeedTargets, frozen: RuleTable }> {
   const defaults = list?.defaults ?? null
-  const s = yield * selecting(table, list, now)
+  const s = yield * selecting(table, list, cutoff)
   const targets: FeedTargets = {
     block: yield * grouping(table, s.block, defaults),
     allow: yield * grouping(table, s.allow, defaults),
@@ -52,12 +55,13 @@ function * candidateOf (table: RuleTable, list: AccessList | null, now: number):
  */
 export async function guardedBuild (io: GuardedBuildIo): Promise<BuildResult> {
   if (io.restore !== undefined) await restoreGuard(io.guard, io.restore)
-  const candidate = await io.read((table) => runSliced(candidateOf(table, io.list, io.now)))
+  const cutoff = io.cutoff ?? io.now
+  const candidate = await io.read((table) => runSliced(candidateOf(table, io.list, cutoff)))
   const decision = await io.guard.decide({
     settings: io.settings,
     now: io.now,
     candidate: { targets: candidate.targets, frozen: () => candidate.frozen },
-    publishedTargets: (table) => runWhole(feedTargets(table, io.list, io.now)),
+    publishedTargets: (table) => runWhole(feedTargets(table, io.list, cutoff)),
     compute: io.compute,
     meta: io.meta,
     defaultAction: io.list?.defaults.action ?? 'block',

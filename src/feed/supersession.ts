@@ -60,9 +60,12 @@ export class Supersession<F extends object> {
     if (pending !== undefined) return pending
     const built = this.#built.get(feed)
     if (built === undefined) return Promise.resolve(false)
+    const now = Date.now()
     const check = Promise.all([...built.keys.values()].map(async ({ key, contentHash }) => {
       const r = await this.#store.record(key)
-      return r !== null && r.contentHash !== contentHash && r.basis !== null && compareBasis(r.basis, built.basis) > 0
+      // Content whose run starts later (a successor built ahead of a lapse, rebuild-schedule.ts)
+      // is served nowhere yet: this node is not behind for it.
+      return r !== null && r.contentHash !== contentHash && r.basis !== null && compareBasis(r.basis, built.basis) > 0 && r.since <= now
     })).then((behind) => behind.includes(true), () => false).finally(() => { this.#checks.delete(feed) })
     this.#checks.set(feed, check)
     return check

@@ -284,6 +284,41 @@ t.test('a rule disappears at its expiry, not an interval later, and no expired s
   t.equal(after.expiresAt, Infinity)
 })
 
+t.test('with builds slower than the time left to a lapse, the successor is built ahead and swapped in at the lapse: never a gap, never early, never late', async (t) => {
+  const ws = await tmp.store.workspaces.create({ name: 'ahead', subscription: 'active' })
+  const expiresAt = Date.now() + 4000
+  await addRules(tmp.store, [rule(ws.id, '192.0.2.9/32', { expiresAt }), rule(ws.id, '203.0.113.0/24')])
+  // A busy pool: each build takes 600 ms more than its work. Before, the build started at the lapse,
+  // and the feed had no snapshot to answer with for as long.
+  const slow: ConstructorParameters<typeof FeedService>[0]['pool'] = {
+    compute: async (task) => { await sleep(600); return pool.compute(task) },
+    render: (task) => pool.render(task),
+    setGeo: (data) => { pool.setGeo(data) },
+  }
+  const { feeds, metrics } = service(tmp.store, 30_000, new Recorder(), { pool: slow })
+  t.teardown(() => feeds.stop())
+  await feeds.start()
+  t.match(plainV4(await feeds.awaitSnapshot(ws.id, '*', Date.now())), /192\.0\.2\.9/)
+  const seen = { gap: 0, early: 0, late: 0, before: 0, after: 0 }
+  for (const until = expiresAt + 1500; Date.now() < until; await sleep(10)) {
+    const now = Date.now()
+    const s = feeds.getSnapshot(ws.id, '*', now)
+    if (s === null) {
+      seen.gap++
+      continue
+    }
+    const has = plainV4(s)!.includes('192.0.2.9')
+    if (now < expiresAt) seen.before++
+    else seen.after++
+    if (has && now >= expiresAt) seen.late++
+    if (!has && now < expiresAt) seen.early++
+  }
+  t.ok(seen.before > 10 && seen.after > 10, `looked before (${seen.before}) and after (${seen.after}) the lapse`)
+  t.same({ gap: seen.gap, early: seen.early, late: seen.late }, { gap: 0, early: 0, late: 0 }, 'a snapshot at every look, the rule in it exactly until its expiry')
+  const expiry = metrics.builds.find((b) => b.reason === 'expiry' && b.outcome === 'built')
+  t.ok(expiry !== undefined && expiry.at < expiresAt - 100, `the successor's build started ${expiry === undefined ? '?' : expiresAt - expiry.at} ms ahead of the lapse`)
+})
+
 t.test('a crashing, exiting or hanging worker leaves the last good snapshot serving; the build is retried', async (t) => {
   const ws = await tmp.store.workspaces.create({ name: 'crash', subscription: 'active' })
   await addRules(tmp.store, [rule(ws.id, '192.0.2.1/32')])

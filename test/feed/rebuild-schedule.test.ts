@@ -1,5 +1,5 @@
 import t from 'tap'
-import { nextRebuildAt } from '../../src/feed/rebuild-schedule.js'
+import { cutAfter, LEAD_MAX_MS, LEAD_MIN_MS, leadOf, nextEstimate, nextRebuildAt } from '../../src/feed/rebuild-schedule.js'
 import { LastModifiedKeeper } from '../../src/feed/last-modified.js'
 import type { FeedVersionBasis, FeedVersionStore } from '../../src/store/types.js'
 
@@ -30,6 +30,35 @@ t.test('rebuilds fall on the wall-clock boundaries of the interval, the same on 
   // Two nodes whose last builds started a moment apart at one boundary rebuild together.
   t.equal(nextRebuildAt(30_010, 30_000), nextRebuildAt(30_600, 30_000))
   t.equal(nextRebuildAt(30_000, 30_000), nextRebuildAt(59_999, 30_000), 'a node that built at the boundary and one that built on demand later in the window rebuild together')
+})
+
+t.test('expiry under churn: how far ahead a build starts and is cut, from what builds took', async (t) => {
+  const leads = [
+    { description: 'nothing measured yet', estimate: 0, expected: LEAD_MIN_MS },
+    { description: 'a quick build: the floor', estimate: 30, expected: LEAD_MIN_MS },
+    { description: 'twice the expected duration', estimate: 1300, expected: 2600 },
+    { description: 'bounded', estimate: 60_000, expected: LEAD_MAX_MS },
+  ]
+  for (const c of leads) t.equal(leadOf(c.estimate), c.expected, `leadOf: ${c.description}`)
+
+  const cuts = [
+    { description: 'the soak\'s builds: the rest of this one, then the lead of the next', selectMs: 1000, buildMs: 1300, expected: 3600 },
+    { description: 'a quick feed', selectMs: 20, buildMs: 30, expected: 20 + LEAD_MIN_MS },
+    { description: 'bounded', selectMs: 20_000, buildMs: 20_000, expected: LEAD_MAX_MS },
+  ]
+  for (const c of cuts) t.equal(cutAfter(c.selectMs, c.buildMs), c.expected, `cutAfter: ${c.description}`)
+  // Under churn a snapshot lapses just past its cut, and its successor starts once it is built:
+  // cut that far past the read, the snapshot outlives its successor's build of up to twice the estimate.
+  for (const c of cuts.slice(0, 2)) t.ok(cutAfter(c.selectMs, c.buildMs) >= c.selectMs + 2 * c.buildMs, `${c.description}: room for this build and a successor twice as slow`)
+
+  const estimates = [
+    { description: 'the first sample', estimate: 0, sample: 1200, expected: 1200 },
+    { description: 'a slower build: up at once', estimate: 1000, sample: 1600, expected: 1600 },
+    { description: 'a quicker build: a quarter of the way down', estimate: 1200, sample: 400, expected: 1000 },
+    { description: 'a process stopped in mid-build counts at most half the largest lead', estimate: 500, sample: 600_000, expected: LEAD_MAX_MS / 2 },
+    { description: 'a clock that went back counts as nothing', estimate: 800, sample: -50, expected: 600 },
+  ]
+  for (const c of estimates) t.equal(nextEstimate(c.estimate, c.sample), c.expected, `nextEstimate: ${c.description}`)
 })
 
 t.test('a build that finds a newer basis recorded keeps its content, takes the recorded time and hears it is behind', async (t) => {

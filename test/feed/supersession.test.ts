@@ -11,7 +11,7 @@ import type { FeedKey, FeedVersionBasis, FeedVersionRecord, FeedVersionStore } f
 const key: FeedKey = { workspaceId: 'w', listId: '*', family: 'v4', action: 'block' }
 const basis = (rulesRevision: number, expiryCutoff = 1000): FeedVersionBasis => ({ rulesRevision, adminRevision: 1, geoEpoch: 1, geoDigest: 'g', expiryCutoff })
 const built = (contentHash: string, b: FeedVersionBasis): BuiltVersions => ({ basis: b, keys: new Map([['k', { key, contentHash }]]) })
-const record = (contentHash: string, b: FeedVersionBasis | null): FeedVersionRecord => ({ workspaceId: 'w', contentHash, since: 1, basis: b, state: 'published', history: [], changes: [] })
+const record = (contentHash: string, b: FeedVersionBasis | null, since = 1): FeedVersionRecord => ({ workspaceId: 'w', contentHash, since, basis: b, state: 'published', history: [], changes: [] })
 
 /** A store whose one record is `current` (or whose reads fail), counting reads. */
 function fakeStore (current: FeedVersionRecord | null | 'down'): { store: FeedVersionStore, reads: () => number } {
@@ -37,6 +37,7 @@ t.test('behind: only other content recorded from a newer basis', async (t) => {
     { name: 'other content, the same basis', stored: record('B', basis(1)), mine: built('A', basis(1)), behind: false },
     { name: 'other content, older basis (this build was not recorded)', stored: record('B', basis(1)), mine: built('A', basis(2)), behind: false },
     { name: 'other content, a record without basis', stored: record('B', null), mine: built('A', basis(1)), behind: false },
+    { name: 'other content, newer basis, whose run starts later (built ahead of a lapse, served nowhere yet)', stored: record('B', basis(1, 2000), Date.now() + 60_000), mine: built('A', basis(1)), behind: false },
     { name: 'the store fails', stored: 'down', mine: built('A', basis(1)), behind: false },
   ]
   for (const c of cases) {
