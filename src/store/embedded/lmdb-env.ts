@@ -350,6 +350,11 @@ export class LmdbEnv {
     }
   }
 
+  /** Whether this environment commits in the calling thread (LmdbEnvOptions#syncWrites): then no other transaction shares its commits. */
+  get syncWrites (): boolean {
+    return this.#syncWrites
+  }
+
   get closed (): boolean {
     return this.#closed
   }
