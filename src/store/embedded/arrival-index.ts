@@ -8,12 +8,17 @@
  * arrival order avoids — one dirtied page per new target (bench/NOTES.md, "Consumer: arrival
  * order"). The records themselves are the durable truth; this is rebuilt from them:
  *
- *   - built by reading a workspace's arrival keys (their values hold the target), never inside
- *     a write transaction: in slices of read transactions with the event loop free between them
+ *   - held as a table of numbers, not a Map of strings: open addressing (linear probing) over
+ *     two Float64Arrays, a 53-bit hash of the target (rule-codec.ts accessRuleTargetHash) and
+ *     the arrival number, 16 bytes a slot, no object or string per rule. A hash is never taken
+ *     for the target: each hit is checked against the record it names (read before any use
+ *     anyway), so two targets of one hash only cost a read;
+ *   - built by reading a workspace's arrival keys through Databases#arrivalScan (each entry
+ *     comes out as its number and its target's hash, nothing copied), never inside a write
+ *     transaction: in slices of read transactions with the event loop free between them
  *     (`catchUp`, by the consumer's thread after it opens the store, and by a write that found
- *     the map behind). A 2,000,000-rule workspace's map takes 4–7 s of CPU on the shared machine
- *     (bench/NOTES.md, "Consumer: the first apply after a start"): built under the write lock, as
- *     it was, every writer of every process on the directory waited that long, and more;
+ *     the map behind). Built under the write lock, as it once was, every writer of every process
+ *     on the directory waited for it (bench/NOTES.md, "Consumer: the first apply after a start");
  *   - caught up once per write transaction with the arrival keys written since (by another
  *     thread or process: numbers rise in commit order, so "since" is a key range), at most
  *     CATCH_UP_MAX of them: a workspace further behind ends the transaction with NotCaughtUp
@@ -29,19 +34,89 @@
  *     fails is reverted (`revert`), so the map never holds what a rolled-back transaction wrote,
  *     and a retried apply does not rebuild it. Keys read by a catch-up stay: they are committed.
  */
-import { arrivalKey, arrivalNumberOfKey, arrivalRange, targetKeyRange } from './key-layout.js'
+import { arrivalKey, arrivalRange, targetKeyRange } from './key-layout.js'
 import { META, type Databases } from './layout.js'
-import { accessRuleTargetIdentity } from './rule-codec.js'
+import { accessRuleTargetIdentity, targetIdentityHash } from './rule-codec.js'
+
+/**
+ * hash → arrival number, several numbers per hash allowed: open addressing with linear probing,
+ * deletion by shifting the run back (no tombstones). A number is never 0 (the counter starts at
+ * 1): 0 marks an empty slot.
+ */
+class ArrivalTable {
+  hashes: Float64Array
+  numbers: Float64Array
+  mask: number
+  size = 0
+
+  constructor (capacity = 1024) {
+    this.hashes = new Float64Array(capacity)
+    this.numbers = new Float64Array(capacity)
+    this.mask = capacity - 1
+  }
+
+  /** The slot a hash's probe starts at. */
+  home (hash: number): number {
+    return (hash >>> 0) & this.mask
+  }
+
+  insert (hash: number, n: number): void {
+    if ((this.size + 1) * 4 > this.numbers.length * 3) this.#grow()
+    let i = this.home(hash)
+    while (this.numbers[i] !== 0) i = (i + 1) & this.mask
+    this.hashes[i] = hash
+    this.numbers[i] = n
+    this.size++
+  }
+
+  /** Empties slot i, moving back what followed it in its run so that every probe still finds it. */
+  removeAt (i: number): void {
+    const { hashes, numbers, mask } = this
+    numbers[i] = 0
+    this.size--
+    for (let j = (i + 1) & mask; numbers[j] !== 0; j = (j + 1) & mask) {
+      const k = this.home(hashes[j]!)
+      // The entry at j may move to i unless its home lies cyclically in (i, j].
+      if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue
+      hashes[i] = hashes[j]!
+      numbers[i] = numbers[j]!
+      numbers[j] = 0
+      i = j
+    }
+  }
+
+  /** Removes the entry (hash, n), if held. */
+  remove (hash: number, n: number): void {
+    for (let i = this.home(hash); this.numbers[i] !== 0; i = (i + 1) & this.mask) {
+      if (this.numbers[i] === n && this.hashes[i] === hash) {
+        this.removeAt(i)
+        return
+      }
+    }
+  }
+
+  #grow (): void {
+    const { hashes, numbers } = this
+    this.hashes = new Float64Array(numbers.length * 2)
+    this.numbers = new Float64Array(numbers.length * 2)
+    this.mask = numbers.length * 2 - 1
+    this.size = 0
+    for (let i = 0; i < numbers.length; i++) {
+      if (numbers[i] !== 0) this.insert(hashes[i]!, numbers[i]!)
+    }
+  }
+}
 
 interface WorkspaceArrivals {
-  /** targetIdentity → arrival number of its key. */
-  readonly numbers: Map<string, number>
+  readonly table: ArrivalTable
   /** The highest arrival number read or written. */
   high: number
   /** The workspace has unkeyed rules under their target key (as of this transaction). */
   targetKeyed: boolean
   /** Entries the next prune looks at: it follows how many it found gone (see prune). */
   pruneBudget: number
+  /** The slot the next prune starts at. */
+  pruneAt: number
 }
 
 /** The least a prune looks at: small beside a pass, and enough to notice that rules lapse. */
@@ -89,26 +164,31 @@ export class ArrivalIndex {
    */
   lookup (dbs: Databases, workspaceId: string, identity: string): string | undefined {
     this.catchUp(dbs, workspaceId, Infinity)
-    const n = this.#workspaces.get(workspaceId)!.numbers.get(identity)
-    if (n === undefined) return undefined
-    const key = arrivalKey(workspaceId, n)
-    return dbs.accessRules.doesExist(key) ? key : undefined
+    const { table } = this.#workspaces.get(workspaceId)!
+    const hash = targetIdentityHash(identity)
+    for (let i = table.home(hash); table.numbers[i] !== 0; i = (i + 1) & table.mask) {
+      if (table.hashes[i] !== hash) continue
+      const key = arrivalKey(workspaceId, table.numbers[i]!)
+      if (holds(dbs, key, identity) === true) return key
+    }
+    return undefined
   }
 
   /**
-   * Reads up to `limit` more of the workspace's arrival keys into its map, from where the map
-   * is; true once none is left (as of this transaction). Outside a write (a slice of a
-   * warm-up) it only adds committed keys, so it never misleads a later write (see lookup).
+   * Reads up to `limit` more of the workspace's arrival keys into its table, from where it is;
+   * true once none is left (as of this transaction). Outside a write (a slice of a warm-up) it
+   * only adds committed keys, so it never misleads a later write (see lookup).
    */
   catchUp (dbs: Databases, workspaceId: string, limit: number): boolean {
     const ws = this.entry(workspaceId)
+    const { table } = ws
     let read = 0
     const range = limit === Infinity ? arrivalRange(workspaceId, ws.high) : { ...arrivalRange(workspaceId, ws.high), limit: limit + 1 }
-    for (const { key, value } of dbs.accessRules.getRange(range)) {
+    for (const { key, value: hash } of dbs.arrivalScan.getRange(range)) {
       // One past the limit says whether any is left; it is read on the next call.
       if (read === limit) return false
-      const n = arrivalNumberOfKey(key)
-      ws.numbers.set(accessRuleTargetIdentity(value), n)
+      const n = key as unknown as number
+      replaceOrInsert(dbs, workspaceId, table, hash, n)
       if (n > ws.high) ws.high = n
       read++
     }
@@ -120,16 +200,43 @@ export class ArrivalIndex {
     this.#workspaces.clear()
   }
 
-  /** @internal The workspace's map, made empty on its first use. */
+  /** @internal The workspace's table, made empty on its first use. */
   entry (workspaceId: string): WorkspaceArrivals {
     let ws = this.#workspaces.get(workspaceId)
     if (ws === undefined) {
-      ws = { numbers: new Map(), high: 0, targetKeyed: false, pruneBudget: MIN_PRUNE }
+      ws = { table: new ArrivalTable(), high: 0, targetKeyed: false, pruneBudget: MIN_PRUNE, pruneAt: 0 }
       this.#workspaces.set(workspaceId, ws)
     }
     return ws
   }
 }
+
+/**
+ * Whether the record under an arrival key is of that target: undefined when there is none.
+ * getBinaryFast: the record is looked at in lmdb-js's buffer, not copied.
+ */
+function holds (dbs: Databases, key: string, identity: string): boolean | undefined {
+  const buf = dbs.accessRules.getBinaryFast(key)
+  return buf === undefined ? undefined : accessRuleTargetIdentity(buf) === identity
+}
+
+/**
+ * A catch-up's entry: takes the slot of an entry of the same hash whose record is gone (the
+ * target stored again under a later number, the old one removed by another process), else a
+ * new one. Another entry of the hash is read only then: rare, a hash is 53 bits.
+ */
+function replaceOrInsert (dbs: Databases, workspaceId: string, table: ArrivalTable, hash: number, n: number): void {
+  for (let i = table.home(hash); table.numbers[i] !== 0; i = (i + 1) & table.mask) {
+    if (table.hashes[i] === hash && !dbs.accessRules.doesExist(arrivalKey(workspaceId, table.numbers[i]!))) {
+      table.numbers[i] = n
+      return
+    }
+  }
+  table.insert(hash, n)
+}
+
+/** One change to a table, logged to be undone: the entry (hash, n) was added (true) or removed. */
+type Change = [table: ArrivalTable, hash: number, n: number, added: boolean]
 
 /** One write transaction's use of the index. */
 export class ArrivalTxn {
@@ -137,8 +244,8 @@ export class ArrivalTxn {
   readonly #dbs: Databases
   readonly #bound: number
   readonly #caughtUp = new Map<string, WorkspaceArrivals>()
-  /** What this transaction changed, in order: [workspace, identity, the number before (undefined: none)]. */
-  readonly #undo: Array<[WorkspaceArrivals, string, number | undefined]> = []
+  /** What this transaction changed, in order. */
+  readonly #undo: Change[] = []
   /** Each workspace's high before this transaction's first write raised it. */
   readonly #highs = new Map<WorkspaceArrivals, number>()
   /** The next arrival number, once this transaction has read the counter. */
@@ -164,26 +271,32 @@ export class ArrivalTxn {
     return ws
   }
 
-  #set (ws: WorkspaceArrivals, identity: string, n: number): void {
-    this.#undo.push([ws, identity, ws.numbers.get(identity)])
-    ws.numbers.set(identity, n)
+  /** Empties slot i of the table, logged. */
+  #removeAt (table: ArrivalTable, i: number): void {
+    this.#undo.push([table, table.hashes[i]!, table.numbers[i]!, false])
+    table.removeAt(i)
   }
 
-  #delete (ws: WorkspaceArrivals, identity: string): void {
-    const n = ws.numbers.get(identity)
-    if (n === undefined) return
-    this.#undo.push([ws, identity, n])
-    ws.numbers.delete(identity)
-  }
-
-  /** The arrival key of the workspace's unkeyed rule of that target, if one is stored. */
+  /**
+   * The arrival key of the workspace's unkeyed rule of that target, if one is stored. Entries of
+   * its hash whose record is gone are dropped on the way.
+   */
   find (workspaceId: string, identity: string): string | undefined {
-    const ws = this.#ws(workspaceId)
-    const n = ws.numbers.get(identity)
-    if (n === undefined) return undefined
-    const key = arrivalKey(workspaceId, n)
-    if (this.#dbs.accessRules.doesExist(key)) return key
-    this.#delete(ws, identity)
+    const { table } = this.#ws(workspaceId)
+    const hash = targetIdentityHash(identity)
+    for (let i = table.home(hash); table.numbers[i] !== 0;) {
+      if (table.hashes[i] === hash) {
+        const key = arrivalKey(workspaceId, table.numbers[i]!)
+        const held = holds(this.#dbs, key, identity)
+        if (held === true) return key
+        if (held === undefined) {
+          // What followed moves back into slot i: look at it again.
+          this.#removeAt(table, i)
+          continue
+        }
+      }
+      i = (i + 1) & table.mask
+    }
     return undefined
   }
 
@@ -203,31 +316,41 @@ export class ArrivalTxn {
     if (this.#next !== 0) this.#dbs.meta.put(META.arrivalNext, this.#next)
   }
 
-  /** A rule was stored under arrivalKey(workspaceId, n). */
+  /** A rule was stored under arrivalKey(workspaceId, n); find found none of its target just before. */
   added (workspaceId: string, identity: string, n: number): void {
     const ws = this.#ws(workspaceId)
-    this.#set(ws, identity, n)
+    const hash = targetIdentityHash(identity)
+    ws.table.insert(hash, n)
+    this.#undo.push([ws.table, hash, n, true])
     if (n > ws.high) {
       if (!this.#highs.has(ws)) this.#highs.set(ws, ws.high)
       ws.high = n
     }
   }
 
-  /** The rule of that target was removed. */
+  /** The rule of that target was removed: drops the entries of its hash whose record is gone. */
   removed (workspaceId: string, identity: string): void {
-    this.#delete(this.#ws(workspaceId), identity)
+    const { table } = this.#ws(workspaceId)
+    const hash = targetIdentityHash(identity)
+    for (let i = table.home(hash); table.numbers[i] !== 0;) {
+      if (table.hashes[i] === hash && !this.#dbs.accessRules.doesExist(arrivalKey(workspaceId, table.numbers[i]!))) {
+        this.#removeAt(table, i)
+        continue
+      }
+      i = (i + 1) & table.mask
+    }
   }
 
   /**
    * After the transaction rolled back (a throw inside it, or its own commit failing): undoes
-   * every change it made, newest first. Only when nothing else changed the map since it began:
+   * every change it made, newest first. Only when nothing else changed the table since it began:
    * right after it, in the same synchronous run.
    */
   revert (): void {
     for (let i = this.#undo.length - 1; i >= 0; i--) {
-      const [ws, identity, n] = this.#undo[i]!
-      if (n === undefined) ws.numbers.delete(identity)
-      else ws.numbers.set(identity, n)
+      const [table, hash, n, added] = this.#undo[i]!
+      if (added) table.remove(hash, n)
+      else table.insert(hash, n)
     }
     this.#undo.length = 0
     for (const [ws, high] of this.#highs) ws.high = high
@@ -235,30 +358,35 @@ export class ArrivalTxn {
   }
 
   /**
-   * Looks at some entries of the workspace, oldest first, dropping those whose record is gone
-   * and moving the others to the end, so that every entry is looked at in turn. How many: four
+   * Looks at some entries of the workspace, slot after slot from where the last prune stopped,
+   * dropping those whose record is gone, so that every entry is looked at in turn. How many: four
    * times as many as the last prune found gone, at least MIN_PRUNE — so while rules lapse at r
    * per pass, it settles where a quarter of what it looks at is gone (about 4r reads a pass, the
-   * map at most a third larger than the live rules), and costs next to nothing when none lapse.
+   * table at most a third larger than the live rules), and costs next to nothing when none lapse.
    * Only a workspace this transaction already caught up: a batch without unkeyed access rules of
-   * a workspace never makes its map be built.
+   * a workspace never makes its table be built.
    */
   prune (workspaceId: string): void {
     const ws = this.#caughtUp.get(workspaceId)
     if (ws === undefined) return
-    const { numbers } = ws
-    let budget = Math.min(ws.pruneBudget, numbers.size)
+    const { table } = ws
+    let budget = Math.min(ws.pruneBudget, table.size)
     let gone = 0
-    for (const [identity, n] of numbers) {
-      if (budget-- <= 0) break
-      numbers.delete(identity)
-      if (this.#dbs.accessRules.doesExist(arrivalKey(workspaceId, n))) numbers.set(identity, n)
-      else {
-        // Logged as the delete it is (a move to the end needs no undo: the order only paces the prune).
-        this.#undo.push([ws, identity, n])
-        gone++
+    let i = ws.pruneAt & table.mask
+    // Each slot once at most: the budget counts entries, the slots between them are empty.
+    for (let slots = table.numbers.length; budget > 0 && slots > 0; slots--) {
+      if (table.numbers[i] !== 0) {
+        budget--
+        if (!this.#dbs.accessRules.doesExist(arrivalKey(workspaceId, table.numbers[i]!))) {
+          // What followed moves back into slot i: look at it again.
+          this.#removeAt(table, i)
+          gone++
+          continue
+        }
       }
+      i = (i + 1) & table.mask
     }
+    ws.pruneAt = i
     ws.pruneBudget = MIN_PRUNE + 4 * gone
   }
 }
