@@ -41,9 +41,9 @@ import { accessRuleTargetIdentity, targetIdentityHash } from './rule-codec.js'
 /**
  * hash → arrival number, several numbers per hash allowed: open addressing with linear probing,
  * deletion by shifting the run back (no tombstones). A number is never 0 (the counter starts at
- * 1): 0 marks an empty slot.
+ * 1): 0 marks an empty slot. Exported for its test only.
  */
-class ArrivalTable {
+export class ArrivalTable {
   hashes: Float64Array
   numbers: Float64Array
   mask: number
