@@ -81,7 +81,7 @@ export function writeAccessRuleKey (w: ByteWriter, workspaceId: string, ruleRef:
   }
 }
 
-const ARRIVAL_DIGITS = 14
+export const ARRIVAL_DIGITS = 14
 
 /**
  * Where a new unkeyed access rule is stored: `n` is the store's arrival counter (arrival-index.ts),

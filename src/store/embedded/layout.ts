@@ -29,6 +29,12 @@ export interface Databases {
   readonly listsByName: Database<string, string>
   /** Identity key (see key-layout.ts) → rule in the form of rule-codec.ts; one entry per identity by construction. */
   readonly accessRules: Database<Buffer, string>
+  /**
+   * The same table, read only, for the arrival index's catch-up (arrival-index.ts) over arrival
+   * keys only: each entry as its arrival number → the hash of its target (rule-codec.ts
+   * accessRuleTargetHash), neither key nor value copied out of LMDB's buffers.
+   */
+  readonly arrivalScan: Database<number, string>
   /** workspace␟change number → what changed (change-log.ts; format 6). */
   readonly accessChanges: Database<Buffer, string>
   /** workspace␟type␟value␟ruleRef → primary key, for keyed access rules only. */

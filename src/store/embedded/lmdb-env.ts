@@ -39,7 +39,9 @@ import { join } from 'node:path'
 import { open, type RootDatabase, type Transaction } from 'lmdb'
 import { ThreatfeedError, isThreatfeedError } from '../../errors.js'
 import { ByteWriter, type FastBuffer } from './byte-writer.js'
+import { ARRIVAL_DIGITS } from './key-layout.js'
 import { STREAM_DIR, type Databases, type StreamDatabases } from './layout.js'
+import { accessRuleTargetHash } from './rule-codec.js'
 
 /** 256 GiB of address space: large enough that the map is not resized while another process
  *  has it open (resizing under a second process is LMDB's least-trodden path), while the file
@@ -93,6 +95,31 @@ const UTF8_KEYS = {
   },
 }
 
+/**
+ * The arrival scan's key encoder (layout.ts Databases#arrivalScan): bounds written as UTF8_KEYS
+ * writes them; a key read back as its arrival number (key-layout.ts arrivalKey: it ends in the
+ * number's hex digits), with no string made.
+ */
+const ARRIVAL_NUMBER_KEYS = {
+  writeKey: UTF8_KEYS.writeKey,
+  readKey (source: FastBuffer, start: number, end: number): number {
+    let n = 0
+    for (let i = end - ARRIVAL_DIGITS; i < end; i++) {
+      const c = source[i]!
+      n = n * 16 + (c <= 57 ? c - 48 : c - 87)
+    }
+    return n
+  },
+}
+
+/** The arrival scan's values: the hash of the record's target, read in lmdb-js's shared buffer (no copy). */
+const TARGET_HASH_VALUES = {
+  encode (): never {
+    throw new TypeError('the arrival scan is read only')
+  },
+  decode: accessRuleTargetHash,
+}
+
 export interface LmdbEnvOptions {
   /** Commit in the calling thread, synchronously (see above); for a thread that only writes. */
   readonly syncWrites?: boolean
@@ -135,6 +162,7 @@ export class LmdbEnv {
         lists: root.openDB('lists', json),
         listsByName: root.openDB('lists-by-name', text),
         accessRules: root.openDB('access-rules', { ...binary, keyEncoder: UTF8_KEYS } as never),
+        arrivalScan: root.openDB('access-rules', { encoder: TARGET_HASH_VALUES, keyEncoder: ARRIVAL_NUMBER_KEYS } as never),
         accessChanges: root.openDB('access-changes', binary),
         accessByTarget: root.openDB('access-by-target', text),
         expressionRules: root.openDB('expression-rules', json),
@@ -348,6 +376,11 @@ export class LmdbEnv {
     } catch (e) {
       throw toStoreError(e)
     }
+  }
+
+  /** Whether this environment commits in the calling thread (LmdbEnvOptions#syncWrites): then no other transaction shares its commits. */
+  get syncWrites (): boolean {
+    return this.#syncWrites
   }
 
   get closed (): boolean {

@@ -156,10 +156,64 @@ export function accessRuleExpiresAt (buf: Buffer): number | null {
 /** A stored rule's target as `type␟value` (key-layout.ts targetIdentity), without decoding the rest. */
 export function accessRuleTargetIdentity (buf: Buffer): string {
   checkFormat(buf)
-  const flags = buf[1]!
   const type = valueOf(TARGET_TYPES, buf[5]!)
-  let at = UPDATED_AT + 16 + ((flags & FLAG.expiresAt) !== 0 ? 8 : 0)
-  at += (flags & FLAG.uuid) !== 0 ? 16 : 4 + buf.readUInt32LE(at)
-  const length = buf.readUInt32LE(at)
-  return type + '\u001f' + buf.toString('utf8', at + 4, at + 4 + length)
+  const at = targetAt(buf)
+  return type + '\u001f' + buf.toString('utf8', at + 4, at + 4 + u32(buf, at))
+}
+
+/** Where a rule's target value is: the offset of its length (u32), its UTF-8 bytes after. */
+function targetAt (buf: Uint8Array): number {
+  const flags = buf[1]!
+  const at = UPDATED_AT + 16 + ((flags & FLAG.expiresAt) !== 0 ? 8 : 0)
+  return at + ((flags & FLAG.uuid) !== 0 ? 16 : 4 + u32(buf, at))
+}
+
+function u32 (buf: Uint8Array, at: number): number {
+  return (buf[at]! | (buf[at + 1]! << 8) | (buf[at + 2]! << 16) | (buf[at + 3]! << 24)) >>> 0
+}
+
+/**
+ * A 53-bit hash of a stored rule's target (its type code and value bytes), read in place: what
+ * the arrival index keys its table by (arrival-index.ts). `bytes` may be lmdb-js's shared read
+ * buffer, longer than the record. Equal to targetIdentityHash of accessRuleTargetIdentity(bytes).
+ */
+export function accessRuleTargetHash (bytes: Uint8Array): number {
+  if (bytes[0] !== FORMAT) throw new RangeError(`access rule of unknown format ${bytes[0]}`)
+  const at = targetAt(bytes)
+  return hashTarget(bytes[5]!, bytes, at + 4, at + 4 + u32(bytes, at))
+}
+
+const identityBytes = Buffer.allocUnsafe(1024)
+
+/** The hash of a target identity (`type␟value`, key-layout.ts targetIdentity): see accessRuleTargetHash. */
+export function targetIdentityHash (identity: string): number {
+  const sep = identity.indexOf('\u001f')
+  const code = codeOf(TARGET_TYPES, identity.slice(0, sep) as TargetType)
+  const value = identity.slice(sep + 1)
+  const bytes = value.length * 3 <= identityBytes.length ? identityBytes : Buffer.allocUnsafe(value.length * 3)
+  return hashTarget(code, bytes, 0, bytes.write(value, 0, 'utf8'))
+}
+
+/**
+ * Two 32-bit FNV-1a lanes (different primes and seeds), each finished with murmur3's mixer, 53
+ * bits of them kept: a number, so the table holds no object. Equal hashes are never taken for
+ * equal targets (the arrival index checks each hit against the record).
+ */
+function hashTarget (code: number, bytes: Uint8Array, start: number, end: number): number {
+  let a = 0x811c9dc5 ^ code
+  let b = 0x3c6ef372 ^ code
+  for (let i = start; i < end; i++) {
+    const c = bytes[i]!
+    a = Math.imul(a ^ c, 0x01000193)
+    b = Math.imul(b ^ c, 0x5bd1e995)
+  }
+  return (mix(a) >>> 0) * 0x200000 + (mix(b ^ (end - start)) >>> 11)
+}
+
+function mix (h: number): number {
+  h ^= h >>> 16
+  h = Math.imul(h, 0x85ebca6b)
+  h ^= h >>> 13
+  h = Math.imul(h, 0xc2b2ae35)
+  return h ^ (h >>> 16)
 }

@@ -10,7 +10,7 @@ import {
   TOMBSTONE_MS, addSweepPass, sweepCut, type AccessRule, type AccessRuleChanges, type AccessRuleInput, type ExpressionRule, type ExpressionRuleInput, type HousekeepingCounters,
   type LapsedTombstone, type Rule, type RuleKind, type RuleStore, type SweepPass, type Target,
 } from '../types.js'
-import { ArrivalIndex } from './arrival-index.js'
+import { ArrivalIndex, NotCaughtUp, type ArrivalTxn } from './arrival-index.js'
 import { ExpiryLogWriter, purgeLog, scrubLog, type PurgeStep } from './expiry-log.js'
 import type { Transaction } from 'lmdb'
 import { CHANGES_KEPT_MS, changesTrimmedKey, trimChanges } from './change-log.js'
@@ -33,8 +33,12 @@ interface SweepStep {
   readonly budget: number
 }
 
-/** Arrival keys per slice of warmArrivals (a few milliseconds). */
+/** Arrival keys per slice of a catch-up outside the lock (#catchUp: a few milliseconds). */
 const WARM_SLICE = 5000
+
+/** Tries of a write whose workspace's arrival identity another writer keeps moving ahead of it
+ *  (NotCaughtUp) before it catches up under the lock: never in practice, but a write must end. */
+const BOUNDED_TRIES = 5
 
 /** Longest slice of a sliced read (accessRulesChangedSince): well under the 5 ms a poll may wait. */
 const SLICE_MS = 0.5
@@ -146,13 +150,16 @@ export class EmbeddedRuleStore implements RuleStore {
   async warmArrivals (): Promise<void> {
     try {
       const workspaces = this.#env.readLatest((dbs) => Array.from(dbs.workspaces.getKeys({})))
-      for (const ws of workspaces) {
-        while (this.#env.readLatest((dbs) => this.#arrivals.warm(dbs, ws, WARM_SLICE))) {
-          await new Promise<void>((resolve) => { setImmediate(resolve) })
-        }
-      }
+      for (const ws of workspaces) await this.#catchUp(ws)
     } catch (e) {
       if (!this.#env.closed) throw e
+    }
+  }
+
+  /** Catches the workspace's arrival identity up to the latest commit, WARM_SLICE keys per read, the event loop free between. */
+  async #catchUp (workspaceId: string): Promise<void> {
+    while (!this.#env.readLatest((dbs) => this.#arrivals.catchUp(dbs, workspaceId, WARM_SLICE))) {
+      await new Promise<void>((resolve) => { setImmediate(resolve) })
     }
   }
 
@@ -230,6 +237,8 @@ export class EmbeddedRuleStore implements RuleStore {
   }
 
   async accessRulesOfTargets (workspaceId: string, targets: readonly Target[]): Promise<AccessRule[]> {
+    // In slices first: the look-up below then reads only what was committed since.
+    await this.#catchUp(workspaceId)
     return this.#env.readLatest((dbs) => {
       const found: AccessRule[] = []
       for (const target of targets) {
@@ -297,22 +306,51 @@ export class EmbeddedRuleStore implements RuleStore {
 
   /**
    * A write transaction with what rule writes need; the expiry log is written before the commit.
-   * One that fails leaves the arrival index empty: it may hold what was rolled back.
+   *
+   * The arrival identity is never built under the write lock: a transaction that finds a
+   * workspace's map more than CATCH_UP_MAX keys behind (NotCaughtUp: the first write of it after
+   * a start, or another process wrote much since) rolls back having written nothing, the map is
+   * caught up in slices of reads, and the transaction runs again.
+   *
+   * A transaction that fails has its changes to the arrival index undone (ArrivalTxn#revert),
+   * synchronously, before lmdb-js runs any other transaction. A commit that fails afterwards
+   * undoes them too when this store commits alone (syncWrites); otherwise the commit held other
+   * transactions' writes, whose changes may have been made on top, and the index is emptied
+   * (rebuilt on its next use, outside the lock).
    */
   async #write<T> (fn: (txn: RuleTxn) => T): Promise<T> {
-    try {
-      return await this.#env.write((dbs) => {
-        const now = Date.now()
-        const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals: this.#arrivals.begin(dbs), now, logged: new Map() }
-        const result = fn(txn)
-        for (const [ws, added] of txn.logged) trimChanges(dbs, ws, now, added, this.#changesKeptMs)
-        txn.log.write(dbs, txn.scratch)
-        txn.arrivals.finish()
-        return result
-      })
-    } catch (e) {
-      this.#arrivals.clear()
-      throw e
+    for (let tries = 1; ; tries++) {
+      let arrivals: ArrivalTxn | null = null
+      let ran = false
+      try {
+        return await this.#env.write((dbs) => {
+          const now = Date.now()
+          arrivals = this.#arrivals.begin(dbs, tries <= BOUNDED_TRIES ? undefined : Infinity)
+          const txn: RuleTxn = { dbs, scratch: this.#env.scratch, keys: this.#env.keys, log: new ExpiryLogWriter(), arrivals, now, logged: new Map() }
+          try {
+            const result = fn(txn)
+            for (const [ws, added] of txn.logged) trimChanges(dbs, ws, now, added, this.#changesKeptMs)
+            txn.log.write(dbs, txn.scratch)
+            txn.arrivals.finish()
+            ran = true
+            return result
+          } catch (e) {
+            arrivals.revert()
+            throw e
+          }
+        })
+      } catch (e) {
+        const behind = NotCaughtUp.of(e)
+        if (behind !== undefined && !this.#env.closed) {
+          await this.#catchUp(behind.workspaceId)
+          continue
+        }
+        if (ran) {
+          if (this.#env.syncWrites) (arrivals as ArrivalTxn | null)?.revert()
+          else this.#arrivals.clear()
+        }
+        throw e
+      }
     }
   }
 }

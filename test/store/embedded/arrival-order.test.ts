@@ -250,3 +250,34 @@ t.test('a target has one identity whether read from a packed batch\'s key or fro
   }
   t.end()
 })
+
+t.test('a failed transaction\'s changes to the identity are undone: each target stays stored once', async (t) => {
+  const bogus = { op: 'bogus' } as unknown as RuleOp
+  const del = (ws: string, target: string): RuleOp => ({ op: 'deleteAccessByTarget', workspaceId: ws, target: ip(target) })
+  // [name, the failing batch, what the same store writes next]: X and Y stored before, Z not.
+  const cases: Array<[string, (ws: string) => RuleOp[], (ws: string) => RuleOp[]]> = [
+    ['a new target, then a throw', (ws) => [upsert(ws, '198.51.100.3/32'), bogus], (ws) => [upsert(ws, '198.51.100.3/32', { action: 'allow' })]],
+    ['a delete, then a throw', (ws) => [del(ws, '198.51.100.1/32'), bogus], (ws) => [upsert(ws, '198.51.100.1/32', { action: 'allow' })]],
+    ['a delete and a store again, then a throw', (ws) => [del(ws, '198.51.100.1/32'), upsert(ws, '198.51.100.1/32'), bogus], (ws) => [upsert(ws, '198.51.100.1/32', { action: 'allow' })]],
+    ['an update, then a throw', (ws) => [upsert(ws, '198.51.100.2/32', { action: 'allow' }), bogus], (ws) => [upsert(ws, '198.51.100.2/32', { action: 'allow' })]],
+  ]
+  for (const sync of [false, true]) {
+    for (const [name, failing, next] of cases) {
+      const dir = await tempDir(t)
+      const ws = freshWorkspaceId()
+      const store = sync ? await openEmbeddedStore(dir, { syncWrites: true }) : await openStore({ kind: 'embedded', dataDir: dir })
+      const label = `${sync ? 'synchronous commits' : 'lmdb-js batches'}: ${name}`
+      await store.applyRuleBatch({ ops: [upsert(ws, '198.51.100.1/32'), upsert(ws, '198.51.100.2/32')] })
+      const before = await rules(store, ws)
+      // In one event turn: lmdb-js runs both in one batch, the second right after the first failed.
+      const [failed, after] = await Promise.allSettled([store.applyRuleBatch({ ops: failing(ws) }), store.applyRuleBatch({ ops: next(ws) })])
+      t.equal(failed.status, 'rejected', `${label}: the batch failed`)
+      t.equal(after.status, 'fulfilled', `${label}: the next one committed`)
+      // Then each target once more, through the same store's identity.
+      await store.applyRuleBatch({ ops: ['198.51.100.1/32', '198.51.100.2/32', '198.51.100.3/32'].map((x) => upsert(ws, x, { action: 'allow' })) })
+      const stored = await rules(store, ws)
+      t.same(stored, ['198.51.100.1/32 allow', '198.51.100.2/32 allow', '198.51.100.3/32 allow'], `${label}: one rule per target (before: ${before.join(', ')})`)
+      await store.close()
+    }
+  }
+})

@@ -5,7 +5,7 @@
 import fc from 'fast-check'
 import t from 'tap'
 import { ByteWriter } from '../../../src/store/embedded/byte-writer.js'
-import { decodeAccessRule, encodeAccessRule } from '../../../src/store/embedded/rule-codec.js'
+import { accessRuleTargetHash, accessRuleTargetIdentity, decodeAccessRule, encodeAccessRule, targetIdentityHash } from '../../../src/store/embedded/rule-codec.js'
 import { CONFIDENCES, SEVERITIES, type AccessRule } from '../../../src/store/types.js'
 
 const text = fc.oneof(fc.string({ maxLength: 80 }), fc.string({ unit: 'binary', maxLength: 300 }), fc.string({ minLength: 60, maxLength: 70 }))
@@ -39,6 +39,30 @@ t.test('a rule comes back exactly as written', async (t) => {
     t.strictSame(back, JSON.parse(JSON.stringify(rule)) as AccessRule)
     return true
   }), { numRuns: 300 })
+})
+
+t.test('a target hashed in its record, and in a larger buffer, equals the hash of its identity', async (t) => {
+  const w = new ByteWriter(16)
+  const hashes = new Map<number, string>()
+  fc.assert(fc.property(ruleArb, (rule) => {
+    w.reset()
+    encodeAccessRule(w, rule, rule.id, rule.createdAt, rule.updatedAt)
+    const record = Buffer.from(w.view())
+    const identity = `${rule.target.type}\u001f${rule.target.value}`
+    t.equal(accessRuleTargetIdentity(record), identity)
+    // lmdb-js hands the arrival scan its shared read buffer: the record, then whatever was there.
+    const shared = Buffer.concat([record, Buffer.alloc(64, 0xab)])
+    t.equal(accessRuleTargetHash(shared), targetIdentityHash(identity), 'in the record')
+    t.equal(accessRuleTargetHash(record), targetIdentityHash(identity), 'in a buffer of its own')
+    hashes.set(targetIdentityHash(identity), identity)
+    return true
+  }), { numRuns: 300 })
+  // Different targets spread (not a promise the index rests on: each hit is checked).
+  const types = ['ip', 'asn', 'country'] as const
+  const seen = new Set<number>()
+  for (const type of types) for (let i = 0; i < 20_000; i++) seen.add(targetIdentityHash(`${type}\u001f10.${i >> 8}.${i & 255}.0/24`))
+  t.equal(seen.size, 60_000, 'no two of 60,000 targets of one hash')
+  t.throws(() => targetIdentityHash('url\u001fx'), TypeError, 'a type it cannot store')
 })
 
 t.test('a rule without an id gets a new random version-4 UUID', async (t) => {
