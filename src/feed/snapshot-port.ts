@@ -6,7 +6,7 @@
  *   main: source swaps a snapshot ──► SnapshotExporter.publish ──► post {seq, lean} to every thread
  *                                                              └─► Atomics.add(generation)
  *   thread: getSnapshot ──► generation moved? ──► receiveMessageOnPort until drained ──► snapshot
- *           first body of a representation ──► {body} request; the poll awaits ◄── main posts the shared bytes
+ *           first body of a representation ──► {body} request, Atomics.wait ≤ 20 ms, then the poll awaits ◄── main posts the shared bytes
  *
  * One switch for all: the exporter posts to every thread before it moves the shared generation,
  * and a replica looks at the generation on every lookup and drains its port synchronously when it
@@ -21,10 +21,11 @@
  *
  * The bytes come with the snapshot when a thread asked for that representation of the feed
  * before (the main thread assembles it at the swap, as it would have at the first request), else
- * on a thread's first answer from it, fetched asynchronously: the poll waiting for them awaits,
- * and the thread answers every other poll meanwhile. It never blocks on the main thread, whose
- * rebuild slices and collections of a heap of millions of rules last tens to hundreds of
- * milliseconds (bench/NOTES.md "bigws": a thread that waited there held every poll it had).
+ * on a thread's first answer from it: the thread waits up to BODY_SYNC_MS for the main thread,
+ * then lets the poll await the bytes and answers every other poll meanwhile. It never blocks
+ * longer on the main thread, whose rebuild slices and collections of a heap of millions of rules
+ * last tens to hundreds of milliseconds (bench/NOTES.md "bigws": a thread that waited there held
+ * every poll it had).
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads'
 import { isThreatfeedError, ThreatfeedError, type ErrorCode } from '../errors.js'
@@ -120,6 +121,8 @@ export interface ReplicaChannels {
   readonly bodies: MessagePort
   /** [0]: the exporter's generation (shared by every thread). */
   readonly generation: SharedArrayBuffer
+  /** [0]: 1 once a body answer is on `bodies` (one per thread). */
+  readonly mailbox: SharedArrayBuffer
 }
 
 const keyOf = (workspaceId: string, feedId: FeedId): string => `${workspaceId}\u0000${feedId}`
@@ -130,11 +133,19 @@ const representationOf = (variantKey: string, gzip: boolean): string => `${varia
 /** How long a poll waits for the main thread to hand over a body before it fails. */
 const BODY_WAIT_MS = 5000
 
+/**
+ * How long a thread blocks for a body before it lets the poll await it instead. A body answered
+ * within it keeps the answer synchronous, so pipelined requests on a connection stay in order
+ * (uWS closes a connection whose next request arrives while an answer is pending); past it, a
+ * busy main thread holds only the polls that need the body, not the thread.
+ */
+const BODY_SYNC_MS = 20
+
 /** The main thread's side: one per process. */
 export class SnapshotExporter {
   readonly #source: SnapshotSource
   readonly #generation = new Int32Array(new SharedArrayBuffer(4))
-  readonly #threads: Array<{ snapshots: MessagePort, bodies: MessagePort }> = []
+  readonly #threads: Array<{ snapshots: MessagePort, bodies: MessagePort, mailbox: Int32Array }> = []
   /** The last message of each feed, for a thread that starts later. */
   readonly #latest = new Map<string, SnapshotMessage>()
   readonly #seqOf = new WeakMap<FeedSnapshot, number>()
@@ -155,9 +166,10 @@ export class SnapshotExporter {
 
   /** The channels of a new thread; it is sent every current snapshot at once. */
   addThread (snapshots: MessagePort, bodies: MessagePort): Omit<ReplicaChannels, 'snapshots' | 'bodies'> {
-    this.#threads.push({ snapshots, bodies })
+    const mailbox = new Int32Array(new SharedArrayBuffer(4))
+    this.#threads.push({ snapshots, bodies, mailbox })
     for (const m of this.#latest.values()) snapshots.postMessage(m)
-    return { generation: this.#generation.buffer as SharedArrayBuffer }
+    return { generation: this.#generation.buffer as SharedArrayBuffer, mailbox: mailbox.buffer as SharedArrayBuffer }
   }
 
   /** Every thread gets the swap before the generation moves (see the header). */
@@ -286,6 +298,8 @@ export class SnapshotExporter {
       reply = { id: m.id, error: toWireError(e) }
     }
     t.bodies.postMessage(reply)
+    Atomics.store(t.mailbox, 0, 1)
+    Atomics.notify(t.mailbox, 0)
   }
 
   /** The bytes in shared memory: as they are, or copied there once. */
@@ -310,7 +324,7 @@ class ReplicaRepresentation implements Representation {
   #body: Uint8Array | null
   #loading: Promise<void> | null = null
 
-  constructor (lean: LeanRepresentation, readonly fetch: () => Promise<Uint8Array>) {
+  constructor (lean: LeanRepresentation, readonly fetch: () => Uint8Array | Promise<Uint8Array>) {
     this.etag = lean.etag
     this.headers = lean.headers
     this.notModifiedHeaders = lean.notModifiedHeaders
@@ -326,10 +340,17 @@ class ReplicaRepresentation implements Representation {
   /** One fetch however many polls wait for it; a failed one is tried again by the next poll. */
   whenBody (): Promise<void> | null {
     if (this.#body !== null) return null
-    this.#loading ??= this.fetch().then((bytes) => { this.#body = bytes }, (e: unknown) => {
-      this.#loading = null
-      throw e
-    })
+    if (this.#loading === null) {
+      const got = this.fetch()
+      if (got instanceof Uint8Array) {
+        this.#body = got
+        return null
+      }
+      this.#loading = got.then((bytes) => { this.#body = bytes }, (e: unknown) => {
+        this.#loading = null
+        throw e
+      })
+    }
     return this.#loading
   }
 }
@@ -344,7 +365,7 @@ class ReplicaVariant implements Variant {
   readonly lastModified: number
   readonly lastModifiedHttp: string
 
-  constructor (lean: LeanVariant, seq: number, key: string, fetch: (seq: number, key: string, gzip: boolean) => Promise<Uint8Array>) {
+  constructor (lean: LeanVariant, seq: number, key: string, fetch: (seq: number, key: string, gzip: boolean) => Uint8Array | Promise<Uint8Array>) {
     this.status = lean.status
     this.contentType = lean.contentType
     this.entries = lean.entries
@@ -365,6 +386,7 @@ const NO_PREFIXES = { v4: new Uint32Array(0), v6: new Uint32Array(0) }
 export class SnapshotReplica {
   readonly #channels: ReplicaChannels
   readonly #generation: Int32Array
+  readonly #mailbox: Int32Array
   readonly #request: (m: ReplicaRequest) => void
   readonly #snapshots = new Map<string, Held>()
   readonly #pending = new Map<number, { resolve: (seq: number) => void, reject: (e: Error) => void }>()
@@ -380,6 +402,7 @@ export class SnapshotReplica {
   constructor (channels: ReplicaChannels, request: (m: ReplicaRequest) => void, touchMs = 1000) {
     this.#channels = channels
     this.#generation = new Int32Array(channels.generation)
+    this.#mailbox = new Int32Array(channels.mailbox)
     this.#request = request
     channels.snapshots.on('message', (m: SnapshotMessage) => { this.#apply(m) })
     channels.bodies.on('message', (m: BodyReply) => { this.#bodyArrived(m) })
@@ -474,7 +497,7 @@ export class SnapshotReplica {
   }
 
   #build (lean: LeanSnapshot): FeedSnapshot {
-    const fetch = (seq: number, key: string, gzip: boolean): Promise<Uint8Array> => this.#fetchBody(seq, key, gzip)
+    const fetch = (seq: number, key: string, gzip: boolean): Uint8Array | Promise<Uint8Array> => this.#fetchBody(seq, key, gzip)
     const variants = new Map<string, Variant>()
     for (const v of lean.variants) variants.set(v.key, new ReplicaVariant(v, lean.seq, v.key, fetch))
     const none = { total: NO_PREFIXES, groups: [] }
@@ -494,16 +517,32 @@ export class SnapshotReplica {
     }
   }
 
-  /** The bytes of one representation, from the main thread; fails after BODY_WAIT_MS. */
-  #fetchBody (seq: number, key: string, gzip: boolean): Promise<Uint8Array> {
+  /**
+   * The bytes of one representation, from the main thread: at once when it answers within
+   * BODY_SYNC_MS, else a promise (the answer arrives on the port's listener); fails after BODY_WAIT_MS.
+   */
+  #fetchBody (seq: number, key: string, gzip: boolean): Uint8Array | Promise<Uint8Array> {
     const id = this.#nextId++
+    Atomics.store(this.#mailbox, 0, 0)
+    this.#request({ type: 'body', id, seq, key, gzip })
+    if (Atomics.wait(this.#mailbox, 0, 0, BODY_SYNC_MS) !== 'timed-out') {
+      // Answers to earlier requests that went asynchronous may come first: they go to their waiters.
+      for (let got = receiveMessageOnPort(this.#channels.bodies); got !== undefined; got = receiveMessageOnPort(this.#channels.bodies)) {
+        const m = got.message as BodyReply
+        if (m.id !== id) {
+          this.#bodyArrived(m)
+          continue
+        }
+        if (m.error !== undefined) throw fromWireError(m.error)
+        return m.body
+      }
+    }
     return new Promise<Uint8Array>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#bodies.delete(id)
         reject(new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error(`no body from the main thread within ${BODY_WAIT_MS} ms`) }))
       }, BODY_WAIT_MS)
       this.#bodies.set(id, { resolve, reject, timer })
-      this.#request({ type: 'body', id, seq, key, gzip })
     })
   }
 

@@ -77,6 +77,7 @@ export interface ThreadData {
   readonly snapshots: MessagePort
   readonly bodies: MessagePort
   readonly generation: SharedArrayBuffer
+  readonly mailbox: SharedArrayBuffer
 }
 
 const devEntry = fileURLToPath(new URL('./front-thread-entry-tsx.mjs', import.meta.url))
