@@ -9,8 +9,7 @@
  */
 import t from 'tap'
 import { spawn } from 'node:child_process'
-import { buildTestSnapshot, startFeedServer, StaticFeedSource, bearer } from '../helpers/feed-server.js'
-import { WORKSPACE_FEED } from '../../src/feed/snapshot-types.js'
+import { startFeedServer, StaticFeedSource, bearer, swapSnapshots } from '../helpers/feed-server.js'
 
 process.env.THREATFEED_HTTP_THREADS = '2'
 
@@ -63,9 +62,7 @@ t.test('polls of bodies asked for before a swap wait for nothing while the main 
   const source = new StaticFeedSource()
   const server = await startFeedServer(() => source)
   t.teardown(() => server.stop())
-  const ws = server.workspace.id
-  const v1 = buildTestSnapshot({ workspaceId: ws, feedId: WORKSPACE_FEED, networks: ['192.0.2.1/32'], lastModified: Date.UTC(2026, 0, 1) })
-  const v2 = buildTestSnapshot({ workspaceId: ws, feedId: WORKSPACE_FEED, networks: ['192.0.2.1/32', '198.51.100.0/24'], lastModified: Date.UTC(2026, 0, 2) })
+  const { v1, v2 } = swapSnapshots(server.workspace.id)
   source.set(v1)
   const newTag = v2.variants.get('plain|v4|block|')!.identity.etag
   const freshBody = Buffer.from(v2.variants.get('dialect_b|v4|block|')!.identity.body).toString('utf8')
