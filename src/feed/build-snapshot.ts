@@ -135,6 +135,11 @@ class SpanRepresentation implements Representation {
     this.#body = r.spans.length === 0 ? EMPTY : r.spans.length === 3 ? viewOf(sources, r.spans, 0) : null
   }
 
+  /** The body's length, without assembling it (a 304, a HEAD, or a client of the other encoding). */
+  get length (): number {
+    return this.#length
+  }
+
   get body (): Uint8Array {
     if (this.#body === null) {
       this.#body = this.#key === null ? this.#assemble() : sharedContent.intern(`b:${this.#key}`, () => this.#assemble())

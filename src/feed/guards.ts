@@ -193,6 +193,8 @@ function withHeader (r: Representation, guard: string): Representation {
   const headers: HeaderList = [...r.headers, ['X-Feed-Held', guard]]
   return {
     get body () { return r.body },
+    // Passed on, so that neither a 304 nor the hand-over to the front-end threads assembles a body.
+    ...(r.length === undefined ? {} : { length: r.length }),
     etag: r.etag,
     headers,
     notModifiedHeaders: r.notModifiedHeaders,

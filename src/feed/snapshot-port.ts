@@ -6,18 +6,26 @@
  *   main: source swaps a snapshot ──► SnapshotExporter.publish ──► post {seq, lean} to every thread
  *                                                              └─► Atomics.add(generation)
  *   thread: getSnapshot ──► generation moved? ──► receiveMessageOnPort until drained ──► snapshot
- *           first body of a variant ──► {body} request + Atomics.wait ◄── main posts the shared bytes
+ *           first body of a representation ──► {body} request, Atomics.wait ≤ 20 ms, then the poll awaits ◄── main posts the shared bytes
  *
  * One switch for all: the exporter posts to every thread before it moves the shared generation,
  * and a replica looks at the generation on every lookup and drains its port synchronously when it
  * moved, so once any thread (the main one included, which swaps in the same tick) has answered
  * from a new snapshot, no thread answers from the old one.
  *
- * One copy of each body: a thread gets headers, tags and dates (small, cloned) at once, and the
- * bytes of a body only when it first sends them, as a view of a SharedArrayBuffer the main
- * thread holds — posting a view of shared memory shares it. A body that is not in shared memory
- * yet is copied there once (build-snapshot.ts assembles into shared memory, so that is only the
- * small bodies cut from a build's local buffer, or a test's snapshots).
+ * One copy of each body: a thread gets headers, tags, dates and lengths (small, cloned) at once,
+ * and the bytes of a body as a view of a SharedArrayBuffer the main thread holds — posting a view
+ * of shared memory shares it. A body that is not in shared memory yet is copied there once
+ * (build-snapshot.ts assembles into shared memory, so that is only the small bodies cut from a
+ * build's local buffer, or a test's snapshots).
+ *
+ * The bytes come with the snapshot when a thread asked for that representation of the feed
+ * before (the main thread assembles it at the swap, as it would have at the first request), else
+ * on a thread's first answer from it: the thread waits up to BODY_SYNC_MS for the main thread,
+ * then lets the poll await the bytes and answers every other poll meanwhile. It never blocks
+ * longer on the main thread, whose rebuild slices and collections of a heap of millions of rules
+ * last tens to hundreds of milliseconds (bench/NOTES.md "bigws": a thread that waited there held
+ * every poll it had).
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads'
 import { isThreatfeedError, ThreatfeedError, type ErrorCode } from '../errors.js'
@@ -38,6 +46,9 @@ interface LeanRepresentation {
   readonly etag: string
   readonly headers: HeaderList
   readonly notModifiedHeaders: HeaderList
+  readonly length: number
+  /** The bytes in shared memory when some thread asked for them in an earlier snapshot of the feed; else null (fetched on first use). */
+  readonly body: Uint8Array | null
 }
 
 interface LeanVariant {
@@ -91,28 +102,44 @@ export type ReplicaRequest =
   | { readonly type: 'shards', readonly id: number, readonly workspaceId: string, readonly feedId: FeedId, readonly of: number }
   | { readonly type: 'fresher', readonly id: number, readonly workspaceId: string, readonly feedId: FeedId, readonly seq: number }
   | { readonly type: 'touch', readonly fetches: ReadonlyArray<readonly [string, FeedId, number]> }
-  | { readonly type: 'body', readonly seq: number, readonly key: string }
+  | { readonly type: 'body', readonly id: number, readonly seq: number, readonly key: string, readonly gzip: boolean }
 
 export type ReplicaReply =
   | { readonly id: number, readonly seq: number, readonly error?: undefined }
   | { readonly id: number, readonly seq?: undefined, readonly error: WireError }
 
+/** The answer to a body request, on the thread's `bodies` port. */
+type BodyReply =
+  | { readonly id: number, readonly body: Uint8Array, readonly error?: undefined }
+  | { readonly id: number, readonly body?: undefined, readonly error: WireError }
+
 /** The shared memory and ports of one thread, made by SnapshotExporter.addThread. */
 export interface ReplicaChannels {
   /** Snapshots, in publish order. */
   readonly snapshots: MessagePort
-  /** Body answers, read synchronously after the mailbox is set. */
+  /** Body answers. */
   readonly bodies: MessagePort
   /** [0]: the exporter's generation (shared by every thread). */
   readonly generation: SharedArrayBuffer
-  /** [0]: 1 once the body answer is on `bodies` (one per thread). */
+  /** [0]: 1 once a body answer is on `bodies` (one per thread). */
   readonly mailbox: SharedArrayBuffer
 }
 
 const keyOf = (workspaceId: string, feedId: FeedId): string => `${workspaceId}\u0000${feedId}`
 
-/** How long a thread waits for the main thread to hand over a body before the request fails. */
+/** A representation of a feed's variant, as the exporter remembers which ones threads asked for. */
+const representationOf = (variantKey: string, gzip: boolean): string => `${variantKey}\u0000${gzip ? 'gzip' : 'identity'}`
+
+/** How long a poll waits for the main thread to hand over a body before it fails. */
 const BODY_WAIT_MS = 5000
+
+/**
+ * How long a thread blocks for a body before it lets the poll await it instead. A body answered
+ * within it keeps the answer synchronous, so pipelined requests on a connection stay in order
+ * (uWS closes a connection whose next request arrives while an answer is pending); past it, a
+ * busy main thread holds only the polls that need the body, not the thread.
+ */
+const BODY_SYNC_MS = 20
 
 /** The main thread's side: one per process. */
 export class SnapshotExporter {
@@ -127,6 +154,8 @@ export class SnapshotExporter {
   readonly #bySeq = new Map<number, WeakRef<FeedSnapshot>>()
   readonly #forget = new FinalizationRegistry<number>((seq) => { if (this.#bySeq.get(seq)?.deref() === undefined) this.#bySeq.delete(seq) })
   readonly #shared = new WeakMap<Uint8Array, Uint8Array>()
+  /** Per feed, the representations some thread asked the bytes of: a new snapshot carries them. */
+  readonly #asked = new Map<string, Set<string>>()
   #seq = 0
   readonly #unsubscribe: () => void
 
@@ -146,8 +175,12 @@ export class SnapshotExporter {
   /** Every thread gets the swap before the generation moves (see the header). */
   publish (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot | null): void {
     const message: SnapshotMessage = { seq: ++this.#seq, workspaceId, feedId, snapshot: snapshot === null ? null : this.#leanOf(snapshot, this.#seq) }
-    if (snapshot === null) this.#latest.delete(keyOf(workspaceId, feedId))
-    else this.#latest.set(keyOf(workspaceId, feedId), message)
+    if (snapshot === null) {
+      this.#latest.delete(keyOf(workspaceId, feedId))
+      this.#asked.delete(keyOf(workspaceId, feedId))
+    } else {
+      this.#latest.set(keyOf(workspaceId, feedId), message)
+    }
     for (const t of this.#threads) t.snapshots.postMessage(message)
     Atomics.add(this.#generation, 0, 1)
   }
@@ -160,7 +193,7 @@ export class SnapshotExporter {
       return
     }
     if (m.type === 'body') {
-      this.#answerBody(index, m.seq, m.key)
+      this.#answerBody(index, m)
       return
     }
     try {
@@ -215,9 +248,18 @@ export class SnapshotExporter {
       return { ...lean, seq }
     }
     const variants: LeanVariant[] = []
+    const asked = this.#asked.get(keyOf(snapshot.workspaceId, snapshot.feedId))
     for (const [key, v] of snapshot.variants) {
-      const rep = (r: Representation): LeanRepresentation => ({ etag: r.etag, headers: r.headers, notModifiedHeaders: r.notModifiedHeaders })
-      variants.push({ key, status: v.status, contentType: v.contentType, entries: v.entries, limit: v.limit, lastModified: v.lastModified, lastModifiedHttp: v.lastModifiedHttp, identity: rep(v.identity), gzip: rep(v.gzip) })
+      // Bytes a thread asked for before are assembled now, as its first request would have had
+      // them assembled: its polls of the new snapshot then wait for nothing.
+      const rep = (r: Representation, gzip: boolean): LeanRepresentation => ({
+        etag: r.etag,
+        headers: r.headers,
+        notModifiedHeaders: r.notModifiedHeaders,
+        length: r.length ?? r.body.byteLength,
+        body: asked?.has(representationOf(key, gzip)) === true ? this.#inShared(r.body) : null,
+      })
+      variants.push({ key, status: v.status, contentType: v.contentType, entries: v.entries, limit: v.limit, lastModified: v.lastModified, lastModifiedHttp: v.lastModifiedHttp, identity: rep(v.identity, false), gzip: rep(v.gzip, true) })
     }
     lean = {
       seq,
@@ -239,16 +281,21 @@ export class SnapshotExporter {
     return lean
   }
 
-  #answerBody (index: number, seq: number, key: string): void {
+  #answerBody (index: number, m: Extract<ReplicaRequest, { type: 'body' }>): void {
     const t = this.#threads[index]
     if (t === undefined) return
-    let reply: { identity: Uint8Array, gzip: Uint8Array } | { error: WireError }
+    let reply: BodyReply
     try {
-      const variant = this.#bySeq.get(seq)?.deref()?.variants.get(key)
-      if (variant === undefined) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error(`snapshot ${seq} variant ${key} is gone`) })
-      reply = { identity: this.#inShared(variant.identity.body), gzip: this.#inShared(variant.gzip.body) }
+      const snapshot = this.#bySeq.get(m.seq)?.deref()
+      const variant = snapshot?.variants.get(m.key)
+      if (snapshot === undefined || variant === undefined) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error(`snapshot ${m.seq} variant ${m.key} is gone`) })
+      const feed = keyOf(snapshot.workspaceId, snapshot.feedId)
+      let asked = this.#asked.get(feed)
+      if (asked === undefined) this.#asked.set(feed, asked = new Set())
+      asked.add(representationOf(m.key, m.gzip))
+      reply = { id: m.id, body: this.#inShared(m.gzip ? variant.gzip.body : variant.identity.body) }
     } catch (e) {
-      reply = { error: toWireError(e) }
+      reply = { id: m.id, error: toWireError(e) }
     }
     t.bodies.postMessage(reply)
     Atomics.store(t.mailbox, 0, 1)
@@ -268,26 +315,43 @@ export class SnapshotExporter {
   }
 }
 
-/** A representation whose body is fetched from the main thread on first read (a view of its shared bytes). */
+/** A representation whose body came with the snapshot, or is fetched from the main thread on first use (a view of its shared bytes). */
 class ReplicaRepresentation implements Representation {
   readonly etag: string
   readonly headers: HeaderList
   readonly notModifiedHeaders: HeaderList
-  #body: Uint8Array | null = null
+  readonly length: number
+  #body: Uint8Array | null
+  #loading: Promise<void> | null = null
 
-  constructor (lean: LeanRepresentation, readonly variant: ReplicaVariant, readonly gzipped: boolean) {
+  constructor (lean: LeanRepresentation, readonly fetch: () => Uint8Array | Promise<Uint8Array>) {
     this.etag = lean.etag
     this.headers = lean.headers
     this.notModifiedHeaders = lean.notModifiedHeaders
+    this.length = lean.length
+    this.#body = lean.body
   }
 
   get body (): Uint8Array {
-    if (this.#body === null) this.variant.fetchBodies()
-    return this.#body!
+    if (this.#body === null) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('a front-end thread read a body before whenBody() settled') })
+    return this.#body
   }
 
-  setBody (bytes: Uint8Array): void {
-    this.#body = bytes
+  /** One fetch however many polls wait for it; a failed one is tried again by the next poll. */
+  whenBody (): Promise<void> | null {
+    if (this.#body !== null) return null
+    if (this.#loading === null) {
+      const got = this.fetch()
+      if (got instanceof Uint8Array) {
+        this.#body = got
+        return null
+      }
+      this.#loading = got.then((bytes) => { this.#body = bytes }, (e: unknown) => {
+        this.#loading = null
+        throw e
+      })
+    }
+    return this.#loading
   }
 }
 
@@ -301,19 +365,15 @@ class ReplicaVariant implements Variant {
   readonly lastModified: number
   readonly lastModifiedHttp: string
 
-  constructor (lean: LeanVariant, readonly seq: number, readonly key: string, readonly fetch: (v: ReplicaVariant) => void) {
+  constructor (lean: LeanVariant, seq: number, key: string, fetch: (seq: number, key: string, gzip: boolean) => Uint8Array | Promise<Uint8Array>) {
     this.status = lean.status
     this.contentType = lean.contentType
     this.entries = lean.entries
     this.limit = lean.limit
     this.lastModified = lean.lastModified
     this.lastModifiedHttp = lean.lastModifiedHttp
-    this.identity = new ReplicaRepresentation(lean.identity, this, false)
-    this.gzip = new ReplicaRepresentation(lean.gzip, this, true)
-  }
-
-  fetchBodies (): void {
-    this.fetch(this)
+    this.identity = new ReplicaRepresentation(lean.identity, () => fetch(seq, key, false))
+    this.gzip = new ReplicaRepresentation(lean.gzip, () => fetch(seq, key, true))
   }
 }
 
@@ -330,6 +390,7 @@ export class SnapshotReplica {
   readonly #request: (m: ReplicaRequest) => void
   readonly #snapshots = new Map<string, Held>()
   readonly #pending = new Map<number, { resolve: (seq: number) => void, reject: (e: Error) => void }>()
+  readonly #bodies = new Map<number, { resolve: (body: Uint8Array) => void, reject: (e: Error) => void, timer: NodeJS.Timeout }>()
   #seen = -1
   #nextId = 0
   readonly #touchTimer: NodeJS.Timeout
@@ -344,6 +405,7 @@ export class SnapshotReplica {
     this.#mailbox = new Int32Array(channels.mailbox)
     this.#request = request
     channels.snapshots.on('message', (m: SnapshotMessage) => { this.#apply(m) })
+    channels.bodies.on('message', (m: BodyReply) => { this.#bodyArrived(m) })
     this.#touchTimer = setInterval(() => { this.#flushTouches() }, touchMs)
     this.#touchTimer.unref()
   }
@@ -392,8 +454,14 @@ export class SnapshotReplica {
     this.#flushTouches()
     this.#channels.snapshots.close()
     this.#channels.bodies.close()
-    for (const w of this.#pending.values()) w.reject(new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error('front-end thread stopping') }))
+    const stopping = (): ThreatfeedError => new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error('front-end thread stopping') })
+    for (const w of this.#pending.values()) w.reject(stopping())
     this.#pending.clear()
+    for (const w of this.#bodies.values()) {
+      clearTimeout(w.timer)
+      w.reject(stopping())
+    }
+    this.#bodies.clear()
   }
 
   #ask (m: ReplicaRequest, id: number): Promise<number> {
@@ -429,7 +497,7 @@ export class SnapshotReplica {
   }
 
   #build (lean: LeanSnapshot): FeedSnapshot {
-    const fetch = (v: ReplicaVariant): void => { this.#fetchBodies(v) }
+    const fetch = (seq: number, key: string, gzip: boolean): Uint8Array | Promise<Uint8Array> => this.#fetchBody(seq, key, gzip)
     const variants = new Map<string, Variant>()
     for (const v of lean.variants) variants.set(v.key, new ReplicaVariant(v, lean.seq, v.key, fetch))
     const none = { total: NO_PREFIXES, groups: [] }
@@ -449,16 +517,42 @@ export class SnapshotReplica {
     }
   }
 
-  /** Blocks this thread until the main thread hands over the variant's two bodies (once per variant). */
-  #fetchBodies (v: ReplicaVariant): void {
+  /**
+   * The bytes of one representation, from the main thread: at once when it answers within
+   * BODY_SYNC_MS, else a promise (the answer arrives on the port's listener); fails after BODY_WAIT_MS.
+   */
+  #fetchBody (seq: number, key: string, gzip: boolean): Uint8Array | Promise<Uint8Array> {
+    const id = this.#nextId++
     Atomics.store(this.#mailbox, 0, 0)
-    this.#request({ type: 'body', seq: v.seq, key: v.key })
-    const waited = Atomics.wait(this.#mailbox, 0, 0, BODY_WAIT_MS)
-    const got = receiveMessageOnPort(this.#channels.bodies)?.message as { identity: Uint8Array, gzip: Uint8Array } | { error: WireError } | undefined
-    if (got === undefined) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error(`no body from the main thread (${waited})`) })
-    if ('error' in got) throw fromWireError(got.error)
-    v.identity.setBody(got.identity)
-    v.gzip.setBody(got.gzip)
+    this.#request({ type: 'body', id, seq, key, gzip })
+    if (Atomics.wait(this.#mailbox, 0, 0, BODY_SYNC_MS) !== 'timed-out') {
+      // Answers to earlier requests that went asynchronous may come first: they go to their waiters.
+      for (let got = receiveMessageOnPort(this.#channels.bodies); got !== undefined; got = receiveMessageOnPort(this.#channels.bodies)) {
+        const m = got.message as BodyReply
+        if (m.id !== id) {
+          this.#bodyArrived(m)
+          continue
+        }
+        if (m.error !== undefined) throw fromWireError(m.error)
+        return m.body
+      }
+    }
+    return new Promise<Uint8Array>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#bodies.delete(id)
+        reject(new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error(`no body from the main thread within ${BODY_WAIT_MS} ms`) }))
+      }, BODY_WAIT_MS)
+      this.#bodies.set(id, { resolve, reject, timer })
+    })
+  }
+
+  #bodyArrived (m: BodyReply): void {
+    const waiter = this.#bodies.get(m.id)
+    if (waiter === undefined) return
+    this.#bodies.delete(m.id)
+    clearTimeout(waiter.timer)
+    if (m.error === undefined) waiter.resolve(m.body)
+    else waiter.reject(fromWireError(m.error))
   }
 
   #flushTouches (): void {

@@ -87,6 +87,16 @@ export interface Representation {
   readonly headers: HeaderList
   /** The headers of a 304 for it (ETag, Last-Modified, Cache-Control, Vary); empty for a 413. */
   readonly notModifiedHeaders: HeaderList
+  /**
+   * For a body that is not in hand yet (a front-end thread's, fetched from the main thread on
+   * first use: feed/snapshot-port.ts): its byte length, known without reading `body`.
+   */
+  readonly length?: number
+  /**
+   * Resolves once `body` can be read without waiting; null when it can now. Absent: always can.
+   * A front-end thread awaits it rather than blocking its event loop on the main thread.
+   */
+  readonly whenBody?: () => Promise<void> | null
 }
 
 export interface Variant {

@@ -182,7 +182,7 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
       writeHead(ex, rep, r.close)
       return
     }
-    counters.bytes(r.gzip, rep.body.byteLength)
+    counters.bytes(r.gzip, rep.length)
     return writeBody(ex, rep, r.close)
   }
 

@@ -36,7 +36,10 @@ export type HeaderBlock = Uint8Array
 
 export interface PreparedRepresentation {
   readonly etag: string
-  readonly body: Uint8Array
+  /** What the body is read from, when it is written (read it only then: it may be fetched first, see `whenBody`). */
+  readonly source: Representation
+  /** The body's byte length. */
+  readonly length: number
   readonly status: 200 | 413
   /** Status line and headers of a GET answer (Content-Length is added by uWS from the body). */
   readonly full: HeaderBlock
@@ -73,12 +76,15 @@ function toBlock (status: string, headers: HeaderList): HeaderBlock {
 
 function prepareRepresentation (variant: Variant, rep: Representation): PreparedRepresentation {
   const status = variant.status === 200 ? STATUS_200 : STATUS_413
+  // The length without the body where it is given: a 304 or a HEAD never waits for the bytes.
+  const length = rep.length ?? rep.body.byteLength
   return {
     etag: rep.etag,
-    body: rep.body,
+    source: rep,
+    length,
     status: variant.status,
     full: toBlock(status, rep.headers),
-    head: toBlock(status, [...rep.headers, ['Content-Length', String(rep.body.byteLength)]]),
+    head: toBlock(status, [...rep.headers, ['Content-Length', String(length)]]),
     notModified: variant.status === 200 && rep.notModifiedHeaders.length > 0 ? toBlock(STATUS_304, rep.notModifiedHeaders) : null,
   }
 }
@@ -158,15 +164,18 @@ export function writeHead (ex: Exchange, rep: PreparedRepresentation, close: boo
 }
 
 /**
- * GET: status, headers and body. Returns a promise only when the socket pushed back; it settles
- * when the last byte is handed to the kernel or the client goes away (so the router's in-flight
- * count and latency cover the whole transfer).
+ * GET: status, headers and body. Returns a promise only when the body is still being fetched (a
+ * front-end thread's first answer from a variant: `Representation.whenBody`) or the socket pushed
+ * back; it settles when the last byte is handed to the kernel or the client goes away (so the
+ * router's in-flight count and latency cover the whole transfer).
  */
 export function writeBody (ex: Exchange, rep: PreparedRepresentation, close: boolean): Promise<void> | undefined {
   if (ex.aborted) return undefined
+  const loading = rep.source.whenBody?.() ?? null
+  if (loading !== null) return loading.then(() => writeBody(ex, rep, close))
   ex.status = rep.status
   const res = ex.res
-  const body = rep.body
+  const body = rep.source.body
   const total = body.byteLength
   let pending: Promise<void> | undefined
   writeCorked(ex, () => {

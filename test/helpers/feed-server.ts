@@ -246,6 +246,14 @@ function renderTestBody (format: string, family: string, action: string, network
   }
 }
 
+/** Two snapshots of a workspace feed to swap: v1 with one network, v2 with a second one added. */
+export function swapSnapshots (workspaceId: string): { v1: FeedSnapshot, v2: FeedSnapshot } {
+  return {
+    v1: buildTestSnapshot({ workspaceId, feedId: '*', networks: ['192.0.2.1/32'], lastModified: Date.UTC(2026, 0, 1) }),
+    v2: buildTestSnapshot({ workspaceId, feedId: '*', networks: ['192.0.2.1/32', '198.51.100.0/24'], lastModified: Date.UTC(2026, 0, 2) }),
+  }
+}
+
 /**
  * Every variant of one feed, built the simple way (the real builder lives in src/feed/): the
  * HTTP layer only needs status, bodies, tags, counts and dates to be consistent.

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Agent, request } from 'node:http'
-import { buildTestSnapshot, startFeedServer, StaticFeedSource, bearer, type FeedServer } from '../helpers/feed-server.js'
+import { buildTestSnapshot, startFeedServer, StaticFeedSource, bearer, swapSnapshots, type FeedServer } from '../helpers/feed-server.js'
 import { startRealServer } from '../helpers/real-server.js'
 import { WORKSPACE_FEED } from '../../src/feed/snapshot-types.js'
 
@@ -37,9 +37,7 @@ t.test('a swap is seen by every thread at once: no old ETag 10 ms after the firs
   const source = new StaticFeedSource()
   const server = await startFeedServer(() => source)
   t.teardown(() => server.stop())
-  const ws = server.workspace.id
-  const v1 = buildTestSnapshot({ workspaceId: ws, feedId: WORKSPACE_FEED, networks: ['192.0.2.1/32'], lastModified: Date.UTC(2026, 0, 1) })
-  const v2 = buildTestSnapshot({ workspaceId: ws, feedId: WORKSPACE_FEED, networks: ['192.0.2.1/32', '198.51.100.0/24'], lastModified: Date.UTC(2026, 0, 2) })
+  const { v1, v2 } = swapSnapshots(server.workspace.id)
   source.set(v1)
   const oldTag = v1.variants.get('plain|v4|block|')!.identity.etag
   const newTag = v2.variants.get('plain|v4|block|')!.identity.etag
