@@ -30,7 +30,7 @@
 import type { AppendedBatch } from '../ingest/batch.js'
 import type { Logger } from '../log.js'
 import type { BatchingStore, RuleBatchResult, RuleOp } from '../store/batch-types.js'
-import { SWEEP_GRAIN_MS, type SweepPass } from '../store/types.js'
+import { sweepCut, type SweepPass } from '../store/types.js'
 import { ApplierLease } from './applier-lease.js'
 import { decodeRecord, toRuleOp } from './apply.js'
 import { HealthTracker, type ConsumerHealth } from './consumer-health.js'
@@ -224,8 +224,10 @@ export class StreamConsumer<Own = never> implements Consumer {
    * the apply's write lock and flush instead of waiting for the lock and flushing on its own,
    * and runs on the consumer's thread, not the server's (bench/NOTES.md, "Sweep: in the
    * consumer's transactions"). While no records come it sweeps in passes of its own. It sweeps
-   * while the last pass left work, and otherwise once a sweep grain (SWEEP_GRAIN_MS: lapsed
-   * rules become sweepable a grain at a time) after the last.
+   * while the last pass left work, and otherwise as soon as a new sweep grain has begun since the
+   * last (SWEEP_GRAIN_MS: lapsed rules become sweepable a grain at a time, so within one grain a
+   * pass that left nothing has nothing more to find; timed from the last pass instead, a rule
+   * could wait two grains).
    */
   setSweep (limit: number | null): void {
     this.#sweepLimit = limit === null ? null : Math.max(1, limit)
@@ -237,7 +239,7 @@ export class StreamConsumer<Own = never> implements Consumer {
   #sweepDue (records: number, behind: boolean): { now: number, limit: number } | undefined {
     if (this.#sweepLimit === null) return undefined
     const now = Date.now()
-    if (now < this.#sweepBackoffUntil || (!this.#sweepMore && now - this.#sweptAt < SWEEP_GRAIN_MS)) return undefined
+    if (now < this.#sweepBackoffUntil || (!this.#sweepMore && sweepCut(now) === sweepCut(this.#sweptAt))) return undefined
     return { now, limit: behind ? Math.max(1, records) : Math.max(this.#sweepLimit, SWEEP_PER_RECORD * records) }
   }
 
