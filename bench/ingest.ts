@@ -58,6 +58,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import { constants, PerformanceObserver } from 'node:perf_hooks'
 import { createInterface } from 'node:readline'
+import { benchServerEnv } from './lib/server-env.js'
 import { cpuTicks, ensureCommand, hasCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import type { StreamAppend } from '../src/store/types.js'
 
@@ -109,17 +110,9 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
     import('../src/config.js'), import('../src/log.js'), import('../src/store/open.js'), import('../src/main.js'), import('../src/pool/thread-priority.js'),
     import('../src/store/api-key.js'), import('../src/stream/consumer.js'), import('node:http'),
   ])
-  const geo = join(repoDir, 'test', 'fixtures', 'geo', 'maxmind')
   const config = loadConfig({
     ...process.env,
-    HOST: '127.0.0.1',
-    PORT: '0',
-    THREATFEED_DATA_DIR: dataDir,
-    THREATFEED_LOG_LEVEL: 'warn',
-    THREATFEED_RATE_LIMIT_RPS: '100000',
-    THREATFEED_RATE_LIMIT_BURST: '100000',
-    THREATFEED_GEO_COUNTRY_DB: join(geo, 'GeoLite2-Country-Test.mmdb'),
-    THREATFEED_GEO_ASN_DB: join(geo, 'GeoLite2-ASN-Test.mmdb'),
+    ...benchServerEnv(dataDir),
     ...(process.env.BENCH_INGEST_HTTP_THREADS === undefined ? {} : { THREATFEED_HTTP_THREADS: process.env.BENCH_INGEST_HTTP_THREADS }),
   })
   // The workspace and its key exist before the start, as in a deployment: a key created after it

@@ -8,13 +8,12 @@
  * argv: <dataDir> <retention> <sweepInterval> <mode on|off> <batchJournalMax> <batchJournalRetention>
  */
 import { readdirSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { loadConfig, parseDuration } from '../../src/config.js'
 import { createLogger } from '../../src/log.js'
 import { startServer } from '../../src/main.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import { Housekeeper, type HousekeeperLog } from '../../src/stream/housekeeping.js'
-import { repoDir } from '../lib/report.js'
+import { benchServerEnv } from '../lib/server-env.js'
 
 /** What the driver asks. */
 export type ToServer = { cmd: 'housekeeping', on: boolean } | { cmd: 'sample', id: number } | { cmd: 'stop' }
@@ -62,22 +61,13 @@ function threadsCpuMs (): Record<string, number> {
   return out
 }
 
-const GEO = join(repoDir, 'test', 'fixtures', 'geo', 'maxmind')
 
 async function main (): Promise<void> {
   const [dataDir, retention, interval, mode, batchJournalMax, batchJournalRetention] = process.argv.slice(2) as [string, string, string, string, string, string]
   const intervalMs = parseDuration(interval)
   if (intervalMs === null) throw new Error(`bad sweep interval ${interval}`)
   const config = loadConfig({
-    HOST: '127.0.0.1',
-    PORT: '0',
-    THREATFEED_DATA_DIR: dataDir,
-    THREATFEED_LOG_LEVEL: 'warn',
-    THREATFEED_RATE_LIMIT_RPS: '100000',
-    THREATFEED_RATE_LIMIT_BURST: '100000',
-    // The test databases: the default ASN database would be built into the data directory.
-    THREATFEED_GEO_COUNTRY_DB: join(GEO, 'GeoLite2-Country-Test.mmdb'),
-    THREATFEED_GEO_ASN_DB: join(GEO, 'GeoLite2-ASN-Test.mmdb'),
+    ...benchServerEnv(dataDir),
     THREATFEED_STREAM_RETENTION: retention,
     THREATFEED_SWEEP_INTERVAL: 'off',
     // Small enough that the batch journal reaches its cap within the run (bench/soak.ts).
