@@ -255,7 +255,13 @@ export class StreamConsumer<Own = never> implements Consumer {
    * passes sweeping as they go.
    */
   async #sweepAlone (): Promise<void> {
-    if (performance.now() < this.#sweepPausedUntil) return
+    const paused = this.#sweepPausedUntil - performance.now()
+    if (paused > 0) {
+      // Woken before the pause ended (a timer may fire up to a millisecond early by this clock,
+      // or another nudge came): the next pass still needs its nudge.
+      this.#nudgeAfter(paused)
+      return
+    }
     const due = this.#sweepDue(0, false)
     if (due === undefined) return
     const started = performance.now()
@@ -269,11 +275,16 @@ export class StreamConsumer<Own = never> implements Consumer {
     if (!this.#sweepMore || this.#stopped) return
     const pause = Math.min(MAX_SWEEP_PAUSE_MS, performance.now() - started)
     this.#sweepPausedUntil = performance.now() + pause
+    this.#nudgeAfter(pause)
+  }
+
+  /** Nudges the consumer once `ms` have passed (the sweep's pause), unless a nudge is already set. */
+  #nudgeAfter (ms: number): void {
     if (this.#sweepTimer !== null) return
     this.#sweepTimer = setTimeout(() => {
       this.#sweepTimer = null
       this.nudge()
-    }, pause)
+    }, Math.ceil(ms))
     this.#sweepTimer.unref()
   }
 

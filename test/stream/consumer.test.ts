@@ -318,24 +318,34 @@ t.test('setSweep: lapsed rules are swept in the apply\'s transaction, in passes 
   const raw = await withStore(t)
   const { store, batches } = watchedApplies(raw)
   const passes: SweepPass[] = []
-  const consumer = new StreamConsumer(store, { pollMs: 30, onSwept: (p) => { passes.push(p) } })
-  await consumer.start()
-  t.teardown(() => consumer.stop())
+  // No poll timer: each consumer reads the stream only when told (poll) or nudged (setSweep, its
+  // own sweep pauses).
+  const opts = { pollMs: 3_600_000, onSwept: (p: SweepPass) => { passes.push(p) } }
+  const idle = new StreamConsumer(store, opts)
+  await idle.start()
+  t.teardown(() => idle.stop())
   await lapsedRules(raw, 'idle', 4, 10)
-  consumer.setSweep(15)
+  idle.setSweep(15)
   // Until the passes are counted: a read can see a pass's commit before the consumer has heard of it.
   const removed = (): number => passes.reduce((n, p) => n + p.removed, 0)
-  for (let i = 0; i < 100 && ((await access(raw, 'idle')).length > 0 || removed() < 40); i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  for (let i = 0; i < 500 && ((await access(raw, 'idle')).length > 0 || removed() < 40); i++) await new Promise((resolve) => setTimeout(resolve, 20))
   t.equal((await access(raw, 'idle')).length, 0, 'swept while nothing was applied')
   t.ok(passes.length >= 2, `in bounded passes (${passes.length})`)
   t.equal(removed(), 40)
+  await idle.stop()
 
-  // A pass of records carries the sweep (setSweep makes one due at once).
+  // A pass of records carries the sweep (setSweep makes one due at once). A consumer of its own,
+  // started with nothing to do, so that nothing wakes it but poll() and setSweep(): the record is
+  // read only after both (an idle consumer's pause timer could otherwise wake a pass that reads
+  // the record as soon as its commit lands — before setSweep — and apply it without a sweep).
+  const consumer = new StreamConsumer(store, opts)
+  await consumer.start()
+  t.teardown(() => consumer.stop())
   await lapsedRules(raw, 'busy', 1, 5)
   const [seq] = await store.stream.append([v1('busy', '{"type":"access_rules","action":"block","ip":"198.51.100.9"}')])
   consumer.poll()
   consumer.setSweep(15)
-  t.equal(await consumer.waitFor(seq!, 2000), true)
+  t.equal(await consumer.waitFor(seq!, 5000), true)
   const applied = batches.filter((b) => b.checkpoint !== undefined)
   t.match(applied.at(-1), { sweep: { now: Number, limit: 15 } }, 'the apply asked for a sweep')
   t.same((await access(raw, 'busy')).map((r) => r.target.value), ['198.51.100.9/32'], 'swept in that transaction')
@@ -344,7 +354,7 @@ t.test('setSweep: lapsed rules are swept in the apply\'s transaction, in passes 
   await lapsedRules(raw, 'off', 1, 5)
   const [seq2] = await store.stream.append([v1('off', '{"type":"access_rules","action":"block","ip":"198.51.100.10"}')])
   consumer.poll()
-  t.equal(await consumer.waitFor(seq2!, 2000), true)
+  t.equal(await consumer.waitFor(seq2!, 5000), true)
   await new Promise((resolve) => setTimeout(resolve, 100))
   t.equal(batches.at(-1)!.sweep, undefined, 'no sweep asked for')
   t.equal((await access(raw, 'off')).length, 6, 'nothing swept')
