@@ -67,7 +67,7 @@ const SERVER_CORE = '0'
 const CLIENT_CORE = '1'
 const benchDir = join(repoDir, 'bench', 'feeds')
 
-type Subject = 'threatfeed' | 'threatfeed (old)' | 'nginx' | 'node:http' | 'uWS floor' | 'uWS per call' | 'threatfeed, shards of 8'
+type Subject = 'threatfeed' | 'threatfeed (old)' | 'nginx' | 'node:http' | 'uWS floor' | 'uWS floor + feed reads' | 'uWS per call' | 'threatfeed, shards of 8'
 
 /** One feed a rotating client polls: its path and the ETag it sends. */
 interface Poll { readonly path: string, readonly etag: string }
@@ -197,7 +197,7 @@ async function startNodeServer (name: 'threatfeed' | 'threatfeed (old)' | 'node:
  * The uWS floor (feeds/serve-uws-floor.ts): threatfeed's 304 and 200 answers (their headers as
  * threatfeed sent them, the bodies nginx serves) with no application code.
  */
-async function startUwsFloor (name: 'uWS floor' | 'uWS per call', raw: Record<Kind, string[]>, bodies: string, tags: { identity: string, gzip: string }, auth: string, env: Record<string, string> = {}): Promise<Server> {
+async function startUwsFloor (name: 'uWS floor' | 'uWS floor + feed reads' | 'uWS per call', raw: Record<Kind, string[]>, bodies: string, tags: { identity: string, gzip: string }, auth: string, env: Record<string, string> = {}): Promise<Server> {
   // uWS writes Date, Content-Length and its own uWebSockets header itself.
   const own = new Set(['date', 'content-length', 'uwebsockets', 'connection'])
   const pairsOf = (rawHeaders: string[]): Array<[string, string]> => {
@@ -206,7 +206,7 @@ async function startUwsFloor (name: 'uWS floor' | 'uWS per call', raw: Record<Ki
     return pairs
   }
   const headers = { 304: pairsOf(raw['304']), identity: pairsOf(raw.identity), gzip: pairsOf(raw.gzip) }
-  const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags(name), '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(headers), FLOOR_BODIES: bodies, FLOOR_CALLS: name === 'uWS per call' ? '1' : '0', PORT: '0', ...env })
+  const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags(name), '--import=tsx', join(benchDir, 'serve-uws-floor.ts')], { ...process.env, FLOOR_HEADERS: JSON.stringify(headers), FLOOR_BODIES: bodies, FLOOR_CALLS: name === 'uWS per call' ? '1' : '0', FLOOR_READS: name === 'uWS floor + feed reads' ? '1' : '0', FLOOR_AUTH: auth, FLOOR_TAGS: JSON.stringify(tags), PORT: '0', ...env })
   const ready = Number(await waitForLine(child, 'READY'))
   // The ETags are threatfeed's (its headers are): a request with one is answered 304.
   return { name, child, port: ready, path: '/v1/threat/feeds', auth, etag: tags.identity, gzipEtag: tags.gzip, idleCpu: 0 }
@@ -325,10 +325,10 @@ interface Case {
 }
 
 const CASES: readonly Case[] = [
-  { name: '304 poll, 16 conns', kind: '304', connections: 16, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS per call'] },
-  { name: '304 poll, 256 conns', kind: '304', connections: 256, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS per call'] },
+  { name: '304 poll, 16 conns', kind: '304', connections: 16, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS floor + feed reads', 'uWS per call'] },
+  { name: '304 poll, 256 conns', kind: '304', connections: 256, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS floor + feed reads', 'uWS per call'] },
   { name: '304 poll, shard of 8, 256 conns', kind: '304', connections: 256, close: false, rotate: true, subjects: ['threatfeed, shards of 8', 'threatfeed'] },
-  { name: '304 poll, new connection per request', kind: '304', connections: 16, close: true, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS per call'] },
+  { name: '304 poll, new connection per request', kind: '304', connections: 16, close: true, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'node:http', 'uWS floor', 'uWS floor + feed reads', 'uWS per call'] },
   { name: '200 gzip, 16 conns', kind: 'gzip', connections: 16, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'uWS floor', 'uWS per call'] },
   { name: '200 gzip, 256 conns', kind: 'gzip', connections: 256, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'uWS floor', 'uWS per call'] },
   { name: '200 identity, 16 conns', kind: 'identity', connections: 16, close: false, subjects: ['threatfeed', 'threatfeed (old)', 'nginx', 'uWS floor', 'uWS per call'] },
@@ -451,7 +451,13 @@ const floorRaw = { 304: notModified.rawHeaders, identity: identity.rawHeaders, g
 const floorTags = { identity: tf.etag, gzip: tf.gzipEtag }
 const floor = await startUwsFloor('uWS floor', floorRaw, join(tmp, 'nginx', 'html'), floorTags, tf.auth)
 const perCall = await startUwsFloor('uWS per call', floorRaw, join(tmp, 'nginx', 'html'), floorTags, tf.auth)
-for (const f of [floor, perCall]) {
+const floorReads = await startUwsFloor('uWS floor + feed reads', floorRaw, join(tmp, 'nginx', 'html'), floorTags, tf.auth)
+{
+  const stranger = await fetchRaw({ ...floorReads, auth: 'Bearer nobody' }, { 'if-none-match': floorReads.gzipEtag, 'accept-encoding': 'gzip' })
+  const wrongTag = await fetchRaw(floorReads, { 'if-none-match': floorReads.etag, 'accept-encoding': 'gzip' })
+  if (stranger.status !== 401 || wrongTag.status !== 200) throw new Error(`${floorReads.name} does not decide by the key and the encoding's ETag (${stranger.status}, ${wrongTag.status})`)
+}
+for (const f of [floor, perCall, floorReads]) {
   for (const [kind, body, raw] of [['identity', identity.body, identity.rawHeaders], ['gzip', gzipped.body, gzipped.rawHeaders]] as const) {
     const r = await fetchRaw(f, kind === 'gzip' ? { 'accept-encoding': 'gzip' } : {})
     if (r.status !== 200 || !r.body.equals(body)) throw new Error(`${f.name} does not serve the same ${kind} bytes (${r.status}, ${r.body.length} B)`)
@@ -461,7 +467,7 @@ for (const f of [floor, perCall]) {
   if (nm.status !== 304 || nm.rawHeaders.length !== notModified.rawHeaders.length) throw new Error(`${f.name} does not answer threatfeed's 304 to an If-None-Match (${nm.status}, ${JSON.stringify(nm.rawHeaders)})`)
 }
 const shards = CASES.some((c) => c.rotate === true && c.name.includes(ONLY)) ? await shardPolls(tf, 8, lines) : null
-const servers: Partial<Record<Subject, Server>> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor, 'uWS per call': perCall, ...(old === null ? {} : { 'threatfeed (old)': old }), ...(shards === null ? {} : { 'threatfeed, shards of 8': shards }) }
+const servers: Partial<Record<Subject, Server>> = { threatfeed: tf, nginx, 'node:http': node, 'uWS floor': floor, 'uWS floor + feed reads': floorReads, 'uWS per call': perCall, ...(old === null ? {} : { 'threatfeed (old)': old }), ...(shards === null ? {} : { 'threatfeed, shards of 8': shards }) }
 process.stderr.write(`bench/feeds: identity ${identity.body.length} B, gzip ${gzipped.body.length} B; ${SECONDS} s per run, ${RUNS} rounds\n`)
 // Each server's CPU with no requests, all measured in the same seconds (after their builds).
 {
@@ -515,6 +521,10 @@ for (const c of ['304 poll, 16 conns', '304 poll, 256 conns'].filter(ran)) {
   race(c, 'uWS floor', 'nginx', null)
   race(c, 'uWS floor', 'node:http', null)
   race(c, 'threatfeed', 'uWS floor', null, at256 ? 1.10 : null)
+  // The same floor making the reads every feed poll must make (the key, the query, the encoding,
+  // the ETag): what is left is threatfeed's own work.
+  race(c, 'threatfeed', 'uWS floor + feed reads', null, at256 ? 1.10 : null)
+  race(c, 'uWS floor + feed reads', 'uWS floor', null)
   race(c, 'threatfeed', 'threatfeed (old)', null)
   race(c, 'uWS floor', 'uWS per call', null)
 }

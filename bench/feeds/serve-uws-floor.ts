@@ -16,6 +16,12 @@
  * header, inside cork — what the floor was before (bench/NOTES.md, "Feeds: the poll path").
  * With FLOOR_ADDRESS=1 it also reads the peer's address per request (res.getRemoteAddress), as
  * consumer tracking must (issue 20): what that read alone costs any uWS front end.
+ * With FLOOR_READS=1 it reads what any front end of a feed poll must read before it may answer
+ * (SPEC: every poll is authenticated, its query names the variant, and the ETag it compares is
+ * the chosen encoding's): the Authorization header, compared with the one key
+ * (FLOOR_AUTH), the query string, Accept-Encoding and If-None-Match, compared with that
+ * encoding's ETag (FLOOR_TAGS), and Connection — the reads threatfeed makes for a 304, with
+ * none of its work behind them (no key lookup, no parsing, no snapshot).
  * Prints `READY <port>`.
  *
  * Usage: FLOOR_HEADERS='{"304":[["ETag","…"],…],"identity":[…],"gzip":[…]}'
@@ -46,8 +52,14 @@ const blocks = {
   gzip: block('200 OK', headers.gzip ?? []),
 }
 const ADDRESS = process.env.FLOOR_ADDRESS === '1'
+const READS = process.env.FLOOR_READS === '1'
+const AUTH = process.env.FLOOR_AUTH ?? ''
+const TAGS = JSON.parse(process.env.FLOOR_TAGS ?? '{"identity":"","gzip":""}') as { identity: string, gzip: string }
+const UNAUTHORIZED = block('401 Unauthorized', [])
 /** Keeps the address reads observable, so no engine can drop them. */
 let addressBytes = 0
+/** Likewise for the query strings read. */
+let queryBytes = 0
 const CONNECTION = Buffer.from('Connection')
 const CLOSE = Buffer.from('close')
 
@@ -83,6 +95,24 @@ function oneBlock (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   else send(res, bodies[kind])
 }
 
+/**
+ * The floor with the reads a feed poll must make (FLOOR_READS=1): the same one-block answer,
+ * decided by comparing the key and the chosen encoding's ETag. The query is read and kept
+ * observable (its length), as a front end must read it to know the variant asked for.
+ */
+function withReads (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
+  const authorized = req.getHeader('authorization') === AUTH
+  const ifNoneMatch = req.getHeader('if-none-match')
+  queryBytes += (req.getQuery() ?? '').length
+  const gzip = req.getHeader('accept-encoding').includes('gzip')
+  const close = req.getHeader('connection').length === 5
+  const kind = !authorized ? null : ifNoneMatch === (gzip ? TAGS.gzip : TAGS.identity) ? '304' : gzip ? 'gzip' : 'identity'
+  res.writeStatus(kind === null ? UNAUTHORIZED : blocks[kind])
+  if (close) res.writeHeader(CONNECTION, CLOSE)
+  if (kind === null || kind === '304' || bodies === null) res.endWithoutBody()
+  else send(res, bodies[kind])
+}
+
 /** The same answer written call by call: the status, one writeHeader per header, inside cork. */
 function callByCall (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   const close = req.getHeader('connection').length === 5
@@ -98,7 +128,7 @@ function callByCall (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
 }
 
 const app = uWS.App()
-app.any('/*', process.env.FLOOR_CALLS === '1' ? callByCall : oneBlock)
+app.any('/*', process.env.FLOOR_CALLS === '1' ? callByCall : READS ? withReads : oneBlock)
 app.listen('127.0.0.1', Number(process.env.PORT ?? 0), (s) => {
   if (s === false) throw new Error('cannot listen')
   process.stdout.write(`READY ${uWS.us_socket_local_port(s)}\n`)
@@ -106,5 +136,6 @@ app.listen('127.0.0.1', Number(process.env.PORT ?? 0), (s) => {
 process.once('SIGTERM', () => {
   app.close()
   if (ADDRESS) process.stderr.write(`address bytes read: ${addressBytes}\n`)
+  if (READS) process.stderr.write(`query bytes read: ${queryBytes}\n`)
   process.exit(0)
 })
