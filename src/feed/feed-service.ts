@@ -1,17 +1,15 @@
 /**
  * Keeps the snapshots of the feeds in use built and fresh, and answers the HTTP side from memory.
  * This module is the service's face (what src/http and src/main call) and its wiring; the work is
- * in four parts, each with one concern:
+ * in three parts, each with one concern, over one FeedRegistry of per-feed state (feed-state.ts):
  *
- *   catalog.ts ──onPoll──► FeedSync (feed-sync.ts)       workspaces, lists, rules revisions, demand
- *                              │ markDirty / tick / release
+ *   catalog.ts ──onPoll──► FeedSync (feed-sync.ts)            workspaces, lists, rules revisions, demand
+ *                              │ markDirty / tick / publish
  *                              ▼
  *                          FeedScheduler (feed-scheduler.ts)  timers, lapses, the swap, onSwap
- *                              │ build          ▲ swap / markDirty / restamp / tick (BuildHooks)
- *                              ▼                │
- *                          FeedBuilder (feed-builder.ts)    slots, rules caught up, guards, render
- *
- *   all three read and write the per-feed state of one FeedRegistry (feed-state.ts).
+ *                              │ build      ▲ swap / markDirty / restamp / tick (BuildHooks)
+ *                              ▼            │
+ *                          FeedBuilder (feed-builder.ts)      slots, rules caught up, guards, render
  *
  * Which feeds are built (DECISIONS §6, README "Decisions beyond the spec"): a feed is built on its
  * first request, at once, with every signal acknowledged before that request (so a new user's
