@@ -1,16 +1,19 @@
 /**
  * What the feed service keeps per workspace and per feed: the snapshot, its build's state and
- * schedule, and the workspace's rules (feed-service.ts reads and writes these fields).
+ * schedule, and the workspace's rules; and the registry of them all by id (FeedRegistry), which
+ * the service's parts share (feed-service.ts wires them; feed-scheduler.ts, feed-builder.ts and
+ * feed-sync.ts read and write these fields).
  */
+import { ThreatfeedError } from '../errors.js'
 import type { ChunkCache } from '../pool/protocol.js'
 import type { Logger } from '../log.js'
-import type { AccessList, GuardSettings, RuleStore } from '../store/types.js'
+import type { AccessList, GuardSettings, ListStore, RuleStore } from '../store/types.js'
 import { FeedGuard } from './guards.js'
 import type { BuiltVersions } from './last-modified.js'
 import type { BuildReason } from './metrics.js'
 import { WorkspaceRuleCache } from './rule-cache.js'
 import { ShardDemand } from './shards.js'
-import type { FeedId, FeedSnapshot } from './snapshot-types.js'
+import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types.js'
 
 /** A snapshot built ahead of the current one's first lapse, swapped in at it (rebuild-schedule.ts). */
 export interface NextSnapshot {
@@ -100,5 +103,53 @@ export class WorkspaceState {
       log.warn({ err: e, workspace: this.id }, 'rule store unavailable; building from the rules in memory')
     }).finally(() => { this.fetching = null })
     return this.fetching
+  }
+}
+
+/** Every workspace's state by id, and its feeds': what the feed service knows of. */
+export class FeedRegistry {
+  readonly workspaces = new Map<string, WorkspaceState>()
+
+  /** The workspace's state, created (with its workspace feed) on first sight. */
+  workspace (id: string): WorkspaceState {
+    let ws = this.workspaces.get(id)
+    if (ws === undefined) {
+      ws = new WorkspaceState(id)
+      ws.feeds.set(WORKSPACE_FEED, new FeedState(id, WORKSPACE_FEED))
+      this.workspaces.set(id, ws)
+    }
+    return ws
+  }
+
+  /** The feed's state if it is known; nothing is created. */
+  feed (workspaceId: string, feedId: FeedId): FeedState | undefined {
+    return this.workspaces.get(workspaceId)?.feeds.get(feedId)
+  }
+
+  /** The feed's state: the workspace feed is created on first sight, a list only once known. */
+  known (workspaceId: string, feedId: FeedId): FeedState | undefined {
+    if (feedId === WORKSPACE_FEED) return this.workspace(workspaceId).feeds.get(WORKSPACE_FEED)
+    return this.feed(workspaceId, feedId)
+  }
+
+  /** A list created since the last admin reload (or an id that is no list of the workspace: TF_ERR_LIST_NOT_FOUND). */
+  async discover (lists: Pick<ListStore, 'get'>, workspaceId: string, listId: string): Promise<FeedState> {
+    const list = await lists.get(listId)
+    if (list === null || list.workspaceId !== workspaceId) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+    const ws = this.workspace(workspaceId)
+    let f = ws.feeds.get(listId)
+    if (f === undefined) {
+      f = new FeedState(workspaceId, listId)
+      ws.feeds.set(listId, f)
+    }
+    f.list ??= list
+    return f
+  }
+
+  /** How many feeds a publish guard holds back (guards.ts). */
+  held (): number {
+    let held = 0
+    for (const ws of this.workspaces.values()) for (const f of ws.feeds.values()) if (f.guard.state.held !== null) held++
+    return held
   }
 }
