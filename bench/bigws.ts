@@ -19,7 +19,8 @@
  * differs for what the fixture holds), which a format-5 build reads and this build upgrades in
  * place at its start. Also reported: each signal POST's time to its answer (acknowledgement), and
  * how many were not 202 — the first write after a start builds the consumer's identity map.
- * BIGWS_CPU_PROF=<dir> writes each server's CPU profile there (node --cpu-prof).
+ * BIGWS_CPU_PROF=<dir> writes each server's CPU profile there (node --cpu-prof). Beside the polls'
+ * latency, the client's own lateness: how late it sent them (its timer, its GC, the cores).
  *
  *   npm run bench bigws
  *   BIGWS_RULES=500000 BIGWS_BASE=/tmp/tf-base npm run bench bigws
@@ -46,6 +47,9 @@ const ROUNDS = Number(process.env.BIGWS_ROUNDS ?? 1)
 const REBUILD_MS = 3000
 const BASE = process.env.BIGWS_BASE
 const CPU_PROF = process.env.BIGWS_CPU_PROF
+/** A poll slower than the target p99.9, and how late the client must have sent it to share the blame, ms. */
+const SLOW_MS = 5
+const LATE_MS = 2
 
 interface Fixture { dir: string, big: string, small: string, bigKey: string, smallKey: string, bigList: string }
 
@@ -135,6 +139,14 @@ interface RunResult {
   steal: number | null
   /** The worst quarter-seconds: [seconds since spawn at the scheduled send, worst latency ms]. */
   worst: Array<[number, number]>
+  /**
+   * The client's own share of the tail: how late it sent polls (its timer or GC held it) —
+   * p99.9 of send time minus scheduled time, ms — and of the polls over SLOW_MS, how many it
+   * sent more than LATE_MS late (a slow poll the server could not have caused alone).
+   */
+  sendLagP999: number
+  slowPolls: number
+  slowSentLate: number
   /** Signal POSTs: time to their answer, p99 and max, ms, and how many were not 202. */
   ackP99: number
   ackMax: number
@@ -212,6 +224,9 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     // targets are across its ten rebuilds.
     const latencies: number[] = []
     const loading: number[] = []
+    const sendLags: number[] = []
+    let slowPolls = 0
+    let slowSentLate = 0
     /** Worst latency per quarter-second of scheduled send time, since spawn. */
     const quarters = new Map<number, number>()
     let errors = 0
@@ -232,13 +247,21 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
         const due = Math.floor((now - t0) * POLLS_PER_S / 1000)
         for (; sent < due; sent++) {
           const scheduled = t0 + sent * 1000 / POLLS_PER_S
+          const lag = now - scheduled
           inFlight++
           pool.request(small).then(async (r) => {
             await r.body.dump()
             if (r.statusCode !== 200) errors++
             const ms = performance.now() - scheduled
             if (Number.isNaN(bigReadyMs) || scheduled - spawned < bigReadyMs) loading.push(ms)
-            else latencies.push(ms)
+            else {
+              latencies.push(ms)
+              sendLags.push(lag)
+              if (ms > SLOW_MS) {
+                slowPolls++
+                if (lag > LATE_MS) slowSentLate++
+              }
+            }
             const q = Math.floor((scheduled - spawned) / 250)
             if (ms > (quarters.get(q) ?? 0)) quarters.set(q, ms)
           }, () => { errors++ }).finally(() => { inFlight-- })
@@ -256,8 +279,10 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     loading.sort((a, b) => a - b)
     const worst = [...quarters].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([q, ms]): [number, number] => [q / 4, Math.round(ms)])
     acks.sort((a, b) => a - b)
+    sendLags.sort((a, b) => a - b)
     return {
       p50: median(latencies), p99: percentile(latencies, 99), p999: percentile(latencies, 99.9), max: latencies[latencies.length - 1] ?? NaN, polls: latencies.length, errors, rebuilds, startupMs, bigReadyMs, loadingP999: percentile(loading, 99.9), loadingMax: loading[loading.length - 1] ?? NaN, loadingPolls: loading.length, peakRssMiB: peakRss, seconds, cpuPerPollUs, mainCpuPerRebuildMs, steal, worst,
+      sendLagP999: percentile(sendLags, 99.9), slowPolls, slowSentLate,
       ackP99: percentile(acks, 99), ackMax: acks[acks.length - 1] ?? NaN, ackFailed,
     }
   } finally {
@@ -301,6 +326,8 @@ for (const [subject, rs] of results) {
   rows.push({ case: c, subject: `${subject}: main-thread CPU per big rebuild (with polls and ingest)`, value: median(rs.map((r) => r.mainCpuPerRebuildMs)), unit: 'ms' })
   rows.push({ case: c, subject: `${subject}: CPU steal`, value: median(rs.map((r) => r.steal ?? NaN)), unit: '%' })
   rows.push({ case: c, subject: `${subject}: big-feed rebuilds seen`, value: Math.min(...rs.map((r) => r.rebuilds)), unit: '' })
+  rows.push({ case: c, subject: `${subject}: client send lag p99.9 (its own share of the tail)`, value: worst((r) => r.sendLagP999), unit: 'ms' })
+  rows.push({ case: c, subject: `${subject}: polls over ${SLOW_MS} ms the client sent over ${LATE_MS} ms late`, value: median(rs.map((r) => 100 * r.slowSentLate / Math.max(1, r.slowPolls))), unit: '%' })
   rows.push({ case: c, subject: `${subject}: signal acknowledgement p99`, value: worst((r) => r.ackP99), unit: 'ms' })
   rows.push({ case: c, subject: `${subject}: signal acknowledgement max`, value: worst((r) => r.ackMax), unit: 'ms' })
   rows.push({ case: c, subject: `${subject}: signals not acknowledged (not 202)`, value: worst((r) => r.ackFailed), unit: '' })

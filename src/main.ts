@@ -26,7 +26,7 @@ import { ThreadedConsumer } from './stream/consumer-thread.js'
 import { Housekeeper, type HousekeeperOptions } from './stream/housekeeping.js'
 import { consumerReadiness } from './stream/consumer-health.js'
 import { createPool } from './pool/pool.js'
-import { backgroundNice, niceThisThread } from './pool/thread-priority.js'
+import { backgroundNice, niceAllThreadsBut } from './pool/thread-priority.js'
 import { FeedService } from './feed/feed-service.js'
 import { StoreCatalog } from './feed/catalog.js'
 import { registerFeedMetrics } from './feed/metrics.js'
@@ -56,6 +56,8 @@ export interface RunningServer {
   readonly threadLost: Promise<Error>
   /** The nice value of the background threads (THREATFEED_BACKGROUND_NICE); null: off. */
   readonly backgroundNice: number | null
+  /** The OS ids of the front-end threads (none with THREATFEED_HTTP_THREADS=1). */
+  readonly frontThreadIds: readonly number[]
 }
 
 /** Worker tasks longer than this are abandoned (their worker replaced); the last snapshot keeps serving. */
@@ -195,6 +197,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     sweeper: sweeper.sweeper ?? null,
     threadLost,
     backgroundNice: nice,
+    frontThreadIds: http.frontThreadIds,
     stop () {
       // Order: stop taking requests and let in-flight ones finish (their writes are awaited),
       // then the background work, then the store, which flushes on close.
@@ -245,10 +248,15 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     process.off('SIGTERM', onEarly)
     process.off('SIGINT', onEarly)
   }
-  // With front-end threads the main thread answers no poll: its reloads and rebuild slices go behind
-  // the threads that do. Only now, once they exist: a thread starts with its creator's nice value.
-  // In `serve` only, since a process that started the server in its own thread (tests) is not the server's.
-  if (config.httpThreads >= 2) niceThisThread(server.backgroundNice)
+  // With front-end threads no other thread answers a poll: the main thread (reloads, rebuild
+  // slices) and the threads the runtime started before us (V8's GC and compile helpers, libuv's
+  // pool: thread-priority.ts) go behind those that do. Only now, once they exist: a thread starts
+  // with its creator's nice value. In `serve` only, since a process that started the server in
+  // its own thread (tests) is not the server's.
+  if (server.frontThreadIds.length > 0 && server.backgroundNice !== null) {
+    const lowered = niceAllThreadsBut(server.backgroundNice, new Set(server.frontThreadIds))
+    log.info({ nice: server.backgroundNice, lowered, kept: server.frontThreadIds }, 'background threads niced')
+  }
   // SIGHUP re-reads the TLS files (README "HTTPS"); without TLS it keeps Node's default (exit).
   const onHangUp = (): void => { void server.reloadTls('SIGHUP') }
   if (config.tls !== null) process.on('SIGHUP', onHangUp)

@@ -1,13 +1,15 @@
 /**
  * `threatfeed serve` as a process: answers /readyz, creates its data directory, and on SIGTERM
- * stops and exits 0 well within 10 s (DECISIONS §6).
+ * stops and exits 0 well within 10 s (DECISIONS §6); with front-end threads only they keep the
+ * process's priority (src/pool/thread-priority.ts).
  */
 import t, { type Test } from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
+import { NICE_MAX, currentNice } from '../src/pool/thread-priority.js'
 
 t.test('serve starts, answers, and stops on SIGTERM with exit 0', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'tf-serve-'))
@@ -98,4 +100,40 @@ t.test('a second SIGTERM during the stop does not end the process half way: exit
   t.same(await exited, [0, null], 'exit code 0, not ended by the second signal')
   t.equal(logs.filter((l) => l.msg === 'shutting down').length, 1, 'one stop')
   t.ok(logs.some((l) => l.msg === 'stopped'), 'logged the stop')
+})
+
+/** [tid, nice] of each thread of a process (field 19 of its stat line, counted after the command name). */
+function threadNices (pid: number): Array<[number, number]> {
+  return readdirSync(`/proc/${pid}/task`).flatMap((tid): Array<[number, number]> => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+      return [[Number(tid), Number(stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[16])]]
+    } catch {
+      return [] // ended meanwhile
+    }
+  })
+}
+
+const base = currentNice()
+t.test('with front-end threads, every other thread — the runtime\'s own too — runs at the background nice', {
+  skip: process.platform !== 'linux' ? 'per-thread nice values are read from Linux /proc' : base >= NICE_MAX - 3 ? `at nice ${base} there is no lower priority to tell the threads apart` : false,
+}, async (t) => {
+  const background = Math.min(NICE_MAX, base + 3)
+  let seen: { kept: number[], nices: Array<[number, number]> } | null = null
+  const { exited, logs } = serveWithThreads(t, (rec, _logs, child) => {
+    if (rec.msg !== 'background threads niced') return
+    seen = { kept: rec.kept as number[], nices: threadNices(child.pid!) }
+    child.kill('SIGTERM')
+  }, { THREATFEED_BACKGROUND_NICE: '3' })
+  t.same(await exited, [0, null], 'exit code 0')
+  t.ok(seen !== null, `logged the sweep (${logs.map((l) => l.msg).join(', ')})`)
+  const { kept, nices } = seen!
+  t.equal(kept.length, 2, 'the two front-end threads kept')
+  const byTid = new Map(nices)
+  for (const tid of kept) t.equal(byTid.get(tid), base, `front-end thread ${tid} at the process's nice ${base}`)
+  const others = nices.filter(([tid]) => !kept.includes(tid))
+  // main, V8's four platform workers, its delayed-task thread, the inspector's signal thread,
+  // libuv's pool, the consumer thread and the build workers: more than ten, whatever the versions.
+  t.ok(others.length >= 8, `${others.length} other threads`)
+  t.same(others.filter(([, n]) => n !== background), [], `every other thread at ${background}`)
 })

@@ -76,6 +76,8 @@ export interface HttpServer {
   inflight (): number
   /** What each front-end thread other than this one counted (empty with one thread): which thread answered what. */
   threadMetrics (): Promise<ThreadMetrics[]>
+  /** The OS ids of the front-end threads (pool/thread-priority.ts `threadId`); empty without them. */
+  readonly frontThreadIds: readonly number[]
 }
 
 export interface HttpServerOptions {
@@ -224,6 +226,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
       reloadTls: (reason) => listeners.reloadTls(reason),
       inflight: () => inflight,
       threadMetrics: async () => [],
+      frontThreadIds: [],
       close: (graceMs) => drain(graceMs),
     }
   }
@@ -282,6 +285,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
     },
     inflight: () => inflight,
     threadMetrics: async () => threads === null ? [] : await threads.metrics(),
+    frontThreadIds: threads?.tids ?? [],
     async close (graceMs) {
       // The threads drain first: what they forward is answered here, on the internal listener.
       listeners.stopListening()

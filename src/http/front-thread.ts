@@ -8,6 +8,7 @@ import { createLogger } from '../log.js'
 import { ThreatfeedError } from '../errors.js'
 import { CatalogReplica } from '../feed/catalog-port.js'
 import { SnapshotReplica } from '../feed/snapshot-port.js'
+import { threadId } from '../pool/thread-priority.js'
 import type { Store } from '../store/types.js'
 import { startHttpServer, type HttpContext } from './app.js'
 import { Authenticator } from './auth.js'
@@ -119,5 +120,5 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
   }
   process.on('uncaughtException', die)
   process.on('unhandledRejection', die)
-  port.postMessage({ type: 'ready' } satisfies FromThread)
+  port.postMessage({ type: 'ready', tid: threadId() } satisfies FromThread)
 }

@@ -46,7 +46,8 @@ export type RelayedPoll = readonly [PollFacts, number, string | null, number]
 /** Posted by a thread to the main thread. */
 export type FromThread =
   | ReplicaRequest
-  | { readonly type: 'ready' }
+  /** Listening; `tid`: the thread's OS id (pool/thread-priority.ts `threadId`), null where unknown. */
+  | { readonly type: 'ready', readonly tid: number | null }
   | { readonly type: 'failed', readonly message: string }
   | { readonly type: 'polls', readonly polls: readonly RelayedPoll[] }
   | { readonly type: 'metrics', readonly id: number, readonly metrics: ThreadMetrics }
@@ -115,6 +116,8 @@ interface ThreadHandle {
   readonly worker: Worker
   readonly closed: Promise<void>
   exited: boolean
+  /** The thread's OS id, once it said it listens (null: not yet, or unknown). */
+  tid: number | null
 }
 
 export interface FrontEndThreadsOptions {
@@ -173,6 +176,11 @@ export class FrontEndThreads {
 
   get size (): number {
     return this.#threads.length
+  }
+
+  /** The OS ids of the threads that told theirs: the threads answering polls, kept at the process's priority. */
+  get tids (): number[] {
+    return this.#threads.flatMap((t) => t.tid === null ? [] : [t.tid])
   }
 
   /**
@@ -253,6 +261,7 @@ export class FrontEndThreads {
       index: index + 1,
       worker,
       exited: false,
+      tid: null,
       closed: new Promise<void>((resolve) => {
         worker.once('exit', (code) => {
           handle.exited = true
@@ -270,7 +279,7 @@ export class FrontEndThreads {
       worker.once('exit', (code) => { clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [`front-end thread ${index + 1} exited (${code}) while starting`])) })
       worker.on('message', (m: FromThread) => {
         switch (m.type) {
-          case 'ready': started = true; clearTimeout(timer); resolve(); return
+          case 'ready': started = true; handle.tid = m.tid; clearTimeout(timer); resolve(); return
           case 'died': died = m.message; return
           case 'failed': clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [m.message])); return
           case 'polls':

@@ -13,7 +13,15 @@
  * Values are relative to the process's own at start (`backgroundNice`), so a server started under
  * `nice -n 5` keeps the same order. A thread is never raised: a supervisor that niced the whole
  * process further is not undone, and a thread never gets ahead of the front-end threads.
+ *
+ * Threads the runtime starts before any code of ours runs keep the process's value unless named:
+ * V8's platform workers (concurrent marking, parallel scavenges and compiles for every isolate —
+ * most of it for the main thread's heap of millions of rules), its delayed-task thread, the
+ * inspector's signal thread and libuv's threadpool. `niceAllThreadsBut` nices them by thread id
+ * once the threads answering polls exist (bench/NOTES.md "Who runs while a front-end thread
+ * waits").
  */
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { getPriority, setPriority } from 'node:os'
 
 /** The lowest priority there is (the highest nice value). */
@@ -54,4 +62,58 @@ export function niceThisThread (nice: number | null): number {
     return now
   }
   return currentNice()
+}
+
+/**
+ * The calling thread's id as the OS knows it (Linux: the tid `/proc/thread-self` names), for
+ * `niceAllThreadsBut`; null where there is no such file.
+ */
+export function threadId (): number | null {
+  try {
+    const link = readlinkSync('/proc/thread-self') // "<pid>/task/<tid>"
+    return Number(link.slice(link.lastIndexOf('/') + 1))
+  } catch {
+    return null
+  }
+}
+
+/** Field 19 (nice) of a thread's /proc stat line; fields are counted after the command name, which may hold spaces. */
+function niceOfThread (tid: number): number {
+  const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[16])
+}
+
+/**
+ * Gives every thread of the process but `keep` the nice value `nice`, unless it already runs at
+ * that priority or lower; returns how many it lowered. Linux only (elsewhere a nice value is the
+ * process's: 0). A thread that ended meanwhile, or that the OS refuses to change, is left.
+ *
+ * Linux's setpriority(PRIO_PROCESS, tid) names one thread (os.setPriority passes the id through),
+ * so this reaches the threads no code of ours runs on. Threads started later take their
+ * creator's value: those the main thread or a niced worker starts are niced already.
+ *
+ * @example
+ *   niceAllThreadsBut(nice, frontEndThreadIds) // after the front-end threads started
+ */
+export function niceAllThreadsBut (nice: number | null, keep: ReadonlySet<number>): number {
+  if (nice === null) return 0
+  let tids: string[]
+  try {
+    tids = readdirSync('/proc/self/task')
+  } catch {
+    return 0
+  }
+  let lowered = 0
+  for (const name of tids) {
+    const tid = Number(name)
+    if (keep.has(tid)) continue
+    try {
+      if (niceOfThread(tid) >= nice) continue
+      setPriority(tid, nice)
+      lowered++
+    } catch {
+      // Gone, or not ours to change: it keeps its value.
+    }
+  }
+  return lowered
 }
