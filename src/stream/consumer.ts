@@ -142,12 +142,12 @@ const DEFAULT_BATCH_SIZE = 4000
  * first. The removals are what a sweep costs — each a page at a random place of the rule table
  * for the commit to write — so they are paced by what is applied, not run flat out.
  *
- * A pass with records behind it removes lapses only: the budget they leave is not spent scrubbing later buckets'
- * stale references (RuleBatch#sweep `scrub`). Under a sustained load there are no lapses, so the
- * scrub had the whole budget — a read of one rule per record applied, never stale, since the log
- * grows at the rate it was read — and it was a sixth of the pass (bench/NOTES.md, "Ingest: 16 in
- * flight, the consumer's pass"). A stale reference waits for a pass with nothing behind it, a
- * sweep pass of its own, or the purge when its bucket ends.
+ * A pass with records behind it removes lapses only: the budget they leave is not spent
+ * scrubbing later buckets' stale references (RuleBatch#sweep `scrub`). Under a sustained load
+ * there are no lapses, so the scrub had the whole budget — a read of one rule per record applied,
+ * never stale, since the log grows at the rate it was read — and it was a sixth of the pass
+ * (bench/NOTES.md, "Ingest: 16 in flight, the consumer's pass"). A stale reference waits for a
+ * pass with nothing behind it, a sweep pass of its own, or the purge when its bucket ends.
  */
 const SWEEP_PER_RECORD = 2
 
