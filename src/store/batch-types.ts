@@ -47,9 +47,11 @@ export interface RuleBatch<Op = RuleOp> {
   /**
    * Also one sweep pass (RuleStore#sweepLapsed with these arguments) after the ops, in the same
    * transaction, when the store can (the embedded store: its consumer sweeps in the commits it
-   * makes anyway); a store that cannot ignores it and its result has no `swept`.
+   * makes anyway); a store that cannot ignores it and its result has no `swept`. `scrub: false`:
+   * the pass removes lapsed rules only, and leaves the budget they do not use unspent instead of
+   * scrubbing stale references of later buckets with it (the consumer, while records wait).
    */
-  readonly sweep?: { readonly now: number, readonly limit: number }
+  readonly sweep?: { readonly now: number, readonly limit: number, readonly scrub?: boolean }
 }
 
 export interface RuleBatchResult {

@@ -141,6 +141,13 @@ const DEFAULT_BATCH_SIZE = 4000
  * records waiting behind it sweeps n at most: it keeps pace with the lapses, and applying comes
  * first. The removals are what a sweep costs — each a page at a random place of the rule table
  * for the commit to write — so they are paced by what is applied, not run flat out.
+ *
+ * A pass with records behind it removes lapses only: the budget they leave is not spent
+ * scrubbing later buckets' stale references (RuleBatch#sweep `scrub`). Under a sustained load
+ * there are no lapses, so the scrub had the whole budget — a read of one rule per record applied,
+ * never stale, since the log grows at the rate it was read — and it was a sixth of the pass
+ * (bench/NOTES.md, "Ingest: 16 in flight, the consumer's pass"). A stale reference waits for a
+ * pass with nothing behind it, a sweep pass of its own, or the purge when its bucket ends.
  */
 const SWEEP_PER_RECORD = 2
 
@@ -236,11 +243,11 @@ export class StreamConsumer<Own = never> implements Consumer {
   }
 
   /** The sweep a pass of `records` records carries, if one is due; `behind`: more records wait. */
-  #sweepDue (records: number, behind: boolean): { now: number, limit: number } | undefined {
+  #sweepDue (records: number, behind: boolean): { now: number, limit: number, scrub: boolean } | undefined {
     if (this.#sweepLimit === null) return undefined
     const now = Date.now()
     if (now < this.#sweepBackoffUntil || (!this.#sweepMore && sweepCut(now) === sweepCut(this.#sweptAt))) return undefined
-    return { now, limit: behind ? Math.max(1, records) : Math.max(this.#sweepLimit, SWEEP_PER_RECORD * records) }
+    return behind ? { now, limit: Math.max(1, records), scrub: false } : { now, limit: Math.max(this.#sweepLimit, SWEEP_PER_RECORD * records), scrub: true }
   }
 
   #sweepDone (pass: SweepPass, now: number): void {

@@ -347,7 +347,7 @@ t.test('setSweep: lapsed rules are swept in the apply\'s transaction, in passes 
   consumer.setSweep(15)
   t.equal(await consumer.waitFor(seq!, 5000), true)
   const applied = batches.filter((b) => b.checkpoint !== undefined)
-  t.match(applied.at(-1), { sweep: { now: Number, limit: 15 } }, 'the apply asked for a sweep')
+  t.match(applied.at(-1), { sweep: { now: Number, limit: 15, scrub: true } }, 'the apply asked for a sweep, scrubbing with what its lapses leave')
   t.same((await access(raw, 'busy')).map((r) => r.target.value), ['198.51.100.9/32'], 'swept in that transaction')
 
   consumer.setSweep(null)
@@ -358,6 +358,32 @@ t.test('setSweep: lapsed rules are swept in the apply\'s transaction, in passes 
   await new Promise((resolve) => setTimeout(resolve, 100))
   t.equal(batches.at(-1)!.sweep, undefined, 'no sweep asked for')
   t.equal((await access(raw, 'off')).length, 6, 'nothing swept')
+})
+
+t.test('a pass with records waiting behind it sweeps lapses and does not scrub; the pass after it, with none behind, may', async (t) => {
+  const raw = await withStore(t)
+  const { store, batches } = watchedApplies(raw)
+  // Passes of at most 5 records, gathered for up to 3 s: the three batches below, offered
+  // together, make one pass of the first two with the third behind it, then one of the third.
+  const consumer = new StreamConsumer(store, { pollMs: 10_000, batchSize: 5, gatherMs: 3000 })
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  // Lapses in entries of 10: each sweep pass reads at least one whole, so every pass leaves more
+  // (the sweep passes of its own made before the batches arrive take a few of them).
+  await lapsedRules(raw, 'lapsed', 40, 10)
+  const { SignalIngester } = await import('../../src/ingest/batch.js')
+  const ingester = new SignalIngester({ stream: store.stream, checks: { asnExists: null, checkExpressions: true }, onAppended: (b) => { consumer.offer(b) } })
+  const body = (n: number) => Buffer.from(JSON.stringify([n, n + 1].map((i) => ({ type: 'access_rules', action: 'block', ip: `192.0.2.${i}` }))))
+  consumer.setSweep(1)
+  // At once after it: while the consumer gathers the batches, it makes no sweep pass of its own.
+  const outcomes = await Promise.all([ingester.ingest('v1', 'w', body(1)), ingester.ingest('v1', 'w', body(3)), ingester.ingest('v1', 'w', body(5))])
+  // The third waits out the gather (3 s) on its own.
+  t.equal(await consumer.waitFor(outcomes[2]!.seqs.at(-1)!, 10_000), true)
+  const applies = batches.filter((b) => b.ops.length > 0 && b.checkpoint !== undefined)
+  t.same(applies.map((b) => b.ops.length), [4, 2], 'two passes: two batches, then the third')
+  t.match(applies[0]!.sweep, { limit: 4, scrub: false }, 'behind: a budget of its records, lapses only')
+  t.match(applies[1]!.sweep, { limit: 4, scrub: true }, 'none behind: twice its records, the rest scrubbing')
+  t.equal((await access(raw, 'w')).length, 6, 'every entry applied')
 })
 
 t.test('an apply whose sweep fails is retried without it: applying never waits on the sweep', async (t) => {

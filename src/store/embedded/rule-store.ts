@@ -192,11 +192,11 @@ export class EmbeddedRuleStore implements RuleStore {
    * sweeps in the transactions it commits anyway — no write lock of its own to wait for, and no
    * flush of its own (bench/NOTES.md, "Sweep: in the consumer's transactions").
    */
-  #sweepIn (txn: RuleTxn, now: number, limit: number): SweepStep {
+  #sweepIn (txn: RuleTxn, now: number, limit: number, scrubs = true): SweepStep {
     const budget = Math.max(1, limit)
     const swept = this.#purge(txn, sweepCut(now), undefined, budget)
     let scrub: PurgeStep | null = null
-    if (swept.scanned < budget) {
+    if (scrubs && swept.scanned < budget) {
       scrub = scrubLog(txn.dbs, txn.scratch, lapseTarget(txn, () => {}), this.#scrubAfter, budget - swept.scanned)
     }
     const tombstonesDropped = dropTombstones(txn.dbs, now - TOMBSTONE_MS, this.#tombstoneMax, budget)
@@ -262,7 +262,7 @@ export class EmbeddedRuleStore implements RuleStore {
       const applied = this.#applyIn(txn, batch)
       // After the ops: a rule this batch refreshed is no longer lapsed. Not when the checkpoint
       // moved under us: that transaction must change nothing (the consumer reads on and retries).
-      if (applied.applied && batch.sweep !== undefined) sweep = this.#sweepIn(txn, batch.sweep.now, batch.sweep.limit)
+      if (applied.applied && batch.sweep !== undefined) sweep = this.#sweepIn(txn, batch.sweep.now, batch.sweep.limit, batch.sweep.scrub !== false)
       return applied
     })
     return sweep === null ? result : { ...result, swept: this.#swept(sweep) }

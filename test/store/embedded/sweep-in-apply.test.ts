@@ -56,3 +56,31 @@ t.test('a batch whose checkpoint moved applies nothing and sweeps nothing', asyn
   t.same(result, { applied: false, checkpoint: 5, upserted: 0, deleted: 0 })
   t.equal((await store.rules.list(ws, 'access_rule')).length, 10)
 })
+
+t.test('a sweep with scrub: false removes lapses only; the stale references of later buckets wait for one that scrubs', async (t) => {
+  const store = await fresh(t)
+  const ws = freshWorkspaceId()
+  const hour = Math.floor(Date.now() / SWEEP_GRAIN_MS) * SWEEP_GRAIN_MS + 3_600_000
+  // Ten rules logged in a bucket an hour away, then moved to the next bucket: their first
+  // references are stale, in a bucket that has not ended (the purge does not reach them).
+  await store.applyRuleBatch({ ops: Array.from({ length: 10 }, (_, i) => upsert(ws, i, hour)) })
+  await store.applyRuleBatch({ ops: Array.from({ length: 10 }, (_, i) => upsert(ws, i, hour + SWEEP_GRAIN_MS)) })
+  await lapsedIn(store, ws, 3)
+  const cases = [
+    { description: 'scrub: false: the lapses, no scrub', scrub: false as boolean | undefined, expected: { removed: 3, staleCleaned: 0 } },
+    { description: 'scrub absent: the rest of the budget scrubs', scrub: undefined, expected: { removed: 0, staleCleaned: 10 } },
+  ]
+  let seq = 1
+  for (const { description, scrub, expected } of cases) {
+    const sweep = { now: Date.now(), limit: 100, ...(scrub === undefined ? {} : { scrub }) }
+    const result = await store.applyRuleBatch({ ops: [], checkpoint: { consumer: 'rules', seq, expected: seq - 1 }, sweep })
+    seq++
+    t.match(result.swept, expected, description)
+  }
+  t.equal((await store.rules.list(ws, 'access_rule')).length, 10, 'the moved rules stay')
+})
+
+/** `n` rules of `ws` that lapsed before the current sweep grain, in one transaction. */
+async function lapsedIn (store: BatchingStore, ws: string, n: number): Promise<void> {
+  await store.applyRuleBatch({ ops: Array.from({ length: n }, (_, i) => upsert(ws, 200 + i, lapsed())) })
+}
