@@ -103,10 +103,10 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
   // The server as `threatfeed serve` starts it (src/main.ts runServer): every component, the
   // front-end threads (THREATFEED_HTTP_THREADS, default the number of cores) handing each signal
   // to the main thread, the consumer thread and the pool's workers at the background nice value,
-  // and with two or more front-end threads the main thread niced too. Only the geo databases are
+  // and with front-end threads every other thread (the main thread, the runtime's own) niced too. Only the geo databases are
   // the test fixtures (the default ASN database is built on first start; v1 and v2 targets here
   // are addresses, which never consult it).
-  const [{ loadConfig }, { createLogger }, { openStore }, { startServer }, { niceThisThread }, api, { DEFAULT_CONSUMER }, http] = await Promise.all([
+  const [{ loadConfig }, { createLogger }, { openStore }, { startServer }, { niceAllThreadsBut }, api, { DEFAULT_CONSUMER }, http] = await Promise.all([
     import('../src/config.js'), import('../src/log.js'), import('../src/store/open.js'), import('../src/main.js'), import('../src/pool/thread-priority.js'),
     import('../src/store/api-key.js'), import('../src/stream/consumer.js'), import('node:http'),
   ])
@@ -123,7 +123,8 @@ async function serve (dataDir: string, anchor: boolean): Promise<void> {
   await setup.keys.create({ workspaceId: ws.id, hash: api.hashApiKey(key), scopes: ['signals:write'] })
   await setup.close()
   const server = await startServer(config, createLogger(config.logLevel, process.stderr))
-  if (config.httpThreads >= 2) niceThisThread(server.backgroundNice)
+  // As `serve` does (src/main.ts): with front-end threads every other thread goes behind them.
+  if (server.frontThreadIds.length > 0) niceAllThreadsBut(server.backgroundNice, new Set(server.frontThreadIds))
   const { store } = server
   const gc = watchGc()
   // The bench's own probes, on a port of their own (the server's routes are the product's):
