@@ -37,7 +37,7 @@ t.test('serve starts, answers, and stops on SIGTERM with exit 0', async (t) => {
   // With no geo configuration the embedded default is used (DB-IP Lite country, ASN built from the
   // registry CSV into the data directory), and the service becomes ready.
   let ready = 0
-  for (let i = 0; i < 400 && ready !== 200; i++) {
+  for (const deadline = Date.now() + 120_000; ready !== 200 && Date.now() < deadline;) {
     ready = (await fetch(`http://127.0.0.1:${port}/readyz`)).status
     if (ready !== 200) await new Promise((resolve) => setTimeout(resolve, 50))
   }

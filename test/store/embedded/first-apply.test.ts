@@ -22,6 +22,8 @@ const RULES = 120_000
 const LINE_MS = 240_000
 
 const dir = await mkdtemp(join(tmpdir(), 'threatfeed-first-apply-'))
+// A 120,000-rule fixture and five child processes under tsx: past tap's 180 s on a slow machine.
+t.setTimeout(600_000)
 t.teardown(() => rm(dir, { recursive: true, force: true }))
 const ws = await (async () => {
   const store = await openStore({ kind: 'embedded', dataDir: dir })
