@@ -539,7 +539,13 @@ async function main (): Promise<void> {
     base?.child.kill('SIGTERM')
     anchor?.child.kill('SIGKILL')
     floor?.child.kill('SIGKILL')
-    for (const s of [tf, base]) if (s !== null) await new Promise((resolve) => s.child.once('exit', resolve))
+    // One that already exited (its 'exit' came before this line) is not waited for: waiting
+    // would leave nothing for the event loop to do, and Node ends the bench with code 13.
+    for (const s of [tf, base]) {
+      if (s === null) continue
+      if (s.child.exitCode === null && s.child.signalCode === null) await new Promise((resolve) => s.child.once('exit', resolve))
+      if (s.child.exitCode !== null && s.child.exitCode !== 0) process.stderr.write(`bench/ingest: a server exited with ${s.child.exitCode}\n`)
+    }
     rmSync(dir, { recursive: true, force: true })
   }
   if (CPU_ROWS) rows.push(...await cpuRows(), ...startupRows())
