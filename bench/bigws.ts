@@ -20,12 +20,15 @@
  * place at its start. Also reported: each signal POST's time to its answer (acknowledgement), and
  * how many were not 202 — the first write after a start builds the consumer's identity map.
  * BIGWS_CPU_PROF=<dir> writes each server's CPU profile there (node --cpu-prof). Beside the polls'
- * latency, the client's own lateness: how late it sent them (its timer, its GC, the cores).
+ * latency, the client's own lateness: how late it sent them (its timer, its GC, the cores). The
+ * polls are sent by a process that does nothing else (bench/bigws/poller.ts), at a real-time
+ * priority when chrt allows (BIGWS_CLIENT_RT=0: not); the ingest and the watch of the big feed
+ * (with If-None-Match, as a poller of it would) stay in this one.
  *
  *   npm run bench bigws
  *   BIGWS_RULES=500000 BIGWS_BASE=/tmp/tf-base npm run bench bigws
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -36,6 +39,7 @@ import { open } from 'lmdb'
 import { openStore } from '../src/store/open.js'
 import { ensureDefaultAsnDb } from '../src/geo/default-db.js'
 import type { AccessRuleInput } from '../src/store/types.js'
+import type { PollerResult } from './bigws/poller.js'
 import { cpuTicks, median, percentile, repoDir, report, stealPercent, type Row } from './lib/report.js'
 
 const RULES = Number(process.env.BIGWS_RULES ?? 2_000_000)
@@ -47,6 +51,7 @@ const ROUNDS = Number(process.env.BIGWS_ROUNDS ?? 1)
 const REBUILD_MS = 3000
 const BASE = process.env.BIGWS_BASE
 const CPU_PROF = process.env.BIGWS_CPU_PROF
+const CLIENT_RT = process.env.BIGWS_CLIENT_RT !== '0'
 /** A poll slower than the target p99.9, and how late the client must have sent it to share the blame, ms. */
 const SLOW_MS = 5
 const LATE_MS = 2
@@ -110,6 +115,18 @@ function startServer (root: string, dataDir: string, port: number): ChildProcess
     env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), THREATFEED_DATA_DIR: dataDir, THREATFEED_LOG_LEVEL: 'warn', THREATFEED_FEED_REBUILD_MS: String(REBUILD_MS), THREATFEED_RATE_LIMIT_RPS: '1000000', THREATFEED_RATE_LIMIT_BURST: '1000000' },
     stdio: ['ignore', 'inherit', 'inherit'],
   })
+}
+
+/**
+ * The open-loop poller (bench/bigws/poller.ts), at a real-time priority when chrt may give it one
+ * (BIGWS_CLIENT_RT=0: at the bench's own): woken on time while the server keeps both cores busy,
+ * so that a late poll is the server's. It uses a few per cent of a core.
+ */
+function startPoller (port: number, key: string): ChildProcess {
+  const args = ['--import=tsx', join(repoDir, 'bench/bigws/poller.ts'), String(port), key, String(POLLS_PER_S)]
+  const rt = CLIENT_RT && spawnSync('chrt', ['-f', '1', 'true']).status === 0
+  const [cmd, argv] = rt ? ['chrt', ['-f', '1', process.execPath, ...args]] : [process.execPath, args]
+  return spawn(cmd, argv, { cwd: repoDir, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' })
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => { setTimeout(resolve, ms) })
@@ -191,7 +208,9 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
       if (watching) return
       watching = true
       try {
-        const r = await pool.request({ ...big, headersTimeout: 600_000, bodyTimeout: 600_000 })
+        // As a poller of the big feed would: its body only when it changed.
+        const headers = bigEtag === null ? big.headers : { ...big.headers, 'if-none-match': bigEtag }
+        const r = await pool.request({ ...big, headers, headersTimeout: 600_000, bodyTimeout: 600_000 })
         await r.body.dump()
         const etag = String(r.headers.etag ?? '')
         if (r.statusCode !== 200) return
@@ -219,9 +238,24 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
         }, () => { ackFailed++ })
     }, 100)
     const bigTimer = setInterval(() => { void watchBig() }, 500)
-    // Open loop: poll i is due at t0 + i / POLLS_PER_S, whatever the answers before it did.
-    // Polls sent before the big feed's first 200 (it loads at start-up) are reported apart: the
-    // targets are across its ten rebuilds.
+    // Open loop in a process of its own (bench/bigws/poller.ts): poll i is due at t0 + i /
+    // POLLS_PER_S, whatever the answers before it did. Polls sent before the big feed's first 200
+    // (it loads at start-up) are reported apart: the targets are across its ten rebuilds.
+    const poller = startPoller(port, fx.smallKey)
+    await new Promise<void>((resolve, reject) => {
+      poller.once('message', () => { resolve() })
+      poller.once('exit', (code) => { reject(new Error(`poller exited with ${code}`)) })
+    })
+    const cpu0 = cpuMs(server.pid!)
+    const main0 = cpuMs(server.pid!, true)
+    const ticks0 = cpuTicks()
+    const t0 = performance.now()
+    while (rebuilds < REBUILDS && performance.now() - t0 <= MAX_S * 1000) await sleep(50)
+    const polled = await new Promise<PollerResult>((resolve, reject) => {
+      poller.once('message', (m) => { resolve(m as PollerResult) })
+      poller.once('exit', (code) => { reject(new Error(`poller exited with ${code} before its results`)) })
+      poller.send('stop')
+    })
     const latencies: number[] = []
     const loading: number[] = []
     const sendLags: number[] = []
@@ -229,46 +263,24 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     let slowSentLate = 0
     /** Worst latency per quarter-second of scheduled send time, since spawn. */
     const quarters = new Map<number, number>()
-    let errors = 0
-    const cpu0 = cpuMs(server.pid!)
-    const main0 = cpuMs(server.pid!, true)
-    const ticks0 = cpuTicks()
-    const t0 = performance.now()
-    let sent = 0
-    let inFlight = 0
-    await new Promise<void>((resolve) => {
-      const tick = (): void => {
-        const now = performance.now()
-        if (rebuilds >= REBUILDS || now - t0 > MAX_S * 1000) {
-          clearInterval(timer)
-          const wait = setInterval(() => { if (inFlight === 0) { clearInterval(wait); resolve() } }, 10)
-          return
-        }
-        const due = Math.floor((now - t0) * POLLS_PER_S / 1000)
-        for (; sent < due; sent++) {
-          const scheduled = t0 + sent * 1000 / POLLS_PER_S
-          const lag = now - scheduled
-          inFlight++
-          pool.request(small).then(async (r) => {
-            await r.body.dump()
-            if (r.statusCode !== 200) errors++
-            const ms = performance.now() - scheduled
-            if (Number.isNaN(bigReadyMs) || scheduled - spawned < bigReadyMs) loading.push(ms)
-            else {
-              latencies.push(ms)
-              sendLags.push(lag)
-              if (ms > SLOW_MS) {
-                slowPolls++
-                if (lag > LATE_MS) slowSentLate++
-              }
-            }
-            const q = Math.floor((scheduled - spawned) / 250)
-            if (ms > (quarters.get(q) ?? 0)) quarters.set(q, ms)
-          }, () => { errors++ }).finally(() => { inFlight-- })
+    const spawnedAt = performance.timeOrigin + spawned
+    for (let i = 0; i < polled.latencyMs.length; i++) {
+      const ms = polled.latencyMs[i]!
+      const lag = polled.sendLagMs[i]!
+      const sinceSpawn = polled.scheduledAt[i]! - spawnedAt
+      if (Number.isNaN(bigReadyMs) || sinceSpawn < bigReadyMs) loading.push(ms)
+      else {
+        latencies.push(ms)
+        sendLags.push(lag)
+        if (ms > SLOW_MS) {
+          slowPolls++
+          if (lag > LATE_MS) slowSentLate++
         }
       }
-      const timer = setInterval(tick, 1)
-    })
+      const q = Math.floor(sinceSpawn / 250)
+      if (ms > (quarters.get(q) ?? 0)) quarters.set(q, ms)
+    }
+    const errors = polled.errors
     clearInterval(ingest)
     clearInterval(bigTimer)
     const seconds = (performance.now() - t0) / 1000
