@@ -12,10 +12,11 @@
  *
  * The server (bench/soak/server.ts) is `threatfeed serve` in a child process with the
  * Housekeeper that main.ts starts, THREATFEED_STREAM_RETENTION short (3m) so that several
- * retention windows pass. Once the rules reach steady state (the longest expiry plus one sweep
- * interval and grain after the start) the sweep and trim are paused and resumed in alternating
- * slices (2 min), so that ingest p99 with and without them is compared within one run, minutes
- * apart on the same VM. BENCH_SOAK_MODE=off runs the same load with neither ever running: the
+ * retention windows pass. The rules reach steady state the longest expiry plus one sweep
+ * interval and grain after the start; the sweep and trim run all along until two retention
+ * windows and BENCH_SOAK_PLATEAU_SECONDS (180) later, where the plateau is read, and are then
+ * paused and resumed in alternating slices (2 min), so that ingest p99 with and without them is
+ * compared within one run, minutes apart on the same VM. BENCH_SOAK_MODE=off runs the same load with neither ever running: the
  * slope they remove.
  *
  * Every 30 s it records the data directory's disk use (both LMDB environments), live rules (the
@@ -26,8 +27,8 @@
  * reload to swapped snapshot; on the HTTP thread plus the pool), the server's CPU per second, and
  * ingest p50/p99 over the interval. Writes bench/results/soak[-off].json and .svg.
  *
- * Targets (issue 16): after the second retention window past steady state, data-directory size
- * and rebuild time each within ±20 % of their value at the end of the first; stored rules ≤ 1.1×
+ * Targets (issue 16): after the second retention window past steady state (until the slices),
+ * data-directory size and rebuild time each within ±20 % of their value at the end of the first; stored rules ≤ 1.1×
  * live rules plus one sweep interval's lapses (checked at samples one sweep interval or more into
  * a slice with housekeeping on); ingest p99 with sweep and trim ≤ 1.2× without them.
  *
@@ -42,12 +43,13 @@
  * audit log holds exactly the admin changes made (±1 in flight); feed versions keep one point per
  * variant per hour, at the start of the hour.
  *
- * Environment: BENCH_SOAK_MINUTES (20), BENCH_SOAK_MODE (on|off), BENCH_SOAK_RETENTION (3m),
- * BENCH_SOAK_SWEEP_INTERVAL (60s), BENCH_SOAK_RATE (3000 entries/s), BENCH_SOAK_EXPIRY (60-600,
- * seconds), BENCH_SOAK_SAMPLE_SECONDS (30), BENCH_SOAK_SLICE_SECONDS (120),
- * BENCH_SOAK_STEADY_SECONDS (longest expiry + sweep interval + 10), BENCH_SOAK_BATCH_JOURNAL_MAX
- * (1000), BENCH_SOAK_BATCH_JOURNAL_RETENTION (7d), BENCH_SOAK_DIR (where the data directory goes; a
- * temp dir by default, removed at the end).
+ * Environment: BENCH_SOAK_MINUTES (enough for three slice pairs, at least 20), BENCH_SOAK_MODE
+ * (on|off), BENCH_SOAK_RETENTION (3m), BENCH_SOAK_SWEEP_INTERVAL (60s), BENCH_SOAK_RATE (3000
+ * entries/s), BENCH_SOAK_EXPIRY (60-600, seconds), BENCH_SOAK_SAMPLE_SECONDS (30),
+ * BENCH_SOAK_SLICE_SECONDS (120), BENCH_SOAK_STEADY_SECONDS (longest expiry + sweep interval +
+ * 10), BENCH_SOAK_PLATEAU_SECONDS (180), BENCH_SOAK_BATCH_JOURNAL_MAX (1000),
+ * BENCH_SOAK_BATCH_JOURNAL_RETENTION (7d), BENCH_SOAK_DIR (where the data directory goes; a temp
+ * dir by default, removed at the end).
  */
 import { fork, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -62,7 +64,6 @@ import { journalTargets, type FeedPoints } from './soak/journal-targets.js'
 import type { FromServer, ServerSample, ToServer } from './soak/server.js'
 
 const env = process.env
-const MINUTES = Number(env.BENCH_SOAK_MINUTES ?? 20)
 const MODE = env.BENCH_SOAK_MODE === 'off' ? 'off' : 'on'
 const RETENTION = env.BENCH_SOAK_RETENTION ?? '3m'
 const INTERVAL = env.BENCH_SOAK_SWEEP_INTERVAL ?? '60s'
@@ -77,6 +78,16 @@ const INTERVAL_S = parseDuration(INTERVAL)! / 1000
 /** The sweep takes what lapsed before the current 10-second grain (SWEEP_GRAIN_MS). */
 const GRAIN_S = 10
 const STEADY_S = Number(env.BENCH_SOAK_STEADY_SECONDS ?? EXPIRY_MAX + INTERVAL_S + GRAIN_S)
+/**
+ * The plateau is measured with the sweep and trim running all along, as a server runs: from
+ * steady state through two retention windows and PLATEAU_S more. The on/off slices come after it
+ * (a slice pair compares minutes; a plateau read across on and off slices would measure the
+ * switching, not a slope).
+ */
+const PLATEAU_S = Number(env.BENCH_SOAK_PLATEAU_SECONDS ?? 180)
+const SLICES_FROM_S = STEADY_S + 2 * RETENTION_S + PLATEAU_S
+/** Long enough for three slice pairs after the plateau by default. */
+const MINUTES = Number(env.BENCH_SOAK_MINUTES ?? Math.max(20, Math.ceil((SLICES_FROM_S + 6 * SLICE_S) / 60)))
 const BATCH = 1000
 const UNBLOCK_SHARE = 0.1
 /** Unblocks pick among the targets of this many latest blocks. */
@@ -354,7 +365,7 @@ async function main (): Promise<void> {
   const offBands: Array<[number, number]> = []
   let inflight = 0
 
-  process.stderr.write(`bench/soak: mode ${MODE}, ${RATE} entries/s for ${MINUTES} min, retention ${RETENTION}, sweep every ${INTERVAL}, expiries ${EXPIRY_MIN}–${EXPIRY_MAX} s, batch journal cap ${BATCH_JOURNAL_MAX} and ${BATCH_JOURNAL_RETENTION}; steady state from ${STEADY_S} s, slices of ${SLICE_S} s; data in ${dataDir}\n`)
+  process.stderr.write(`bench/soak: mode ${MODE}, ${RATE} entries/s for ${MINUTES} min, retention ${RETENTION}, sweep every ${INTERVAL}, expiries ${EXPIRY_MIN}–${EXPIRY_MAX} s, batch journal cap ${BATCH_JOURNAL_MAX} and ${BATCH_JOURNAL_RETENTION}; steady state from ${STEADY_S} s, slices of ${SLICE_S} s from ${SLICES_FROM_S} s; data in ${dataDir}\n`)
 
   // Open loop: batch k is due at t0 + k·period, sent then whatever the previous ones are doing.
   const load = (async () => {
@@ -391,7 +402,7 @@ async function main (): Promise<void> {
   const slices = (async () => {
     while (slicing) {
       const t = (performance.now() - t0) / 1000
-      const want = MODE === 'on' && (t < STEADY_S || Math.floor((t - STEADY_S) / SLICE_S) % 2 === 1)
+      const want = MODE === 'on' && (t < SLICES_FROM_S || Math.floor((t - SLICES_FROM_S) / SLICE_S) % 2 === 1)
       if (want !== housekeeping) {
         housekeeping = want
         tell({ cmd: 'housekeeping', on: want })
@@ -492,7 +503,7 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
   const ratios: Ratio[] = []
   const w1 = STEADY_S + RETENTION_S
   const w2 = STEADY_S + 2 * RETENTION_S
-  const after = samples.filter((s) => s.t >= w2)
+  const after = samples.filter((s) => s.t >= w2 && s.t < SLICES_FROM_S)
   const plateau = (label: string, pick: (s: Sample) => number | null): void => {
     // The first sample from the end of the first window that has the figure (a rebuild or reload
     // need not fall in every interval).
@@ -500,11 +511,11 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
     const r = ref === undefined || ref.t >= w2 ? null : pick(ref)
     const xs = after.map(pick).filter((v): v is number => v !== null)
     if (r === null || xs.length === 0) {
-      ratios.push({ case: 'plateau', label: `${label}: not measured (the run ended before the second retention window past steady state, at ${(w2 / 60).toFixed(1)} min)`, value: NaN, target: '0.8–1.2', pass: false })
+      ratios.push({ case: 'plateau', label: `${label}: not measured (no sample between the second retention window past steady state, at ${(w2 / 60).toFixed(1)} min, and the slices, at ${(SLICES_FROM_S / 60).toFixed(1)} min)`, value: NaN, target: '0.8–1.2', pass: false })
       return
     }
     const worst = xs.reduce((a, b) => Math.abs(b / r - 1) > Math.abs(a / r - 1) ? b : a)
-    ratios.push({ case: 'plateau', label: `${label} after ${(w2 / 60).toFixed(1)} min ÷ at ${(ref!.t / 60).toFixed(1)} min (furthest of ${xs.length} samples)`, value: worst / r, target: '0.8–1.2', pass: Math.abs(worst / r - 1) <= 0.2 })
+    ratios.push({ case: 'plateau', label: `${label} ${(w2 / 60).toFixed(1)}–${(SLICES_FROM_S / 60).toFixed(1)} min ÷ at ${(ref!.t / 60).toFixed(1)} min (furthest of ${xs.length} samples)`, value: worst / r, target: '0.8–1.2', pass: Math.abs(worst / r - 1) <= 0.2 })
   }
   plateau('data directory size', (s) => s.dataDirBytes)
   plateau('feed rebuild time', (s) => s.rebuildMs)
@@ -521,7 +532,7 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
     ratios.push({ case: 'stored rules', label: `stored ÷ (1.1 × live + ${INTERVAL_S} s of lapses), worst of ${checked.length} samples (at ${(worst.s.t / 60).toFixed(1)} min: ${worst.s.storedRules} stored, ${worst.s.liveRules} live, ${worst.s.lapsesPerSecond.toFixed(0)} lapses/s)`, value: worst.r, target: '≤ 1', pass: worst.r <= 1 })
   }
 
-  const steady = sent.filter((x) => x.at >= STEADY_S && x.status === 200)
+  const steady = sent.filter((x) => x.at >= SLICES_FROM_S && x.status === 200)
   const on = steady.filter((x) => x.housekeeping).map((x) => x.ms)
   const off = steady.filter((x) => !x.housekeeping).map((x) => x.ms)
   const rows: Row[] = []
@@ -532,7 +543,7 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
     rows.push({ case: 'ingest at steady state, slices without', subject: 'threatfeed', value: pOff, unit: 'ms p99', extra: { p50ms: percentile(off, 50), batches: off.length } })
     // The target: per pair of adjacent slices (off, then the on slice after it), p99 on ÷ p99 off;
     // the median of the pairs, so that the VM's drift between minutes cancels.
-    const pairs = offBands.filter(([a]) => a >= STEADY_S - 1).map(([a, b]) => {
+    const pairs = offBands.filter(([a]) => a >= SLICES_FROM_S - 1).map(([a, b]) => {
       const offMs = steady.filter((x) => !x.housekeeping && x.at >= a && x.at < b).map((x) => x.ms)
       const onMs = steady.filter((x) => x.housekeeping && x.at >= b && x.at < b + SLICE_S).map((x) => x.ms)
       return { from: a, offP99: offMs.length > 0 ? percentile(offMs, 99) : NaN, onP99: onMs.length > 0 ? percentile(onMs, 99) : NaN, off: offMs.length, on: onMs.length }
@@ -558,18 +569,18 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
   ratios.push(...journalTargets(samples, { batchCap: BATCH_JOURNAL_MAX, batchesPerSecond: RATE / BATCH, windows: [w1, w2], adminEveryS: ADMIN_EVERY_S, auditMax: AUDIT_MAX, auditDays: AUDIT_DAYS }))
 
   const reproduce = [
-    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_BATCH_JOURNAL_MAX=${BATCH_JOURNAL_MAX} BENCH_SOAK_BATCH_JOURNAL_RETENTION=${BATCH_JOURNAL_RETENTION} BENCH_SOAK_MODE=on npm run bench soak`,
-    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_BATCH_JOURNAL_MAX=${BATCH_JOURNAL_MAX} BENCH_SOAK_BATCH_JOURNAL_RETENTION=${BATCH_JOURNAL_RETENTION} BENCH_SOAK_MODE=off npm run bench soak`,
+    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_PLATEAU_SECONDS=${PLATEAU_S} BENCH_SOAK_BATCH_JOURNAL_MAX=${BATCH_JOURNAL_MAX} BENCH_SOAK_BATCH_JOURNAL_RETENTION=${BATCH_JOURNAL_RETENTION} BENCH_SOAK_MODE=on npm run bench soak`,
+    `BENCH_SOAK_MINUTES=${MINUTES} BENCH_SOAK_RETENTION=${RETENTION} BENCH_SOAK_SWEEP_INTERVAL=${INTERVAL} BENCH_SOAK_RATE=${RATE} BENCH_SOAK_EXPIRY=${EXPIRY_MIN}-${EXPIRY_MAX} BENCH_SOAK_SLICE_SECONDS=${SLICE_S} BENCH_SOAK_PLATEAU_SECONDS=${PLATEAU_S} BENCH_SOAK_BATCH_JOURNAL_MAX=${BATCH_JOURNAL_MAX} BENCH_SOAK_BATCH_JOURNAL_RETENTION=${BATCH_JOURNAL_RETENTION} BENCH_SOAK_MODE=off npm run bench soak`,
   ]
   report(name, `Soak: ${RATE} entries/s for ${MINUTES} min, sweep and trim ${MODE}`, rows, ratios, {
-    mode: MODE, minutes: MINUTES, retention: RETENTION, sweepInterval: INTERVAL, batchJournalMax: BATCH_JOURNAL_MAX, batchJournalRetention: BATCH_JOURNAL_RETENTION, rate: RATE, expirySeconds: [EXPIRY_MIN, EXPIRY_MAX], sampleSeconds: SAMPLE_S, sliceSeconds: SLICE_S, steadyStateSeconds: STEADY_S,
+    mode: MODE, minutes: MINUTES, retention: RETENTION, sweepInterval: INTERVAL, batchJournalMax: BATCH_JOURNAL_MAX, batchJournalRetention: BATCH_JOURNAL_RETENTION, rate: RATE, expirySeconds: [EXPIRY_MIN, EXPIRY_MAX], sampleSeconds: SAMPLE_S, sliceSeconds: SLICE_S, steadyStateSeconds: STEADY_S, slicesFromSeconds: SLICES_FROM_S,
     retentionWindowsEndSeconds: [w1, w2], offBands, reproduce, samples,
   })
   const svg = drawChart({
     title: `threatfeed soak: ${RATE} entries/s, expiries ${EXPIRY_MIN}–${EXPIRY_MAX} s, retention ${RETENTION}, sweep and trim ${MODE === 'on' ? `every ${INTERVAL}` : 'off'}`,
     xs: samples.map((s) => s.t),
     offBands,
-    markers: [{ at: STEADY_S, label: 'steady' }, { at: w1, label: 'window 1' }, { at: w2, label: 'window 2' }].filter((m) => m.at <= MINUTES * 60),
+    markers: [{ at: STEADY_S, label: 'steady' }, { at: w1, label: 'window 1' }, { at: w2, label: 'window 2' }, { at: SLICES_FROM_S, label: 'slices' }].filter((m) => m.at <= MINUTES * 60),
     panels: [
       { title: 'Data directory', unit: 'MiB on disk', series: [
         { label: 'total', color: '#000', values: samples.map((s) => s.dataDirBytes / 2 ** 20) },
