@@ -15,9 +15,11 @@
  * check is reported with that evidence and the load, and fails the test when the machine was not
  * overloaded or when more than a quarter of the checks were late.
  *
- * Overloaded, for a check: while its round ran (the writes, the settling time, the check), other
- * work than the cluster's kept at least LOADED_PER_CORE threads per core running or ready to run
- * (sampleForeignLoad). The settling time, rebuild interval + 1 s, leaves one second for what
+ * Overloaded, for a check: while its round ran (the writes, the settling time, the check), or
+ * during the settling time alone (where the builds run: a burst of other work there is averaged
+ * away over the round), other work than the cluster's kept at least LOADED_PER_CORE threads per
+ * core running or ready to run (sampleForeignLoad), the hypervisor's steal counted as such work
+ * (STEAL_AS_THREADS: this VM's steal swings from 0 to 89 % between minutes). The settling time, rebuild interval + 1 s, leaves one second for what
  * follows the change — the apply, a node's poll of the store, the build after the boundary — and
  * all of it is CPU work: in a loaded run (load 7 per core) a round's last swap came 1.2–1.8 s
  * after its last write was acknowledged, on an idle machine 0.2–0.3 s. The product cannot keep
@@ -43,6 +45,11 @@ const SETTLE_MS = REBUILD_MS + 1000
 const ROUNDS = 16
 /** Other work with this many threads per core runnable overloads the machine: a late build there is slowness, shown. */
 const LOADED_PER_CORE = 1
+/**
+ * CPU time the hypervisor kept from the VM (steal) counts as other work: a core stolen half the
+ * time leaves the nodes what one other runnable thread beside each of theirs would.
+ */
+const STEAL_AS_THREADS = 2
 /**
  * In a late check, the share of variants whose answers may differ between nodes: those asked in
  * the poll interval after the first node switched (a node learns of another's switch on its next
@@ -96,6 +103,8 @@ t.test('three nodes on one store answer alike after every change, and survive th
   let sampler: ForeignLoad | null = null
   const loads: number[] = []
   const startRound = (): void => { sampler = sampleForeignLoad(() => [process.pid, ...nodes.map((n) => n.pid)]) }
+  /** The round's writes are acknowledged: its builds have the settling time from now. */
+  const markSettling = (): void => { (sampler as ForeignLoad | null)?.mark(SETTLE_MS) }
   let checks = 0
 
   const postSignals = async (node: Node, body: unknown[], api: 'v1' | 'v2' = 'v1'): Promise<void> => {
@@ -156,7 +165,8 @@ t.test('three nodes on one store answer alike after every change, and survive th
     await compare(label, live, differ, found)
     const moved = (await Promise.all(live.map(builds))).map((b, k) => b - before[k]!)
     // Without /proc, the load average (which counts the nodes too) stands in.
-    const load = (sampler as ForeignLoad | null)?.stop().perCore ?? average
+    const sampled = (sampler as ForeignLoad | null)?.stop()
+    const load = sampled === undefined ? average : Math.max(sampled.perCore + STEAL_AS_THREADS * sampled.steal, (sampled.windowPerCore + STEAL_AS_THREADS * sampled.windowSteal) || 0)
     sampler = null
     loads.push(load)
     if (differ.length + found.length === 0) return
@@ -199,6 +209,7 @@ t.test('three nodes on one store answer alike after every change, and survive th
   await Promise.all(nodes.map((n) => Promise.all(['*', ...fleet.listIds].map((f) => get(n.port, `/v1/threat/feeds${f === '*' ? '' : `/${f}`}`, auth)))))
   startRound()
   await block(nodes[0]!, 5, false)
+  markSettling()
   await sleep(SETTLE_MS)
   await check('start', nodes)
 
@@ -220,17 +231,18 @@ t.test('three nodes on one store answer alike after every change, and survive th
     startRound()
     await Promise.all(kinds.map((k) => k()))
     changes += kinds.length
+    markSettling()
     await sleep(SETTLE_MS)
     await quiet()
     await check(`round ${round}`, nodes)
   }
   t.ok(changes >= 50, `${changes} changes in ${ROUNDS} rounds`)
   for (const l of late) {
-    t.comment(`late: ${l.label}, other work ${l.load.toFixed(1)} runnable per core during the round (load average ${l.average.toFixed(1)} per core), builds finished during the check per node ${l.builds.join('/')}, ${l.found.length} answers disagreed; first: ${l.found[0]}`)
+    t.comment(`late: ${l.label}, other work ${l.load.toFixed(1)} runnable per core (steal counted) during the round or its settling time (load average ${l.average.toFixed(1)} per core), builds finished during the check per node ${l.builds.join('/')}, ${l.found.length} answers disagreed; first: ${l.found[0]}`)
   }
   t.comment(`${late.length} of ${checks} checks found a node still building at the settling time`)
   const sorted = [...loads].sort((x, y) => x - y)
-  t.comment(`other work during the rounds, runnable threads per core: min ${sorted[0]?.toFixed(2)}, median ${sorted[sorted.length >> 1]?.toFixed(2)}, max ${sorted[sorted.length - 1]?.toFixed(2)}`)
+  t.comment(`other work during the rounds (or their settling time, if more), runnable threads per core with steal: min ${sorted[0]?.toFixed(2)}, median ${sorted[sorted.length >> 1]?.toFixed(2)}, max ${sorted[sorted.length - 1]?.toFixed(2)}`)
   t.same(late.filter((l) => l.load < LOADED_PER_CORE).map((l) => l.label), [], `no check is late on a machine that is not overloaded (other work under ${LOADED_PER_CORE} runnable thread per core)`)
   t.ok(late.length <= checks / 4, `at most a quarter of the checks late even under load (${late.length} of ${checks})`)
   for (const d of disagreements.slice(0, 20)) t.comment(d)
@@ -248,6 +260,7 @@ t.test('three nodes on one store answer alike after every change, and survive th
   startRound()
   const killed = Date.now()
   await Promise.all(survivors.map((n) => block(n, 50, false)))
+  markSettling()
   const head = await store.stream.head()
   let takenOver = -1
   while (Date.now() - killed < 10_000) {

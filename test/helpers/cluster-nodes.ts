@@ -193,33 +193,69 @@ function runnableThreadsOf (pids: readonly number[]): number {
 }
 
 export interface ForeignLoad {
-  /** Stops sampling: the mean number of runnable threads per core outside `own`, and the samples taken. */
-  stop (): { perCore: number, samples: number }
+  /** From now for `ms`, also sample a window of its own: the time the builds after the round's writes had. */
+  mark (ms: number): void
+  /**
+   * Stops sampling: the mean number of runnable threads per core outside `own`, the share of the
+   * cores' time the hypervisor took (steal), and both over the marked window (NaN if none).
+   */
+  stop (): { perCore: number, steal: number, windowPerCore: number, windowSteal: number, samples: number }
+}
+
+/** Steal and total jiffies of all cores so far (/proc/stat's first line). */
+function stealJiffies (): { steal: number, total: number } {
+  const f = readFileSync('/proc/stat', 'latin1').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
+  return { steal: f[7] ?? 0, total: f.reduce((a, b) => a + b, 0) }
+}
+
+function stealShare (from: { steal: number, total: number }, to: { steal: number, total: number }): number {
+  const total = to.total - from.total
+  return total > 0 ? (to.steal - from.steal) / total : 0
 }
 
 /**
  * How busy the machine is with work other than the cluster's own, while a round runs: every
  * `everyMs`, the threads running or ready to run (/proc/loadavg) less those of the processes
- * `own()` names (the nodes with their worker threads, and this test). The load average cannot
- * say it: it lags by a minute, and it counts the nodes' own builds, which are what is measured.
- * Null where /proc is not Linux's.
+ * `own()` names (the nodes with their worker threads, and this test); and the CPU time the
+ * hypervisor kept from every thread (steal, /proc/stat). The load average cannot say either: it
+ * lags by a minute, and it counts the nodes' own builds, which are what is measured. Null where
+ * /proc is not Linux's.
  */
 export function sampleForeignLoad (own: () => readonly number[], everyMs = 100): ForeignLoad | null {
   if (!existsSync('/proc/loadavg')) return null
   let sum = 0
   let samples = 0
+  let window: { until: number, sum: number, samples: number, stolen: { steal: number, total: number }, stolenEnd: { steal: number, total: number } | null } | null = null
+  const stolen = stealJiffies()
   const sample = (): void => {
     const running = Number(readFileSync('/proc/loadavg', 'latin1').split(' ')[3]!.split('/')[0])
-    sum += Math.max(0, running - runnableThreadsOf(own()))
+    const foreign = Math.max(0, running - runnableThreadsOf(own()))
+    sum += foreign
     samples++
+    if (window !== null && window.stolenEnd === null) {
+      window.sum += foreign
+      window.samples++
+      if (Date.now() >= window.until) window.stolenEnd = stealJiffies()
+    }
   }
   sample()
   const timer = setInterval(sample, everyMs).unref()
   return {
+    mark (ms) {
+      window = { until: Date.now() + ms, sum: 0, samples: 0, stolen: stealJiffies(), stolenEnd: null }
+    },
     stop () {
       clearInterval(timer)
       sample()
-      return { perCore: sum / samples / availableParallelism(), samples }
+      const cores = availableParallelism()
+      const w = window as typeof window
+      return {
+        perCore: sum / samples / cores,
+        steal: stealShare(stolen, stealJiffies()),
+        windowPerCore: w === null || w.samples === 0 ? NaN : w.sum / w.samples / cores,
+        windowSteal: w === null ? NaN : stealShare(w.stolen, w.stolenEnd ?? stealJiffies()),
+        samples,
+      }
     },
   }
 }
