@@ -49,6 +49,7 @@ export async function runConsumerThread<Own> (side: ConsumerThreadSide<Own>, set
       consumer.setSweep(m.limit)
       return
     }
+    if (m.type === 'crash') throw new Error('consumer thread: crash asked for')
     void (async () => {
       await consumer.stop()
       await store.close()

@@ -72,6 +72,12 @@ export type ToConsumerThread =
   /** StreamConsumer#setSweep on the thread. */
   | { readonly type: 'sweep', readonly limit: number | null }
   | { readonly type: 'stop' }
+  /**
+   * Tests: the thread crashes between passes (an uncaught error, as a bug would throw). Not
+   * worker.terminate(): a thread terminated inside a synchronous LMDB transaction leaves lmdb-js's
+   * write lock held, and every later write of the process waits for it forever.
+   */
+  | { readonly type: 'crash' }
 export type FromConsumerThread =
   | { readonly type: 'ready', readonly position: number }
   | { readonly type: 'position', readonly position: number }
@@ -210,9 +216,13 @@ export class ThreadedConsumer implements Consumer {
     clearTimeout(timer)
   }
 
-  /** Terminates the thread as if it had crashed (tests: the thread is started again). */
+  /** Makes the thread crash (tests: it is started again); resolves when it has exited. */
   async kill (): Promise<void> {
-    await this.#worker?.terminate()
+    const worker = this.#worker
+    if (worker === null) return
+    const exited = new Promise<void>((resolve) => { worker.once('exit', () => { resolve() }) })
+    worker.postMessage({ type: 'crash' } satisfies ToConsumerThread)
+    await exited
   }
 
   #spawn (): Promise<void> {
