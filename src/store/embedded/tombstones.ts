@@ -1,0 +1,136 @@
+/**
+ * Tombstones of swept rules (format 8): what lets an explanation say "lapsed at T" for a day
+ * after the sweep removed the rule, in two tables written near their ends, not at random places.
+ *
+ *   tombstone-log          [lapsedAt, n] → u32 partition · tombstone key (key-layout.ts tombstoneKey)
+ *   tombstones-by-target   [partition, tombstone key] → f64 lapsedAt · (u8 action: 1 block, 2 allow)
+ *
+ * n counts every tombstone ever written (META.tombstoneNext, taken under the write lock) and
+ * partition = floor(n / PARTITION): a look-up by target seeks the target's key range once in each
+ * partition still holding tombstones (at most cap ÷ PARTITION + 1 of them), and a sweep pass's
+ * tombstones land in the newest partition, at most PARTITION entries, so they share its pages.
+ *
+ * Why: format 7 keyed them by target only, so each tombstone was written into a random leaf page
+ * of a table of up to a million, and evicted from another one: bench/soak/sweep-cost.ts measured
+ * 2.5 pages written per swept rule past the cap, 1.7 of them for the tombstone (bench/NOTES.md,
+ * "Sweep: the cost of a removal"). The log is in lapse order (a pass sweeps ended buckets in
+ * order), so eviction deletes from its head and from the oldest partitions.
+ *
+ * A lapse is appended, never looked up first (that read costs what the write saved): a rule that
+ * lapses again, after a renewal, leaves a second tombstone; a look-up keeps the latest of an
+ * identity, and the older one goes first when the cap is reached. Within one partition the later
+ * one takes the target table's entry, so an eviction deletes that entry only when its lapse time
+ * is the evicted one's.
+ */
+import type { LapsedTombstone } from '../types.js'
+import { tombstoneKey, tombstoneOfKey, type KeyRange } from './key-layout.js'
+import { META, type Databases } from './layout.js'
+
+/** Tombstones per partition of the target table (see above). */
+export const TOMBSTONE_PARTITION = 16_384
+
+const ACTION_BLOCK = 1
+const ACTION_ALLOW = 2
+
+/** What a pass appends with: the counters read once, stored once (`finish`). */
+export interface TombstoneAppender {
+  append (t: LapsedTombstone): void
+  finish (): void
+}
+
+/** Inside a write: appends tombstones; `finish` stores the counters once for the whole pass. */
+export function tombstoneAppender (dbs: Databases): TombstoneAppender {
+  let next: number | null = null
+  let count = 0
+  return {
+    append: (t) => {
+      next ??= dbs.meta.get(META.tombstoneNext) ?? 0
+      const key = tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef)
+      const partition = Math.floor(next / TOMBSTONE_PARTITION)
+      dbs.tombstonesByTarget.put([partition, key], encodeLapse(t))
+      dbs.tombstoneLog.put([t.lapsedAt, next], encodeLogValue(partition, key))
+      next++
+      count++
+    },
+    finish: () => {
+      if (next === null) return
+      dbs.meta.put(META.tombstoneNext, next)
+      dbs.meta.put(META.tombstoneCount, tombstoneCount(dbs) + count)
+    },
+  }
+}
+
+/** Tombstones kept: the count kept beside them. */
+export function tombstoneCount (dbs: Databases): number {
+  return dbs.meta.get(META.tombstoneCount) ?? 0
+}
+
+/**
+ * Inside a write: drops at most `limit` tombstones, oldest lapse first — those beyond `max` kept,
+ * then those that lapsed before `before`. Returns how many.
+ */
+export function dropTombstones (dbs: Databases, before: number, max: number, limit: number): number {
+  const count = tombstoneCount(dbs)
+  const excess = count - max
+  const old: Array<{ key: [number, number], value: Buffer }> = []
+  // Collected first: removing entries under a live cursor is not something to rely on.
+  for (const entry of dbs.tombstoneLog.getRange({ limit })) {
+    if (old.length >= excess && entry.key[0] >= before) break
+    old.push({ key: entry.key, value: Buffer.from(entry.value) })
+  }
+  for (const { key, value } of old) {
+    dbs.tombstoneLog.remove(key)
+    const target: [number, string] = [value.readUInt32LE(0), value.toString('utf8', 4)]
+    const stored = dbs.tombstonesByTarget.getBinaryFast(target)
+    if (stored !== undefined && stored.readDoubleLE(0) === key[0]) dbs.tombstonesByTarget.remove(target)
+  }
+  if (old.length > 0) dbs.meta.put(META.tombstoneCount, count - old.length)
+  return old.length
+}
+
+/**
+ * The tombstones of one identity (a tombstone key) or of one target's access rules (a key range),
+ * latest lapse first, one per identity.
+ */
+export function findTombstones (dbs: Databases, of: { key: string } | { range: KeyRange }): LapsedTombstone[] {
+  const latest = new Map<string, number>()
+  const actions = new Map<string, number>()
+  const seen = (key: string, value: Buffer): void => {
+    const lapsedAt = value.readDoubleLE(0)
+    if ((latest.get(key) ?? -Infinity) >= lapsedAt) return
+    latest.set(key, lapsedAt)
+    actions.set(key, value.length > 8 ? value[8]! : 0)
+  }
+  // From the lowest partition still holding a tombstone to the newest.
+  for (const [first] of dbs.tombstonesByTarget.getKeys({ limit: 1 })) {
+    const last = Math.floor(((dbs.meta.get(META.tombstoneNext) ?? 1) - 1) / TOMBSTONE_PARTITION)
+    for (let p = first; p <= last; p++) {
+      if ('key' in of) {
+        const value = dbs.tombstonesByTarget.get([p, of.key])
+        if (value !== undefined) seen(of.key, value)
+      } else {
+        for (const { key, value } of dbs.tombstonesByTarget.getRange({ start: [p, of.range.start], end: [p, of.range.end] })) seen(key[1], value)
+      }
+    }
+  }
+  const found: LapsedTombstone[] = []
+  for (const [key, lapsedAt] of latest) {
+    const action = actions.get(key)
+    found.push({ ...tombstoneOfKey(key), lapsedAt, ...(action === ACTION_BLOCK ? { action: 'block' as const } : action === ACTION_ALLOW ? { action: 'allow' as const } : {}) })
+  }
+  return found.sort((a, b) => b.lapsedAt - a.lapsedAt)
+}
+
+function encodeLapse (t: Pick<LapsedTombstone, 'lapsedAt' | 'action'>): Buffer {
+  const value = Buffer.allocUnsafe(t.action === undefined ? 8 : 9)
+  value.writeDoubleLE(t.lapsedAt, 0)
+  if (t.action !== undefined) value[8] = t.action === 'allow' ? ACTION_ALLOW : ACTION_BLOCK
+  return value
+}
+
+function encodeLogValue (partition: number, key: string): Buffer {
+  const value = Buffer.allocUnsafe(4 + Buffer.byteLength(key))
+  value.writeUInt32LE(partition, 0)
+  value.write(key, 4, 'utf8')
+  return value
+}
