@@ -32,30 +32,45 @@ export const TOMBSTONE_PARTITION = 16_384
 const ACTION_BLOCK = 1
 const ACTION_ALLOW = 2
 
-/** What a pass appends with: the counters read once, stored once (`finish`). */
+/** What a pass appends with: held until `finish` writes them in key order and stores the counters. */
 export interface TombstoneAppender {
   append (t: LapsedTombstone): void
+  /** Writes what was appended; the appender can be used again afterwards. */
   finish (): void
 }
 
-/** Inside a write: appends tombstones; `finish` stores the counters once for the whole pass. */
+interface Pending {
+  readonly lapsedAt: number
+  readonly key: string
+  readonly value: Buffer
+  partition: number
+}
+
+/**
+ * Inside a write: appends tombstones. A pass judges its rules in key order, so their lapse times
+ * come in no order: they are held, numbered in lapse order and written in each table's key order,
+ * so that both tables fill their last pages instead of splitting pages behind them.
+ */
 export function tombstoneAppender (dbs: Databases): TombstoneAppender {
-  let next: number | null = null
-  let count = 0
+  let pending: Pending[] = []
   return {
     append: (t) => {
-      next ??= dbs.meta.get(META.tombstoneNext) ?? 0
-      const key = tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef)
-      const partition = Math.floor(next / TOMBSTONE_PARTITION)
-      dbs.tombstonesByTarget.put([partition, key], encodeLapse(t))
-      dbs.tombstoneLog.put([t.lapsedAt, next], encodeLogValue(partition, key))
-      next++
-      count++
+      pending.push({ lapsedAt: t.lapsedAt, key: tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef), value: encodeLapse(t), partition: 0 })
     },
     finish: () => {
-      if (next === null) return
+      if (pending.length === 0) return
+      let next = dbs.meta.get(META.tombstoneNext) ?? 0
+      pending.sort((a, b) => a.lapsedAt - b.lapsedAt)
+      for (const t of pending) {
+        t.partition = Math.floor(next / TOMBSTONE_PARTITION)
+        dbs.tombstoneLog.put([t.lapsedAt, next++], encodeLogValue(t.partition, t.key))
+      }
+      // Stable: an identity lapsing twice here keeps its later lapse, written last.
+      pending.sort((a, b) => a.partition - b.partition || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+      for (const t of pending) dbs.tombstonesByTarget.put([t.partition, t.key], t.value)
       dbs.meta.put(META.tombstoneNext, next)
-      dbs.meta.put(META.tombstoneCount, tombstoneCount(dbs) + count)
+      dbs.meta.put(META.tombstoneCount, tombstoneCount(dbs) + pending.length)
+      pending = []
     },
   }
 }
