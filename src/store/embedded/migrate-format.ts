@@ -27,9 +27,10 @@
  *             day after their lapse. A format-6 version would misread the new ones.
  *   format 8  tombstones in lapse order and in partitions of the target table (tombstones.ts),
  *             so that a sweep writes them near the tables' ends; the format-7 tables (and the
- *             format-6 values in them) are moved over and dropped in one transaction. A format-7
- *             version would not find them and would write its own beside them, so it must refuse
- *             the directory.
+ *             format-6 values in them) are moved over and dropped in one transaction; and a
+ *             sweep pass logs its removals as one change entry a workspace (change-log.ts op
+ *             '*'). A format-7 version would not find the tombstones, would write its own beside
+ *             them and would misread those entries, so it must refuse the directory.
  *
  * Each upgrade of the main environment is one write transaction, so a crash leaves the older
  * format untouched, and it re-checks the format under the write lock, so two processes opening an
@@ -128,12 +129,15 @@ function moveTombstones (root: RootDatabase, dbs: Databases): void {
     const byTime = root.openDB<Buffer, [number, string]>('tombstones-by-time', { encoding: 'binary' })
     dbs.meta.put(META.tombstoneCount, 0)
     const tombs = tombstoneAppender(dbs)
+    let moved = 0
     // In lapse order, so the log's order is the old index's; an identity's earlier lapse (its
     // tombstone since replaced) had only its time-index entry left, and is not moved.
     for (const [lapsedAt, key] of byTime.getKeys({})) {
       const stored = byKey.get(key)
       const t = stored === undefined ? undefined : oldTombstone(key, stored)
-      if (t?.lapsedAt === lapsedAt) tombs.append(t)
+      if (t?.lapsedAt !== lapsedAt) continue
+      tombs.append(t)
+      if (++moved % MOVE_SLICE === 0) tombs.finish()
     }
     tombs.finish()
     byKey.dropSync()
@@ -141,6 +145,9 @@ function moveTombstones (root: RootDatabase, dbs: Databases): void {
     dbs.meta.put(FORMAT_KEY, 8)
   })
 }
+
+/** Tombstones moved per write of the appender: what it holds at most (up to a million move). */
+const MOVE_SLICE = 10_000
 
 /** A format-7 tombstone's value, [lapsedAt, action] (1 block, 2 allow); format 6 stored the whole record. */
 type OldTombstone = readonly [lapsedAt: number, action?: 1 | 2] | LapsedTombstone

@@ -13,7 +13,7 @@ import type { EncodedAccessUpsert } from './packed-batch.js'
 import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, RuleKind, Target } from '../types.js'
 import type { ArrivalTxn } from './arrival-index.js'
 import type { ByteWriter } from './byte-writer.js'
-import { logChange, removedIdentity } from './change-log.js'
+import { logChange, logRemovals, removedIdentity } from './change-log.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
 import {
   accessRuleKey, accessRuleKeyByRef, arrivalKey, expressionRuleKey, targetIdentity, targetIdentityOfKey, targetIndexKey, targetIndexRange, workspaceOfKey, writeAccessRuleKey,
@@ -252,6 +252,8 @@ function removeExpressionRule (txn: RuleTxn, pk: string): boolean {
 export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => void): LapseTarget & { finish (): void } {
   const { dbs } = txn
   const tombs = tombstoneAppender(dbs)
+  // Access rules removed, by workspace: logged as one change entry each at the end.
+  const removed = new Map<string, string[]>()
   return {
     expiresAt: (table: ExpiryTable, pk: string) => {
       if (table === EXPIRY_TABLE.expression) return dbs.expressionRules.get(pk)?.expiresAt
@@ -277,12 +279,21 @@ export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => vo
       const rule = decodeAccessRule(buf, workspaceOfKey(pk))
       dbs.accessRules.remove(pk)
       reindexAccess(txn, pk, rule, undefined)
-      logGone(txn, rule.workspaceId, rule.ruleRef, rule.target)
+      const gone = removed.get(rule.workspaceId)
+      if (gone === undefined) removed.set(rule.workspaceId, [removedIdentity(rule.ruleRef, rule.target)])
+      else gone.push(removedIdentity(rule.ruleRef, rule.target))
       tombs.append({ workspaceId: rule.workspaceId, kind: 'access_rule', target: rule.target, ruleRef: rule.ruleRef, lapsedAt: expiresAt, action: rule.action })
       onRemove(rule.workspaceId)
       return 'removed'
     },
-    finish: () => { tombs.finish() },
+    finish: () => {
+      tombs.finish()
+      for (const [workspaceId, identities] of removed) {
+        logRemovals(dbs, workspaceId, txn.arrivals.next(), txn.now, identities)
+        txn.logged.set(workspaceId, (txn.logged.get(workspaceId) ?? 0) + 1)
+      }
+      removed.clear()
+    },
   }
 }
 

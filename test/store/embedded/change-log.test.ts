@@ -84,6 +84,13 @@ t.test('rules the sweep removes are listed as gone', async (t) => {
   const got = await catchUp(store, ws, answer.seq)
   t.same(got.gone.sort(), ['10.0.0.1/32', 'lapsing'])
   t.same(got.put, [])
+  t.equal(got.answer.seq, answer.seq + 1, 'one change entry for the pass, not one a rule')
+
+  // Sent again after the sweep: the later put wins over the pass's removal.
+  await store.applyRuleBatch({ ops: [upsert(ws, 1, { expiresAt: 200_000 })] })
+  const back = await catchUp(store, ws, answer.seq)
+  t.same(back.gone.sort(), ['10.0.0.1/32', 'lapsing'])
+  t.same(back.put, ['10.0.0.1/32 block'], 'then listed again, after the removal')
 })
 
 t.test('entries older than the log keeps are trimmed; a catch-up from before the trim reads the workspace whole', async (t) => {
