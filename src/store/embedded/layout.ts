@@ -37,10 +37,10 @@ export interface Databases {
   /**
    * Tombstones of swept rules (tombstones.ts, format 8): in lapse order, [lapsedAt, n] → the
    * target table's partition and the tombstone key (key-layout.ts tombstoneKey); and by target
-   * within partitions, [partition, tombstone key] → lapse time and action.
+   * within partitions, [partition, tombstone key, n] → lapse time and action.
    */
   readonly tombstoneLog: Database<Buffer, [number, number]>
-  readonly tombstonesByTarget: Database<Buffer, [number, string]>
+  readonly tombstonesByTarget: Database<Buffer, [number, string] | [number, string, number]>
   /** Where format 2 kept the stream; emptied when the directory moves to format 3
    *  (migrate-format.ts). Nothing else reads or writes it. */
   readonly legacyStream: Database<Buffer, number>

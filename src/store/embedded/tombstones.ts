@@ -3,7 +3,7 @@
  * after the sweep removed the rule, in two tables written near their ends, not at random places.
  *
  *   tombstone-log          [lapsedAt, n] → u32 partition · tombstone key (key-layout.ts tombstoneKey)
- *   tombstones-by-target   [partition, tombstone key] → f64 lapsedAt · (u8 action: 1 block, 2 allow)
+ *   tombstones-by-target   [partition, tombstone key, n] → f64 lapsedAt · (u8 action: 1 block, 2 allow)
  *
  * n counts every tombstone ever written (META.tombstoneNext, taken under the write lock) and
  * partition = floor(n / PARTITION): a look-up by target seeks the target's key range once in each
@@ -18,9 +18,8 @@
  *
  * A lapse is appended, never looked up first (that read costs what the write saved): a rule that
  * lapses again, after a renewal, leaves a second tombstone; a look-up keeps the latest of an
- * identity, and the older one goes first when the cap is reached. Within one partition the later
- * one takes the target table's entry, so an eviction deletes that entry only when its lapse time
- * is the evicted one's.
+ * identity, and the older one goes first when the cap is reached. n ends the target table's key,
+ * so each tombstone has its own entry there and an eviction deletes it without reading it.
  */
 import type { LapsedTombstone } from '../types.js'
 import { tombstoneKey, tombstoneOfKey, type KeyRange } from './key-layout.js'
@@ -44,6 +43,7 @@ interface Pending {
   readonly key: string
   readonly value: Buffer
   partition: number
+  n: number
 }
 
 /**
@@ -55,19 +55,19 @@ export function tombstoneAppender (dbs: Databases): TombstoneAppender {
   let pending: Pending[] = []
   return {
     append: (t) => {
-      pending.push({ lapsedAt: t.lapsedAt, key: tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef), value: encodeLapse(t), partition: 0 })
+      pending.push({ lapsedAt: t.lapsedAt, key: tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef), value: encodeLapse(t), partition: 0, n: 0 })
     },
     finish: () => {
       if (pending.length === 0) return
       let next = dbs.meta.get(META.tombstoneNext) ?? 0
       pending.sort((a, b) => a.lapsedAt - b.lapsedAt)
       for (const t of pending) {
-        t.partition = Math.floor(next / TOMBSTONE_PARTITION)
-        dbs.tombstoneLog.put([t.lapsedAt, next++], encodeLogValue(t.partition, t.key))
+        t.n = next++
+        t.partition = Math.floor(t.n / TOMBSTONE_PARTITION)
+        dbs.tombstoneLog.put([t.lapsedAt, t.n], encodeLogValue(t.partition, t.key))
       }
-      // Stable: an identity lapsing twice here keeps its later lapse, written last.
-      pending.sort((a, b) => a.partition - b.partition || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
-      for (const t of pending) dbs.tombstonesByTarget.put([t.partition, t.key], t.value)
+      pending.sort((a, b) => a.partition - b.partition || (a.key < b.key ? -1 : a.key > b.key ? 1 : a.n - b.n))
+      for (const t of pending) dbs.tombstonesByTarget.put([t.partition, t.key, t.n], t.value)
       dbs.meta.put(META.tombstoneNext, next)
       dbs.meta.put(META.tombstoneCount, tombstoneCount(dbs) + pending.length)
       pending = []
@@ -87,17 +87,15 @@ export function tombstoneCount (dbs: Databases): number {
 export function dropTombstones (dbs: Databases, before: number, max: number, limit: number): number {
   const count = tombstoneCount(dbs)
   const excess = count - max
-  const old: Array<{ key: [number, number], value: Buffer }> = []
+  const old: Array<{ key: [number, number], target: [number, string, number] }> = []
   // Collected first: removing entries under a live cursor is not something to rely on.
-  for (const entry of dbs.tombstoneLog.getRange({ limit })) {
-    if (old.length >= excess && entry.key[0] >= before) break
-    old.push({ key: entry.key, value: Buffer.from(entry.value) })
+  for (const { key, value } of dbs.tombstoneLog.getRange({ limit })) {
+    if (old.length >= excess && key[0] >= before) break
+    old.push({ key, target: [value.readUInt32LE(0), value.toString('utf8', 4), key[1]] })
   }
-  for (const { key, value } of old) {
+  for (const { key, target } of old) {
     dbs.tombstoneLog.remove(key)
-    const target: [number, string] = [value.readUInt32LE(0), value.toString('utf8', 4)]
-    const stored = dbs.tombstonesByTarget.getBinaryFast(target)
-    if (stored !== undefined && stored.readDoubleLE(0) === key[0]) dbs.tombstonesByTarget.remove(target)
+    dbs.tombstonesByTarget.remove(target)
   }
   if (old.length > 0) dbs.meta.put(META.tombstoneCount, count - old.length)
   return old.length
@@ -120,11 +118,10 @@ export function findTombstones (dbs: Databases, of: { key: string } | { range: K
   for (const [first] of dbs.tombstonesByTarget.getKeys({ limit: 1 })) {
     const last = Math.floor(((dbs.meta.get(META.tombstoneNext) ?? 1) - 1) / TOMBSTONE_PARTITION)
     for (let p = first; p <= last; p++) {
-      if ('key' in of) {
-        const value = dbs.tombstonesByTarget.get([p, of.key])
-        if (value !== undefined) seen(of.key, value)
-      } else {
-        for (const { key, value } of dbs.tombstonesByTarget.getRange({ start: [p, of.range.start], end: [p, of.range.end] })) seen(key[1], value)
+      // A key's entries lie in [key, key + ' '): the numbers after it, and keys that extend it.
+      const range = 'key' in of ? { start: of.key, end: of.key + ' ' } : of.range
+      for (const { key, value } of dbs.tombstonesByTarget.getRange({ start: [p, range.start], end: [p, range.end] })) {
+        if (!('key' in of) || key[1] === of.key) seen(key[1], value)
       }
     }
   }

@@ -36,10 +36,10 @@ t.test('a sweep appends tombstones to the log and to the newest partition; expla
   const keys = [tombstoneKey(ws, 'access_rule', ip('192.0.2.1/32'), 'allowed'), tombstoneKey(ws, 'access_rule', ip('192.0.2.2/32'), null), tombstoneKey(ws, 'waf_rule', null, 'expr')]
   const log = Array.from(env.openDB<Buffer, [number, number]>('tombstone-log', { encoding: 'binary' }).getRange({}), ({ key, value }) => [key, value.readUInt32LE(0), value.toString('utf8', 4)])
   t.same(log.map(([key, p, k]) => [(key as number[])[0], p, k]), [[lapsed, 0, keys[0]], [lapsed + 1, 0, keys[1]], [lapsed + 2, 0, keys[2]]], 'the log: in lapse order, each naming its partition and rule')
-  const byTarget = env.openDB<Buffer, [number, string]>('tombstones-by-target', { encoding: 'binary' })
+  const byTarget = env.openDB<Buffer, [number, string, number]>('tombstones-by-target', { encoding: 'binary' })
   t.same(Array.from(byTarget.getRange({}), ({ key, value }) => [key, value.readDoubleLE(0), value[8]]), [
-    [[0, keys[0]], lapsed, 2], [[0, keys[1]], lapsed + 1, 1], [[0, keys[2]], lapsed + 2, undefined],
-  ].sort((a, b) => ((a[0] as [number, string])[1] < (b[0] as [number, string])[1] ? -1 : 1)), 'by target in partition 0: the lapse time and the action (2 allow, 1 block, none for an expression rule)')
+    [[0, keys[0], 0], lapsed, 2], [[0, keys[1], 1], lapsed + 1, 1], [[0, keys[2], 2], lapsed + 2, undefined],
+  ].sort((a, b) => ((a[0] as [number, string])[1] < (b[0] as [number, string])[1] ? -1 : 1)), 'by target in partition 0, numbered as in the log: the lapse time and the action (2 allow, 1 block, none for an expression rule)')
   t.equal(env.openDB('meta', { encoding: 'json' }).get('tombstones:count'), 3)
   await env.close()
 
@@ -49,6 +49,7 @@ t.test('a sweep appends tombstones to the log and to the newest partition; expla
   t.same(await again.rules.lapsedTombstones(ws, ip('192.0.2.2/32')), [{ workspaceId: ws, kind: 'access_rule', target: ip('192.0.2.2/32'), ruleRef: null, lapsedAt: lapsed + 1, action: 'block' }], 'an unkeyed rule: ruleRef null')
   t.same(await again.rules.lapsedTombstones(ws, { kind: 'waf_rule', ruleRef: 'expr' }), [{ workspaceId: ws, kind: 'waf_rule', target: null, ruleRef: 'expr', lapsedAt: lapsed + 2 }])
   t.same(await again.rules.lapsedTombstones(ws, ip('192.0.2.0/24')), [], 'not a prefix match: 192.0.2.0/24 is not 192.0.2.1/32')
+  t.same(await again.rules.lapsedTombstones(ws, { kind: 'waf_rule', ruleRef: 'exp' }), [], 'nor is expression rule exp expr')
 })
 
 t.test('format-7 tombstones (and format-6 values among them) move over at the open, then go like the others', async (t) => {
