@@ -25,6 +25,7 @@ import { closeSync, cpSync, existsSync, mkdtempSync, openSync, rmSync, statSync 
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { randomTarget } from './targets.js'
 
 const RULES = Number(process.env.RULES ?? 1_000_000)
 const SEED = Number(process.env.SEED ?? 200_000)
@@ -49,15 +50,6 @@ async function storeOf (build: string): Promise<Open> {
   return mod.openEmbeddedStore
 }
 
-function target (): { type: 'ip', value: string } {
-  if (Math.random() < 0.8) {
-    const n = Math.floor(Math.random() * 2 ** 30)
-    return { type: 'ip', value: `${11 + (n >>> 24)}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}/32` }
-  }
-  const h = (): string => Math.floor(Math.random() * 65536).toString(16)
-  return { type: 'ip', value: `2001:db8:${h()}:${h()}:${h()}:${h()}:${h()}:${h()}/128` }
-}
-
 let seq = 1
 async function load (store: Store, workspaceId: string, count: number, expiry: (i: number) => number): Promise<void> {
   for (let done = 0; done < count; done += 1000) {
@@ -65,7 +57,7 @@ async function load (store: Store, workspaceId: string, count: number, expiry: (
     for (let i = done; i < Math.min(count, done + 1000); i++) {
       ops.push({
         op: 'upsertAccessRule',
-        input: { workspaceId, kind: 'access_rule', ruleRef: null, labels: {}, reason: null, expiresAt: expiry(i), seq: seq++, target: target(), action: 'block', name: null, confidence: null, severity: null },
+        input: { workspaceId, kind: 'access_rule', ruleRef: null, labels: {}, reason: null, expiresAt: expiry(i), seq: seq++, target: randomTarget(), action: 'block', name: null, confidence: null, severity: null },
       })
     }
     await store.applyRuleBatch({ ops, checkpoint: { consumer: 'rules', seq: seq - 1 } })
