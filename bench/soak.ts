@@ -175,7 +175,7 @@ function diskUse (dir: string): number {
 }
 
 /** The main environment's tables whose pages each sample records (names from src/store/embedded/lmdb-env.ts). */
-const SIZED_TABLES = ['access-rules', 'access-changes', 'access-by-target', 'expiry-log', 'tombstones', 'tombstones-by-time', 'admin-journal'] as const
+const SIZED_TABLES = ['access-rules', 'access-changes', 'access-by-target', 'expiry-log', 'tombstone-log', 'tombstones-by-target', 'admin-journal'] as const
 
 interface PageStat { treeBranchPageCount: number, treeLeafPageCount: number, overflowPages: number, entryCount: number }
 const pagesOf = (s: PageStat): number => s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages
@@ -192,7 +192,7 @@ class Tables {
     const binary = { encoding: 'binary' } as const
     this.#dbs = {
       rules: this.#root.openDB('access-rules', binary) as never,
-      tombstones: this.#root.openDB('tombstones-by-time', binary) as never,
+      tombstones: this.#root.openDB('tombstone-log', binary) as never,
       expiryLog: this.#root.openDB('expiry-log', binary) as never,
     }
     this.#sized = SIZED_TABLES.map((name) => ({ name, db: this.#root.openDB(name, binary) as never }))
@@ -587,7 +587,7 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
         { label: 'rules env', color: '#1f77b4', values: samples.map((s) => s.mainEnvBytes / 2 ** 20) },
         { label: 'stream env', color: '#ff7f0e', values: samples.map((s) => s.streamEnvBytes / 2 ** 20) },
         { label: 'rules', color: '#2ca02c', values: samples.map((s) => ((s.tableBytes['access-rules'] ?? 0) + (s.tableBytes['access-by-target'] ?? 0)) / 2 ** 20) },
-        { label: 'tombstones', color: '#9467bd', values: samples.map((s) => ((s.tableBytes.tombstones ?? 0) + (s.tableBytes['tombstones-by-time'] ?? 0)) / 2 ** 20) },
+        { label: 'tombstones', color: '#9467bd', values: samples.map((s) => ((s.tableBytes['tombstone-log'] ?? 0) + (s.tableBytes['tombstones-by-target'] ?? 0)) / 2 ** 20) },
         { label: 'change log', color: '#8c564b', values: samples.map((s) => (s.tableBytes['access-changes'] ?? 0) / 2 ** 20) },
         { label: 'free pages', color: '#7f7f7f', values: samples.map((s) => s.freeBytes / 2 ** 20) },
       ] },

@@ -19,6 +19,7 @@ import { join } from 'node:path'
 import { open } from 'lmdb'
 import { openEmbeddedStore } from '../../src/store/embedded/embedded-store.js'
 import type { RuleOp } from '../../src/store/batch-types.js'
+import { randomTarget } from './targets.js'
 
 const RULES = Number(process.env.RULES ?? 1_200_000)
 const RATE = Number(process.env.RATE ?? 3000)
@@ -27,15 +28,6 @@ const PASS = Number(process.env.PASS ?? 2000)
 const TEMPLATE = process.env.TEMPLATE
 /** Stop after this many rules swept (the comparison needs no more). */
 const MAX = Number(process.env.MAX ?? Infinity)
-
-function target (): { type: 'ip', value: string } {
-  if (Math.random() < 0.8) {
-    const n = Math.floor(Math.random() * 2 ** 30)
-    return { type: 'ip', value: `${11 + (n >>> 24)}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}/32` }
-  }
-  const h = (): string => Math.floor(Math.random() * 65536).toString(16)
-  return { type: 'ip', value: `2001:db8:${h()}:${h()}:${h()}:${h()}:${h()}:${h()}/128` }
-}
 
 function writtenBytes (): number {
   const m = /write_bytes: (\d+)/.exec(readFileSync('/proc/self/io', 'utf8'))
@@ -54,7 +46,7 @@ async function build (dir: string): Promise<void> {
       const arrival = now - span + i / RATE * 1000
       ops.push({
         op: 'upsertAccessRule',
-        input: { workspaceId: ws.id, kind: 'access_rule', ruleRef: null, labels: {}, reason: null, expiresAt: Math.round(arrival + 60_000 + Math.random() * 540_000), seq: seq++, target: target(), action: 'block', name: null, confidence: null, severity: null },
+        input: { workspaceId: ws.id, kind: 'access_rule', ruleRef: null, labels: {}, reason: null, expiresAt: Math.round(arrival + 60_000 + Math.random() * 540_000), seq: seq++, target: randomTarget(), action: 'block', name: null, confidence: null, severity: null },
       })
     }
     await store.applyRuleBatch({ ops, checkpoint: { consumer: 'rules', seq: seq - 1 } })

@@ -38,8 +38,8 @@ const pagesOf = (s: Stat): number => s.treeBranchPageCount + s.treeLeafPageCount
 const dir = mkdtempSync(join(tmpdir(), 'tf-tombcap-'))
 const store = await openEmbeddedStore(dir, { tombstoneMax: CAP })
 const root = open({ path: dir, noSubdir: false, maxDbs: 24, readOnly: true })
-const tomb = root.openDB('tombstones', { encoding: 'binary' })
-const byTime = root.openDB('tombstones-by-time', { encoding: 'binary' })
+const tomb = root.openDB('tombstones-by-target', { encoding: 'binary' })
+const byTime = root.openDB('tombstone-log', { encoding: 'binary' })
 
 const ws = await store.workspaces.create({ name: 'soak', subscription: 'active' })
 async function insert (count: number, expiresAt: () => number | null): Promise<void> {

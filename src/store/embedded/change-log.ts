@@ -11,6 +11,9 @@
  *   access-changes   ws␟<n, 14 hex digits>  →  [time, f64][op][payload]
  *                       op '+': payload is the primary key of the rule that changed
  *                       op '-': payload is the identity removed: r␟<ruleRef> or t␟<type>␟<value>
+ *                       op '*': the identities a sweep pass removed (format 8), each as
+ *                               [u16 length][identity]: one entry a pass and workspace, not one
+ *                               a rule (bench/NOTES.md, "Sweep: the cost of a removal")
  *
  * A catch-up since n reads the workspace's arrival keys and change entries numbered after n,
  * merged in number order (a removal and a re-insert of one target must apply in that order):
@@ -32,6 +35,7 @@ const SEP = '\u001f'
 const AFTER_SEP = ' '
 const OP_PUT = 0x2b // '+'
 const OP_GONE = 0x2d // '-'
+const OP_SWEPT = 0x2a // '*'
 const TIME_BYTES = 8
 
 /** The meta key of the highest change number a trim dropped in a workspace (0: none). */
@@ -49,10 +53,16 @@ export function changeRange (workspaceId: string, after: number): KeyRange {
   return { start: changeKey(workspaceId, after + 1), end: workspaceId + AFTER_SEP }
 }
 
+/** An access rule's identity as a removal names it. */
+export interface Removed {
+  readonly ruleRef: string | null
+  readonly target: Target | null
+}
+
 /** A decoded change entry. */
 export type Change =
   | { readonly op: 'put', readonly pk: string }
-  | { readonly op: 'gone', readonly ruleRef: string | null, readonly target: Target | null }
+  | { readonly op: 'gone', readonly removed: readonly Removed[] }
 
 /** The identity of a removed access rule as the entry holds it. */
 export function removedIdentity (ruleRef: string | null, target: Target): string {
@@ -69,12 +79,39 @@ export function logChange (dbs: Databases, workspaceId: string, n: number, now: 
   dbs.accessChanges.put(changeKey(workspaceId, n), value)
 }
 
+/** Inside a write: logs the removal of several identities (removedIdentity) under one number `n`. */
+export function logRemovals (dbs: Databases, workspaceId: string, n: number, now: number, identities: readonly string[]): void {
+  let bytes = TIME_BYTES + 1
+  for (const id of identities) bytes += 2 + Buffer.byteLength(id)
+  const value = Buffer.allocUnsafe(bytes)
+  value.writeDoubleLE(now, 0)
+  value[TIME_BYTES] = OP_SWEPT
+  let at = TIME_BYTES + 1
+  for (const id of identities) {
+    const length = value.write(id, at + 2, 'utf8')
+    value.writeUInt16LE(length, at)
+    at += 2 + length
+  }
+  dbs.accessChanges.put(changeKey(workspaceId, n), value)
+}
+
 export function decodeChange (value: Buffer): Change {
-  const payload = value.toString('utf8', TIME_BYTES + 1)
-  if (value[TIME_BYTES] === OP_PUT) return { op: 'put', pk: payload }
+  const op = value[TIME_BYTES]
+  if (op === OP_PUT) return { op: 'put', pk: value.toString('utf8', TIME_BYTES + 1) }
+  if (op === OP_GONE) return { op: 'gone', removed: [decodeIdentity(value.toString('utf8', TIME_BYTES + 1))] }
+  const removed: Removed[] = []
+  for (let at = TIME_BYTES + 1; at < value.length;) {
+    const length = value.readUInt16LE(at)
+    removed.push(decodeIdentity(value.toString('utf8', at + 2, at + 2 + length)))
+    at += 2 + length
+  }
+  return { op: 'gone', removed }
+}
+
+function decodeIdentity (payload: string): Removed {
   const parts = payload.split(SEP)
-  if (parts[0] === 'r') return { op: 'gone', ruleRef: parts.slice(1).join(SEP), target: null }
-  return { op: 'gone', ruleRef: null, target: { type: parts[1] as Target['type'], value: parts.slice(2).join(SEP) } }
+  if (parts[0] === 'r') return { ruleRef: parts.slice(1).join(SEP), target: null }
+  return { ruleRef: null, target: { type: parts[1] as Target['type'], value: parts.slice(2).join(SEP) } }
 }
 
 /** The change number of a change key or an arrival key (both end in 14 hex digits). */

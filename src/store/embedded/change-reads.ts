@@ -123,7 +123,7 @@ export function readChanges (
           answer.changed++
           each(head.rule)
         } else if (head.change.op === 'gone') {
-          gone(head.change.ruleRef, head.change.target)
+          for (const r of head.change.removed) gone(r.ruleRef, r.target)
         } else {
           // Gone since (a removal entry follows), or written again (so is a later entry): as it is now.
           const buf = dbs.accessRules.get(head.change.pk, { transaction })

@@ -11,8 +11,10 @@
  *   access-by-target  ws␟<type>␟<value>␟<ruleRef> → primary key        (keyed rules only: an
  *                                                  unkeyed rule has none)
  *   expression-rules  ws␟<kind>␟<ruleRef>
- *   tombstones        ws␟t␟<type>␟<value>␟<ruleRef or empty>   a swept access rule
+ *   tombstone key     ws␟t␟<type>␟<value>␟<ruleRef or empty>   a swept access rule
  *                     ws␟x␟<kind>␟<ruleRef>                    a swept expression rule
+ *                                                  (the second part of a tombstones-by-target
+ *                                                  key, tombstones.ts)
  *   lists-by-name     ws␟<name>␟<id>              → id
  *   feed-versions     ws␟<listId>␟<family>␟<action>
  *

@@ -4,20 +4,12 @@
  * expiry-log.ts, which lmdb-env.ts must not depend on, use them too).
  */
 import type { Database } from 'lmdb'
-import type { AccessList, ApiKey, ExpressionRule, FeedConsumer, FeedVersion, JournalTable, LapsedTombstone, Workspace } from '../types.js'
+import type { AccessList, ApiKey, ExpressionRule, FeedConsumer, FeedVersion, JournalTable, Workspace } from '../types.js'
 
 /** Expiry log key: [expiry bucket, entry number]; see expiry-log.ts. */
 export type ExpiryLogKey = [number, number]
 
 export type JournalKey = [JournalTable, string, number, string]
-
-/**
- * A tombstone's stored value: its lapse time, and 1 for a block or 2 for an allow (none on an
- * expression rule); everything else is in its key. Format 6 stored the whole LapsedTombstone as
- * JSON, repeating the key (bench/soak/tombstone-cap.ts: 468 against 213 bytes a tombstone, both
- * tables); rule-writes.ts reads those as they are until they go, a day after their lapse.
- */
-export type StoredTombstone = readonly [lapsedAt: number, action?: 1 | 2]
 
 export interface Databases {
   readonly workspaces: Database<Workspace, string>
@@ -43,12 +35,12 @@ export interface Databases {
   /** Which rules may lapse in which expiry bucket (expiry-log.ts). */
   readonly expiryLog: Database<Buffer, ExpiryLogKey>
   /**
-   * Tombstones of swept rules (key-layout.ts tombstoneKey) and their lapse-time index. The key
-   * names the rule; the value is what the key does not say (StoredTombstone), or,
-   * written before format 7, the whole LapsedTombstone.
+   * Tombstones of swept rules (tombstones.ts, format 8): in lapse order, [lapsedAt, n] → the
+   * target table's partition and the tombstone key (key-layout.ts tombstoneKey); and by target
+   * within partitions, [partition, tombstone key, n] → lapse time and action.
    */
-  readonly tombstones: Database<StoredTombstone | LapsedTombstone, string>
-  readonly tombstonesByTime: Database<Buffer, [number, string]>
+  readonly tombstoneLog: Database<Buffer, [number, number]>
+  readonly tombstonesByTarget: Database<Buffer, [number, string] | [number, string, number]>
   /** Where format 2 kept the stream; emptied when the directory moves to format 3
    *  (migrate-format.ts). Nothing else reads or writes it. */
   readonly legacyStream: Database<Buffer, number>
@@ -86,8 +78,10 @@ export const META = {
   adminRevision: 'revision:admin',
   rulesRevision: 'revision:rules',
   streamHead: 'stream:head',
-  /** How many tombstones are kept (rule-writes.ts), so the cap is checked without a scan. */
+  /** How many tombstones are kept (tombstones.ts), so the cap is checked without a scan. */
   tombstoneCount: 'tombstones:count',
+  /** The number of the next tombstone (tombstones.ts), which picks its partition. */
+  tombstoneNext: 'tombstones:next',
   /** The next arrival number of an unkeyed access rule (arrival-index.ts), which also numbers
    *  every other access-rule change (change-log.ts). */
   arrivalNext: 'arrival:next',

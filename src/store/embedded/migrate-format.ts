@@ -22,9 +22,15 @@
  *             every rule. Nothing is rewritten (the log starts empty; a cache starts with a whole
  *             read). A format-5 version would change rules without logging them, and a format-6
  *             process's cache would miss those changes, so it must refuse the directory.
- *   format 7  a tombstone's value is its lapse time and action only (layout.ts StoredTombstone),
+ *   format 7  a tombstone's value is its lapse time and action only (JSON [lapsedAt, action]),
  *             its key naming the rule; those written before stay as they are until they go, a
  *             day after their lapse. A format-6 version would misread the new ones.
+ *   format 8  tombstones in lapse order and in partitions of the target table (tombstones.ts),
+ *             so that a sweep writes them near the tables' ends; the format-7 tables (and the
+ *             format-6 values in them) are moved over and dropped in one transaction; and a
+ *             sweep pass logs its removals as one change entry a workspace (change-log.ts op
+ *             '*'). A format-7 version would not find the tombstones, would write its own beside
+ *             them and would misread those entries, so it must refuse the directory.
  *
  * Each upgrade of the main environment is one write transaction, so a crash leaves the older
  * format untouched, and it re-checks the format under the write lock, so two processes opening an
@@ -36,14 +42,16 @@
  * starting an empty stream at seq 1).
  */
 import type { RootDatabase } from 'lmdb'
-import type { AccessRule, StreamRecordInput } from '../types.js'
+import type { AccessRule, LapsedTombstone, StreamRecordInput } from '../types.js'
 import { ByteWriter } from './byte-writer.js'
 import { EXPIRY_TABLE, ExpiryLogWriter } from './expiry-log.js'
+import { tombstoneOfKey } from './key-layout.js'
 import { META, type Databases, type StreamDatabases } from './layout.js'
 import { accessRuleExpiresAt, encodeAccessRule } from './rule-codec.js'
 import { encodeChunk } from './stream-codec.js'
+import { tombstoneAppender } from './tombstones.js'
 
-export const FORMAT = 7
+export const FORMAT = 8
 const FORMAT_KEY = 'format'
 
 /** Records per chunk when old per-record entries are regrouped. */
@@ -84,6 +92,8 @@ export function migrateFormat (root: RootDatabase, dbs: Databases, streamRoot: R
   root.resetReadTxn()
   rebuildExpiryLog(root, dbs)
   root.resetReadTxn()
+  moveTombstones(root, dbs)
+  root.resetReadTxn()
   // Format 4 → 5 → 6 → 7 changes nothing stored (the change log starts empty): the number alone
   // keeps older versions out.
   root.transactionSync(() => {
@@ -109,6 +119,43 @@ function rebuildExpiryLog (root: RootDatabase, dbs: Databases): void {
     log.write(dbs, w)
     dbs.meta.put(FORMAT_KEY, 4)
   })
+}
+
+/** Format 7 → 8: the tombstones moved into the log and its partitions (tombstones.ts), in one transaction. */
+function moveTombstones (root: RootDatabase, dbs: Databases): void {
+  root.transactionSync(() => {
+    if ((dbs.meta.get(FORMAT_KEY) ?? 0) >= 8) return
+    const byKey = root.openDB<OldTombstone, string>('tombstones', { encoding: 'json' })
+    const byTime = root.openDB<Buffer, [number, string]>('tombstones-by-time', { encoding: 'binary' })
+    dbs.meta.put(META.tombstoneCount, 0)
+    const tombs = tombstoneAppender(dbs)
+    let moved = 0
+    // In lapse order, so the log's order is the old index's; an identity's earlier lapse (its
+    // tombstone since replaced) had only its time-index entry left, and is not moved.
+    for (const [lapsedAt, key] of byTime.getKeys({})) {
+      const stored = byKey.get(key)
+      const t = stored === undefined ? undefined : oldTombstone(key, stored)
+      if (t?.lapsedAt !== lapsedAt) continue
+      tombs.append(t)
+      if (++moved % MOVE_SLICE === 0) tombs.finish()
+    }
+    tombs.finish()
+    byKey.dropSync()
+    byTime.dropSync()
+    dbs.meta.put(FORMAT_KEY, 8)
+  })
+}
+
+/** Tombstones moved per write of the appender: what it holds at most (up to a million move). */
+const MOVE_SLICE = 10_000
+
+/** A format-7 tombstone's value, [lapsedAt, action] (1 block, 2 allow); format 6 stored the whole record. */
+type OldTombstone = readonly [lapsedAt: number, action?: 1 | 2] | LapsedTombstone
+
+function oldTombstone (key: string, stored: OldTombstone): LapsedTombstone {
+  if (!Array.isArray(stored)) return stored as LapsedTombstone
+  const [lapsedAt, action] = stored as readonly [number, (1 | 2)?]
+  return { ...tombstoneOfKey(key), lapsedAt, ...(action === undefined ? {} : { action: action === 2 ? 'allow' : 'block' }) }
 }
 
 /** Format 2 → 3: the stream's chunks and head into the stream's own environment. */

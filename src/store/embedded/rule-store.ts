@@ -19,7 +19,8 @@ import { accessRuleKey, expressionRuleRange, targetIdentity, targetIndexRange, t
 import { META, workspaceRulesRevision, type Databases, type ExpiryLogKey } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
 import { decodeAccessRule } from './rule-codec.js'
-import { dropTombstones, lapseTarget, readTombstone, putAccessRule, putEncodedAccessRule, putExpressionRule, readAccessRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
+import { dropTombstones, findTombstones } from './tombstones.js'
+import { lapseTarget, putAccessRule, putEncodedAccessRule, putExpressionRule, readAccessRule, removeAccessByTarget, removeByRef, upsertAccessRule, type RuleTxn } from './rule-writes.js'
 
 /** Expiry-log references handled per transaction: bounded, so a purge after a long outage never
  *  holds the (cross-process) write lock for long. */
@@ -224,15 +225,7 @@ export class EmbeddedRuleStore implements RuleStore {
 
   async lapsedTombstones (workspaceId: string, of: Target | { kind: ExpressionRule['kind'], ruleRef: string }): Promise<LapsedTombstone[]> {
     return this.#env.readLatest((dbs) => {
-      const found: LapsedTombstone[] = []
-      if ('kind' in of) {
-        const key = tombstoneKey(workspaceId, of.kind, null, of.ruleRef)
-        const t = dbs.tombstones.get(key)
-        if (t !== undefined) found.push(readTombstone(key, t))
-      } else {
-        for (const { key, value } of dbs.tombstones.getRange(tombstoneTargetRange(workspaceId, of))) found.push(readTombstone(key, value))
-      }
-      return found.sort((a, b) => b.lapsedAt - a.lapsedAt)
+      return findTombstones(dbs, 'kind' in of ? { key: tombstoneKey(workspaceId, of.kind, null, of.ruleRef) } : { range: tombstoneTargetRange(workspaceId, of) })
     })
   }
 

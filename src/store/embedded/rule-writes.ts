@@ -10,17 +10,17 @@
 import { randomUUID } from 'node:crypto'
 import type { Database } from 'lmdb'
 import type { EncodedAccessUpsert } from './packed-batch.js'
-import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, LapsedTombstone, RuleKind, Target } from '../types.js'
+import type { AccessRule, AccessRuleInput, ExpressionRule, ExpressionRuleInput, RuleKind, Target } from '../types.js'
 import type { ArrivalTxn } from './arrival-index.js'
 import type { ByteWriter } from './byte-writer.js'
-import { logChange, removedIdentity } from './change-log.js'
+import { logChange, logRemovals, removedIdentity } from './change-log.js'
 import { EXPIRY_TABLE, expiryBucket, type ExpiryLogWriter, type ExpiryTable, type LapseTarget } from './expiry-log.js'
 import {
-  accessRuleKey, accessRuleKeyByRef, arrivalKey, expressionRuleKey, targetIdentity, targetIdentityOfKey, targetIndexKey, targetIndexRange, tombstoneKey, tombstoneOfKey, workspaceOfKey,
-  writeAccessRuleKey,
+  accessRuleKey, accessRuleKeyByRef, arrivalKey, expressionRuleKey, targetIdentity, targetIdentityOfKey, targetIndexKey, targetIndexRange, workspaceOfKey, writeAccessRuleKey,
 } from './key-layout.js'
-import { META, type Databases, type StoredTombstone } from './layout.js'
+import type { Databases } from './layout.js'
 import { accessRuleExpiresAt, decodeAccessRule, encodeAccessRule, setAccessRuleTimes } from './rule-codec.js'
+import { tombstoneAppender } from './tombstones.js'
 
 /** What one write transaction works with. */
 export interface RuleTxn {
@@ -244,18 +244,16 @@ function removeExpressionRule (txn: RuleTxn, pk: string): boolean {
 }
 
 /**
- * The rule tables as the expiry-log sweep sees them: each rule removed leaves a tombstone (one
- * per identity: a later lapse of the same identity replaces it) and `onRemove` hears of it. An
- * access rule is read once, its expiry checked on the bytes and the rest decoded only when it
- * goes. `finish` stores the tombstone count once for the whole pass.
+ * The rule tables as the expiry-log sweep sees them: each rule removed leaves a tombstone
+ * (tombstones.ts) and `onRemove` hears of it. An access rule is read once, its expiry checked on
+ * the bytes and the rest decoded only when it goes. `finish` stores the tombstone counters once
+ * for the whole pass.
  */
 export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => void): LapseTarget & { finish (): void } {
   const { dbs } = txn
-  let tombstones: number | null = null
-  const tomb = (t: LapsedTombstone): void => {
-    tombstones ??= tombstoneCount(dbs)
-    tombstones += putTombstone(dbs, t)
-  }
+  const tombs = tombstoneAppender(dbs)
+  // Access rules removed, by workspace: logged as one change entry each at the end.
+  const removed = new Map<string, string[]>()
   return {
     expiresAt: (table: ExpiryTable, pk: string) => {
       if (table === EXPIRY_TABLE.expression) return dbs.expressionRules.get(pk)?.expiresAt
@@ -268,7 +266,7 @@ export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => vo
         if (rule === undefined || rule.expiresAt === null || expiryBucket(rule.expiresAt) !== bucket) return 'stale'
         if (rule.expiresAt >= before) return 'kept'
         removeExpressionRule(txn, pk)
-        tomb({ workspaceId: rule.workspaceId, kind: rule.kind, target: null, ruleRef: rule.ruleRef, lapsedAt: rule.expiresAt })
+        tombs.append({ workspaceId: rule.workspaceId, kind: rule.kind, target: null, ruleRef: rule.ruleRef, lapsedAt: rule.expiresAt })
         onRemove(rule.workspaceId)
         return 'removed'
       }
@@ -281,65 +279,22 @@ export function lapseTarget (txn: RuleTxn, onRemove: (workspaceId: string) => vo
       const rule = decodeAccessRule(buf, workspaceOfKey(pk))
       dbs.accessRules.remove(pk)
       reindexAccess(txn, pk, rule, undefined)
-      logGone(txn, rule.workspaceId, rule.ruleRef, rule.target)
-      tomb({ workspaceId: rule.workspaceId, kind: 'access_rule', target: rule.target, ruleRef: rule.ruleRef, lapsedAt: expiresAt, action: rule.action })
+      const gone = removed.get(rule.workspaceId)
+      if (gone === undefined) removed.set(rule.workspaceId, [removedIdentity(rule.ruleRef, rule.target)])
+      else gone.push(removedIdentity(rule.ruleRef, rule.target))
+      tombs.append({ workspaceId: rule.workspaceId, kind: 'access_rule', target: rule.target, ruleRef: rule.ruleRef, lapsedAt: expiresAt, action: rule.action })
       onRemove(rule.workspaceId)
       return 'removed'
     },
     finish: () => {
-      if (tombstones !== null) dbs.meta.put(META.tombstoneCount, tombstones)
+      tombs.finish()
+      for (const [workspaceId, identities] of removed) {
+        logRemovals(dbs, workspaceId, txn.arrivals.next(), txn.now, identities)
+        txn.logged.set(workspaceId, (txn.logged.get(workspaceId) ?? 0) + 1)
+      }
+      removed.clear()
     },
   }
-}
-
-function lapsedAtOf (stored: StoredTombstone | LapsedTombstone): number {
-  return Array.isArray(stored) ? (stored as StoredTombstone)[0] : (stored as LapsedTombstone).lapsedAt
-}
-
-/** A stored tombstone with its key read back into the LapsedTombstone it was written from. */
-export function readTombstone (key: string, stored: StoredTombstone | LapsedTombstone): LapsedTombstone {
-  if (!Array.isArray(stored)) return stored as LapsedTombstone
-  const [lapsedAt, action] = stored as StoredTombstone
-  return { ...tombstoneOfKey(key), lapsedAt, ...(action === undefined ? {} : { action: action === 2 ? 'allow' : 'block' }) }
-}
-
-/** Stores a tombstone (replacing that identity's); 1 when it is a new one, 0 when it replaced one. */
-function putTombstone (dbs: Databases, t: LapsedTombstone): number {
-  const key = tombstoneKey(t.workspaceId, t.kind, t.target, t.ruleRef)
-  const prev = dbs.tombstones.get(key)
-  if (prev !== undefined) dbs.tombstonesByTime.remove([lapsedAtOf(prev), key])
-  dbs.tombstones.put(key, t.action === undefined ? [t.lapsedAt] : [t.lapsedAt, t.action === 'allow' ? 2 : 1])
-  dbs.tombstonesByTime.put([t.lapsedAt, key], EMPTY)
-  return prev === undefined ? 1 : 0
-}
-
-const EMPTY = Buffer.alloc(0)
-
-/** Tombstones kept: the count kept beside them, or (a directory from before the count) counted once. */
-function tombstoneCount (dbs: Databases): number {
-  return dbs.meta.get(META.tombstoneCount) ?? dbs.tombstonesByTime.getKeysCount()
-}
-
-/**
- * Inside a write: drops at most `limit` tombstones, oldest lapse first — those beyond `max` kept,
- * then those that lapsed before `before`. Returns how many.
- */
-export function dropTombstones (dbs: Databases, before: number, max: number, limit: number): number {
-  const count = tombstoneCount(dbs)
-  const excess = count - max
-  const old: Array<[number, string]> = []
-  // The time index holds one entry per tombstone, in lapse order.
-  for (const entry of dbs.tombstonesByTime.getKeys({ limit })) {
-    if (old.length >= excess && entry[0] >= before) break
-    old.push(entry)
-  }
-  for (const [lapsedAt, key] of old) {
-    dbs.tombstonesByTime.remove([lapsedAt, key])
-    const stored = dbs.tombstones.get(key)
-    if (stored !== undefined && lapsedAtOf(stored) === lapsedAt) dbs.tombstones.remove(key)
-  }
-  if (old.length > 0) dbs.meta.put(META.tombstoneCount, count - old.length)
-  return old.length
 }
 
 function reindexAccess (txn: RuleTxn, pk: AccessKey, prev: AccessRule | undefined, next: AccessRuleInput | undefined): void {

@@ -10,6 +10,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { CHANGES_KEPT_MS } from '../../../src/store/embedded/change-log.js'
 import { LmdbEnv } from '../../../src/store/embedded/lmdb-env.js'
+import { FORMAT } from '../../../src/store/embedded/migrate-format.js'
 import type { RuleOp } from '../../../src/store/batch-types.js'
 import { openStore } from '../../../src/store/open.js'
 import type { AccessRuleChanges, Store } from '../../../src/store/types.js'
@@ -83,6 +84,13 @@ t.test('rules the sweep removes are listed as gone', async (t) => {
   const got = await catchUp(store, ws, answer.seq)
   t.same(got.gone.sort(), ['10.0.0.1/32', 'lapsing'])
   t.same(got.put, [])
+  t.equal(got.answer.seq, answer.seq + 1, 'one change entry for the pass, not one a rule')
+
+  // Sent again after the sweep: the later put wins over the pass's removal.
+  await store.applyRuleBatch({ ops: [upsert(ws, 1, { expiresAt: 200_000 })] })
+  const back = await catchUp(store, ws, answer.seq)
+  t.same(back.gone.sort(), ['10.0.0.1/32', 'lapsing'])
+  t.same(back.put, ['10.0.0.1/32 block'], 'then listed again, after the removal')
 })
 
 t.test('entries older than the log keeps are trimmed; a catch-up from before the trim reads the workspace whole', async (t) => {
@@ -119,7 +127,7 @@ t.test('entries older than the log keeps are trimmed; a catch-up from before the
   t.same([fromAfter.put, fromAfter.answer.live], [['10.0.0.3/32 allow'], null], 'from after it: the log')
 })
 
-t.test('a format-5 directory opens as format 7: its rules kept, caught up through the log from then on', async (t) => {
+t.test('a format-5 directory opens in the current format: its rules kept, caught up through the log from then on', async (t) => {
   const dir = await tempDir(t)
   const ws = freshWorkspaceId()
   const made = await openStore({ kind: 'embedded', dataDir: dir })
@@ -135,7 +143,7 @@ t.test('a format-5 directory opens as format 7: its rules kept, caught up throug
   const store = await openStore({ kind: 'embedded', dataDir: dir })
   t.teardown(() => store.close())
   const check = new LmdbEnv(dir)
-  t.equal(check.read((dbs) => dbs.meta.get('format')), 7, 'format 7, which a format-5 version refuses ("newer than this version reads")')
+  t.equal(check.read((dbs) => dbs.meta.get('format')), FORMAT, `format ${FORMAT}, which a format-5 version refuses ("newer than this version reads")`)
   await check.close()
   const first = await catchUp(store, ws, -1)
   t.same(first.put.sort(), ['10.0.0.1/32 block', '10.0.0.2/32 block', '10.0.0.3/32 block'], 'every rule kept')

@@ -108,7 +108,7 @@ t.test('a format-2 directory moves its stream into the stream environment, once'
   }
   const main = open({ path: dir, noSubdir: false, maxDbs: 16, overlappingSync: false })
   t.equal(main.openDB('stream-chunks', { encoding: 'binary' }).getKeysCount(), 0, 'nothing left in the main environment')
-  t.equal(main.openDB('meta', { encoding: 'json' }).get('format'), 7, 'and on to format 7 (10-second expiry buckets, arrival order, the change log, compact tombstones)')
+  t.equal(main.openDB('meta', { encoding: 'json' }).get('format'), 8, 'and on to format 8 (10-second expiry buckets, arrival order, the change log, tombstones in lapse order)')
   await main.close()
   const store = await openStore({ kind: 'embedded', dataDir: dir })
   t.teardown(() => store.close())
