@@ -25,6 +25,7 @@ import type { Exchange } from './respond.js'
 import { prefersGzip } from './accept-encoding.js'
 import { isNotModified } from './conditional.js'
 import { parseFeedQuery, resolveVariant, type ResolvedVariant } from './feed-params.js'
+import { turnWallClock } from './turn-clock.js'
 import { prepareVariant, closesAfter, writeBody, writeHead, writeHeadError, writeNotModified } from './feed-write.js'
 import { decodeListRef, ListDirectory } from './list-resolve.js'
 import type { AddressKey, ClientAddresses } from './consumer-address.js'
@@ -198,7 +199,8 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     const query = parseFeedQuery(r.rawQuery)
     r.client = query.client
     r.variant = resolveVariant(query, defaults)
-    r.at = Date.now()
+    // One wall-clock read per turn of the event loop, not per poll (turn-clock.ts).
+    r.at = turnWallClock()
     const snapshot = feeds.getSnapshot(r.workspaceId, feedId, r.at)
     return snapshot === null ? wait(ex, r) : answer(ex, r, snapshot)
   }
