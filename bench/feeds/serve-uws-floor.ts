@@ -11,7 +11,8 @@
  * verbatim after `HTTP/1.1 `), then endWithoutBody or tryEnd — two crossings into C++ per answer —
  * and no cork, since uWS corks the socket around its request callback already. So what it costs
  * per request is uWS's own HTTP parsing, its call into JS and the three header reads that decide
- * the answer, plus the kernel's socket work; no application on uWS can answer for less.
+ * the answer (names and block as ArrayBuffers, the argument uWS reads cheapest), plus the
+ * kernel's socket work; no application on uWS can answer for less.
  * With FLOOR_CALLS=1 it writes call by call instead — the status, then one writeHeader per
  * header, inside cork — what the floor was before (bench/NOTES.md, "Feeds: the poll path").
  * With FLOOR_ADDRESS=1 it also reads the peer's address per request (res.getRemoteAddress), as
@@ -39,11 +40,19 @@ const headers = JSON.parse(process.env.FLOOR_HEADERS ?? '{}') as { '304'?: Pairs
 const dir = process.env.FLOOR_BODIES ?? ''
 const bodies = dir === '' ? null : { identity: readFileSync(join(dir, 'feed.txt')), gzip: readFileSync(join(dir, 'feed.txt.gz')) }
 
+/**
+ * Latin-1 text as an ArrayBuffer of its own: the argument uWS reads cheapest (a string it
+ * converts to UTF-8 per call, a Buffer it must resolve to its buffer first; src/http/uws-bytes.ts).
+ */
+function bytes (text: string): ArrayBuffer {
+  return Uint8Array.from(Buffer.from(text, 'latin1')).buffer
+}
+
 /** `304 Not Modified\r\nETag: …\r\n…`: the argument of the one writeStatus call. */
-function block (status: string, pairs: Pairs): Buffer {
+function block (status: string, pairs: Pairs): ArrayBuffer {
   let text = status
   for (const [name, value] of pairs) text += `\r\n${name}: ${value}`
-  return Buffer.from(text, 'latin1')
+  return bytes(text)
 }
 
 const blocks = {
@@ -60,8 +69,13 @@ const UNAUTHORIZED = block('401 Unauthorized', [])
 let addressBytes = 0
 /** Likewise for the query strings read. */
 let queryBytes = 0
-const CONNECTION = Buffer.from('Connection')
-const CLOSE = Buffer.from('close')
+const CONNECTION = bytes('Connection')
+const CLOSE = bytes('close')
+// The header names read, in the same cheapest form.
+const AUTHORIZATION = bytes('authorization')
+const IF_NONE_MATCH = bytes('if-none-match')
+const ACCEPT_ENCODING = bytes('accept-encoding')
+const CONNECTION_NAME = bytes('connection')
 
 /**
  * Sends `body`, waiting for the socket to drain whenever it fills. Only a body still going out
@@ -85,9 +99,9 @@ function send (res: uWS.HttpResponse, body: Buffer): void {
 function oneBlock (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   // uWS closes after a request whose Connection value is five characters long; the answer then
   // says so, as threatfeed's does (src/http/feed-write.ts closesAfter).
-  const close = req.getHeader('connection').length === 5
-  const conditional = req.getHeader('if-none-match') !== ''
-  const kind = conditional ? '304' : req.getHeader('accept-encoding').includes('gzip') ? 'gzip' : 'identity'
+  const close = req.getHeader(CONNECTION_NAME).length === 5
+  const conditional = req.getHeader(IF_NONE_MATCH) !== ''
+  const kind = conditional ? '304' : req.getHeader(ACCEPT_ENCODING).includes('gzip') ? 'gzip' : 'identity'
   if (ADDRESS) addressBytes += res.getRemoteAddress().byteLength
   res.writeStatus(blocks[kind])
   if (close) res.writeHeader(CONNECTION, CLOSE)
@@ -101,11 +115,11 @@ function oneBlock (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
  * observable (its length), as a front end must read it to know the variant asked for.
  */
 function withReads (res: uWS.HttpResponse, req: uWS.HttpRequest): void {
-  const authorized = req.getHeader('authorization') === AUTH
-  const ifNoneMatch = req.getHeader('if-none-match')
+  const authorized = req.getHeader(AUTHORIZATION) === AUTH
+  const ifNoneMatch = req.getHeader(IF_NONE_MATCH)
   queryBytes += (req.getQuery() ?? '').length
-  const gzip = req.getHeader('accept-encoding').includes('gzip')
-  const close = req.getHeader('connection').length === 5
+  const gzip = req.getHeader(ACCEPT_ENCODING).includes('gzip')
+  const close = req.getHeader(CONNECTION_NAME).length === 5
   const kind = !authorized ? null : ifNoneMatch === (gzip ? TAGS.gzip : TAGS.identity) ? '304' : gzip ? 'gzip' : 'identity'
   res.writeStatus(kind === null ? UNAUTHORIZED : blocks[kind])
   if (close) res.writeHeader(CONNECTION, CLOSE)

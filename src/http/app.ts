@@ -11,11 +11,12 @@ import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
 import type { Store } from '../store/types.js'
 import type { Authenticator } from './auth.js'
-import { Metrics, type ThreadMetrics } from './metrics.js'
+import type { Metrics, ThreadMetrics } from './metrics.js'
 import { RateLimiter } from './rate-limit.js'
 import { beginExchange, errorAnswer, sendError, sendBody, sendJson, watchAbort, type ErrorShape, type Exchange, type JsonAnswer } from './respond.js'
 import { ThreatfeedError } from '../errors.js'
 import { Listeners } from './tls-listeners.js'
+import { turnMonotonic } from './turn-clock.js'
 import { consoleRoutes } from './console-routes.js'
 import { FrontEndThreads, sharedPorts, threadToken, type ThreadSources } from './front-threads.js'
 import { handedOverRequest, portableRequest, type HandOverClient, type HandOverRequest, type HandOverRoute, type PortableHandler } from './handover.js'
@@ -126,7 +127,9 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
       if (method === 'head') headPatterns.add(pattern)
       const observe = ctx.metrics.route(route)
       listeners.route(method, pattern, (res: HttpResponse, req: HttpRequest, gate) => {
-        const start = Metrics.now()
+        // The turn's arrival time, shared by the requests of one turn (turn-clock.ts); the end is
+        // each request's own reading (Metrics).
+        const start = turnMonotonic()
         const ex = beginExchange(res, method === 'head' || (method === 'any' && req.getMethod() === 'head'))
         inflight++
         let result: void | Promise<void> = undefined

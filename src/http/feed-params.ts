@@ -77,6 +77,8 @@ const PLUS = 0x2b
 const MAX_ECHO = 64
 const MEMO_LIMIT = 1024
 const memo = new Map<string, FeedQuery>()
+/** The empty query's parse, kept apart from the memo (which a junk-cycling client may clear). */
+let emptyQuery: FeedQuery | null = null
 
 /** What details say is accepted: the values, or for `client` the rule. */
 function accepted (parameter: Parameter): { supported: readonly string[] } | { expected: string } {
@@ -166,6 +168,8 @@ function parse (raw: string): FeedQuery {
  *   parseFeedQuery('format=txt&family=v4&utm=x') // { format: 'plain', family: 'v4', action: null, checksum: false, … }
  */
 export function parseFeedQuery (raw: string): FeedQuery {
+  // Most polls carry no query: no lookup for them.
+  if (raw.length === 0) return (emptyQuery ??= parse(raw))
   const hit = memo.get(raw)
   if (hit !== undefined) return hit
   const query = parse(raw)

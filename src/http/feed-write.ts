@@ -15,8 +15,8 @@
  * A block goes out as the argument of ONE writeStatus call: uWS writes `HTTP/1.1 `, the argument
  * and CRLF into its output buffer verbatim, so `304 Not Modified\r\nETag: …\r\n…\r\nVary: …`
  * puts the status line and every header on the wire in one crossing into C++ (then
- * endWithoutBody or tryEnd: two in all, against one per header call by call), and as a byte
- * buffer nothing is re-encoded to UTF-8 per request. Every value is ours (tags, dates, numbers,
+ * endWithoutBody or tryEnd: two in all, against one per header call by call), and as an
+ * ArrayBuffer nothing is re-encoded to UTF-8 per request. Every value is ours (tags, dates, numbers,
  * fixed text; list names never reach a header), not request data, so no CR/LF can be smuggled
  * in; prepareVariant refuses one anyway. uWS adds Date (and Content-Length for a body).
  *
@@ -30,9 +30,13 @@
 import { ThreatfeedError } from '../errors.js'
 import type { HeaderList, Representation, Variant } from '../feed/snapshot-types.js'
 import { sendError, writeCorked, type Exchange, type Headers } from './respond.js'
+import { uwsBytes } from './uws-bytes.js'
 
-/** A status line and its headers as one writeStatus argument: `200 OK\r\nName: value…` (no final CRLF). */
-export type HeaderBlock = Uint8Array
+/**
+ * A status line and its headers as one writeStatus argument: `200 OK\r\nName: value…` (no final
+ * CRLF), in an ArrayBuffer of its own, the form uWS reads cheapest (uws-bytes.ts).
+ */
+export type HeaderBlock = ArrayBuffer
 
 export interface PreparedRepresentation {
   readonly etag: string
@@ -57,8 +61,8 @@ export interface PreparedVariant {
 const STATUS_200 = '200 OK'
 const STATUS_304 = '304 Not Modified'
 const STATUS_413 = '413 Content Too Large'
-const CONNECTION = Buffer.from('Connection')
-const CLOSE = Buffer.from('close')
+const CONNECTION = uwsBytes('Connection')
+const CLOSE = uwsBytes('close')
 const CRLF = /[\r\n]/
 const CLOSE_HEADERS: Headers = [['Connection', 'close']]
 
@@ -71,7 +75,7 @@ function toBlock (status: string, headers: HeaderList): HeaderBlock {
     if (CRLF.test(name) || CRLF.test(value)) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error(`header ${JSON.stringify(name)} holds a line break`) })
     text += `\r\n${name}: ${value}`
   }
-  return Buffer.from(text, 'latin1')
+  return uwsBytes(text)
 }
 
 function prepareRepresentation (variant: Variant, rep: Representation): PreparedRepresentation {

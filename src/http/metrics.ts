@@ -57,12 +57,10 @@ export class Metrics {
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'threatfeed_' })
   }
 
-  /** Arrival time for `observe` (performance.now(): a double, cheaper than hrtime.bigint()). */
-  static now (): number {
-    return clock()
-  }
-
-  /** Counts one answered request; `startMs` from Metrics.now() at arrival. */
+  /**
+   * Counts one answered request; `startMs` is its arrival on the performance.now() scale (the
+   * router's is the turn's, turn-clock.ts). The end is read here, per request.
+   */
   observe (route: string, status: number, startMs: number): void {
     this.route(route)(status, startMs)
   }

@@ -88,3 +88,34 @@ t.test('a hit returns one decision object; another scope is judged anew', async 
   t.equal(read.ok ? 0 : read.error.status, 403, 'a feeds-only key is refused the signal scope')
   t.equal(auth.authenticate(fresh(), 'feeds:read', 'feeds'), first, 'the first key still hits after another one')
 })
+
+t.test('headers found by their tail: a shared tail, a forged body and other spellings', async (t) => {
+  const store = srv.store
+  const workspace = await store.workspaces.create({ name: 'ws-tails', subscription: 'active' })
+  // Two live keys that end in the same seven characters: one tail, two entries.
+  const tail = 'SAMEEND'
+  const keys = [generateApiKey().slice(0, -7) + tail, generateApiKey().slice(0, -7) + tail]
+  for (const key of keys) await store.keys.create({ workspaceId: workspace.id, hash: hashApiKey(key), scopes: ['feeds:read'] as Scope[] })
+  const auth = new Authenticator(store, { pollMs: 250 })
+  await auth.start()
+  t.teardown(() => { auth.stop() })
+  const fresh = (s: string): string => Buffer.from(s, 'latin1').toString('latin1')
+  const decisions = keys.map((k) => auth.authenticate(`Bearer ${k}`, 'feeds:read', 'feeds'))
+  t.ok(decisions.every((d) => d.ok), 'both keys authenticate')
+  const cases: Array<{ description: string, header: string, expected: 'first' | 'second' | 401 }> = [
+    { description: 'the first key again', header: `Bearer ${keys[0]}`, expected: 'first' },
+    { description: 'the second key, whose tail the first holds', header: `Bearer ${keys[1]}`, expected: 'second' },
+    { description: 'a cached tail behind a forged body', header: `Bearer ${generateApiKey().slice(0, -7)}${tail}`, expected: 401 },
+    { description: 'a cached tail alone', header: tail, expected: 401 },
+    { description: 'the first key, scheme in capitals', header: `BEARER ${keys[0]}`, expected: 'first' },
+    { description: 'the first key, two spaces', header: `Bearer  ${keys[0]}`, expected: 'first' },
+    { description: 'the first key with its last character changed', header: `Bearer ${keys[0]!.slice(0, -1)}X`, expected: 401 },
+  ]
+  for (const c of cases) {
+    for (let i = 0; i < 2; i++) {
+      const d = auth.authenticate(fresh(c.header), 'feeds:read', 'feeds')
+      if (c.expected === 401) t.equal(d.ok ? 200 : d.error.status, 401, `${c.description} (${i + 1})`)
+      else t.equal(d, decisions[c.expected === 'first' ? 0 : 1], `${c.description} (${i + 1}): that key's decision`)
+    }
+  }
+})
