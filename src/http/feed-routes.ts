@@ -32,6 +32,13 @@ import { decodeListRef, ListDirectory } from './list-resolve.js'
 import type { AddressKey, ClientAddresses } from './consumer-address.js'
 import type { ConsumerTracker, PollFacts } from './consumers.js'
 
+/**
+ * How close to a snapshot's lapse a poll reads its own clock instead of its turn's: far longer
+ * than any turn of a front-end thread's loop (a turn answers what one poll of the sockets
+ * returned, tens of polls of microseconds each).
+ */
+const TURN_CLOCK_SLACK_MS = 1000
+
 /** What the routes need from the snapshot side (src/feed/feed-service.ts implements it). */
 export interface FeedSource {
   /** The current snapshot when it is built and not past its expiry; null otherwise. Synchronous. */
@@ -199,9 +206,15 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     const query = parseFeedQuery(r.rawQuery)
     r.client = query.client
     r.variant = resolveVariant(query, defaults)
-    // One wall-clock read per turn of the event loop, not per poll (turn-clock.ts).
+    // One wall-clock read per turn of the event loop, not per poll (turn-clock.ts) — except near
+    // the snapshot's lapse, where the turn's reading may be a turn late: the poll's own clock
+    // decides, so a lapsed rule is never served (DECISIONS §5).
     r.at = turnWallClock()
-    const snapshot = feeds.getSnapshot(r.workspaceId, feedId, r.at)
+    let snapshot = feeds.getSnapshot(r.workspaceId, feedId, r.at)
+    if (snapshot !== null && snapshot.expiresAt - r.at < TURN_CLOCK_SLACK_MS) {
+      r.at = Date.now()
+      snapshot = feeds.getSnapshot(r.workspaceId, feedId, r.at)
+    }
     return snapshot === null ? wait(ex, r) : answer(ex, r, snapshot)
   }
 

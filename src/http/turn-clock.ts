@@ -13,7 +13,8 @@
  * What a reading means: the time the turn began answering, which for a request later in the turn
  * is earlier than its own callback by the work of the requests before it. As an arrival time that
  * is the truer one (its bytes had been read when the turn began); as a wall time it is at most
- * one turn old, far below the resolution of a feed's expiry or a consumer's poll interval. The
+ * one turn old, far below a consumer's poll interval — and a poll near its snapshot's lapse reads
+ * its own clock (feed-routes.ts TURN_CLOCK_SLACK_MS), so a lapsed rule is never served. The
  * end of a request is still read by its own clock (Metrics), so a latency is never shortened.
  */
 import { performance } from 'node:perf_hooks'
