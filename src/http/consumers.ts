@@ -33,7 +33,7 @@ export interface PollFacts {
   listRef: string
   /** Null when the request failed before its variant was known. */
   readonly variant: ResolvedVariant | null
-  /** When the request was served (the wall clock of its turn at the snapshot lookup, turn-clock.ts); 0 when it failed before. */
+  /** When the request was served: the wall clock of its turn at the snapshot lookup (turn-clock.ts), its own near a lapse; 0 when it failed before. */
   at: number
 }
 
