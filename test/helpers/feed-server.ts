@@ -86,12 +86,14 @@ export interface FeedServerOptions {
   listAwaitMs?: number
   /** Consumer tracking (issue 20): what counts each answered poll, on every thread. */
   tracker?: Pick<ConsumerTracker, 'count'>
+  /** Front-end threads, in place of the test run's (threadsFromEnv): 1 for a test that watches the main thread's lookups. */
+  threads?: number
 }
 
 export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<HttpContext, 'config' | 'log' | 'metrics'>) => FeedSource | Promise<FeedSource>, options: FeedServerOptions = {}): Promise<FeedServer> {
-  const { extra = [], env = {}, loadLists = true, listSource = (s) => s, listAwaitMs, tracker } = options
+  const { extra = [], env = {}, loadLists = true, listSource = (s) => s, listAwaitMs, tracker, threads = threadsFromEnv() } = options
   const dir = mkdtempSync(join(tmpdir(), 'tf-feed-http-'))
-  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '50', THREATFEED_HTTP_THREADS: String(threadsFromEnv()), ...env })
+  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', THREATFEED_DATA_DIR: dir, THREATFEED_LOG_LEVEL: 'silent', THREATFEED_POLL_MS: '50', THREATFEED_HTTP_THREADS: String(threads), ...env })
   const store = await openEmbeddedStore(dir)
   const log = createLogger('silent')
   const workspace = await store.workspaces.create({ name: 'acme', subscription: 'active' })
@@ -110,7 +112,7 @@ export async function startFeedServer (feeds: (store: EmbeddedStore, ctx: Pick<H
   // outage (listSource) or a first list load after the start (loadLists false) keeps one thread:
   // a thread starts only once the catalog is loaded, which is what those tests hold back.
   const feedSource = await feeds(store, { config, log, metrics })
-  const threaded = threadsFromEnv() > 1 && options.listSource === undefined && loadLists && hasOnSwap(feedSource)
+  const threaded = threads > 1 && options.listSource === undefined && loadLists && hasOnSwap(feedSource)
   const catalog = threaded ? new StoreCatalog(store, { pollMs: config.pollMs }) : null
   if (catalog !== null) await catalog.start()
   const auth = new Authenticator(catalog ?? store, { pollMs: config.pollMs })

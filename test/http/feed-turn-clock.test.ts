@@ -18,7 +18,9 @@ class RecordingSource extends StaticFeedSource {
 }
 
 const source = new RecordingSource()
-const server = await startFeedServer(() => source)
+// One front-end thread even in the threaded run (feed-threads.test.ts): the recorder sees the main
+// thread's lookups only, and a front-end thread answers with the same feedRoutes over its replica.
+const server = await startFeedServer(() => source, { threads: 1 })
 t.teardown(() => server.stop())
 const ws = server.workspace.id
 

@@ -44,17 +44,21 @@ t.test('the data file stops growing under sweeps while reloads run back to back'
   const sizes: number[] = []
   let next = LIVE
   for (let round = 0; round < ROUNDS; round++) {
+    const reloadsBefore = reloads
     for (let i = 0; i < PER_ROUND; i += 1000, next += 1000) await batch(next, 1000, Date.now() + 1)
     for (let more = true; more;) {
       more = (await store.rules.sweepLapsed(Date.now() + 3_600_000, 500)).more
       await new Promise((resolve) => setImmediate(resolve))
     }
+    // At least one reload ends in every round, whatever the machine's speed: a reload that was
+    // running while this round wrote and swept (on a slow machine one reload spans rounds).
+    while (reloads === reloadsBefore) await new Promise((resolve) => setTimeout(resolve, 5))
     sizes.push(statSync(join(dir, 'data.mdb')).size)
     t.comment(`round ${round}: ${(sizes.at(-1)! / 2 ** 20).toFixed(1)} MiB, ${reloads} reloads`)
   }
   stop = true
   await reloading
-  t.ok(reloads >= ROUNDS, `reloads ran throughout (${reloads})`)
+  t.comment(`${reloads} reloads in ${ROUNDS} rounds`)
   t.equal((await store.rules.listAccessRules(ws, Date.now())).length, LIVE, 'only the live rules are left')
   t.ok(sizes.at(-1)! <= sizes[2]! * 1.05, `the file stopped growing after the first rounds: ${sizes.map((s) => (s / 2 ** 20).toFixed(1)).join(', ')} MiB`)
 })
