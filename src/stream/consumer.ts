@@ -135,12 +135,18 @@ function commandsBatch<Own> (batch: AppendedBatch, first: number): OfferedBatch<
 const DEFAULT_BATCH_SIZE = 4000
 
 /**
- * A pass that applies n records while none wait behind it sweeps at least this many times n
- * expiry references: every lapse was once a record applied, so the sweep outruns the lapses by
- * that much and drains a backlog of them (after a pause, a restart) at the surplus. A pass with
+ * A pass that applies n records while none wait behind it sweeps at most this many times n
+ * expiry references (and at least the pass limit for each second since the last sweep, below):
+ * every lapse was once a record applied, so the sweep outruns the lapses by half of what is
+ * applied and drains a backlog of them (after a pause, a restart) at that surplus. A pass with
  * records waiting behind it sweeps n at most: it keeps pace with the lapses, and applying comes
  * first. The removals are what a sweep costs — each a page at a random place of the rule table
- * for the commit to write — so they are paced by what is applied, not run flat out.
+ * for the commit to write — so while records come they are paced by what is applied, not run
+ * flat out; passes of its own drain a backlog only once the stream has gone quiet (IDLE_MS).
+ * At 2 and with a pass of its own after every apply, a backlog of 290,000 lapses after a
+ * two-minute pause was removed at 7,500–8,000 a second under 3,000 entries a second, and ingest's
+ * p99 in that minute rose to 1.2–2.7 times the slice before (bench/NOTES.md, "Soak: the sweep's
+ * catch-up, paced").
  *
  * A pass with records behind it removes lapses only: the budget they leave is not spent
  * scrubbing later buckets' stale references (RuleBatch#sweep `scrub`). Under a sustained load
@@ -149,7 +155,12 @@ const DEFAULT_BATCH_SIZE = 4000
  * (bench/NOTES.md, "Ingest: 16 in flight, the consumer's pass"). A stale reference waits for a
  * pass with nothing behind it, a sweep pass of its own, or the purge when its bucket ends.
  */
-const SWEEP_PER_RECORD = 2
+const SWEEP_PER_RECORD = 1.5
+
+/** The consumer is idle once no pass has applied a record for this long: only then does it sweep
+ *  in passes of its own. A trickle of records keeps the sweep going at the pass limit a second
+ *  (#sweepDue), so a backlog drains under any load. */
+const IDLE_MS = 1000
 
 /** A sweep pass of its own (no records to apply) is followed by a pause as long as it took, at
  *  most this long: half the write lock and the disk at most, as the Housekeeper paced them. */
@@ -207,6 +218,8 @@ export class StreamConsumer<Own = never> implements Consumer {
   #sweptAt = 0
   /** No sweep before this (Date.now()): one failed. */
   #sweepBackoffUntil = 0
+  /** When a pass last applied records (performance.now()). */
+  #appliedAt = -Infinity
   /** No sweep pass of its own before this (performance.now()): the pause after the last. */
   #sweepPausedUntil = 0
   #sweepTimer: NodeJS.Timeout | null = null
@@ -242,12 +255,20 @@ export class StreamConsumer<Own = never> implements Consumer {
     if (limit !== null) this.nudge()
   }
 
-  /** The sweep a pass of `records` records carries, if one is due; `behind`: more records wait. */
+  /**
+   * The sweep a pass of `records` records carries, if one is due; `behind`: more records wait. A
+   * pass with none behind sweeps SWEEP_PER_RECORD times its records, and at least the pass limit
+   * for each second since the last sweep (up to one): a pass of a few records after a quiet
+   * second still sweeps a whole pass, and records every 300 ms do not each add one.
+   */
   #sweepDue (records: number, behind: boolean): { now: number, limit: number, scrub: boolean } | undefined {
     if (this.#sweepLimit === null) return undefined
     const now = Date.now()
     if (now < this.#sweepBackoffUntil || (!this.#sweepMore && sweepCut(now) === sweepCut(this.#sweptAt))) return undefined
-    return behind ? { now, limit: Math.max(1, records), scrub: false } : { now, limit: Math.max(this.#sweepLimit, SWEEP_PER_RECORD * records), scrub: true }
+    if (records === 0) return { now, limit: this.#sweepLimit, scrub: true } // a pass of its own
+    if (behind) return { now, limit: records, scrub: false }
+    const sinceSweep = Math.min(1, Math.max(0, now - this.#sweptAt) / 1000)
+    return { now, limit: Math.max(1, Math.ceil(SWEEP_PER_RECORD * records), Math.ceil(this.#sweepLimit * sinceSweep)), scrub: true }
   }
 
   #sweepDone (pass: SweepPass, now: number): void {
@@ -257,20 +278,21 @@ export class StreamConsumer<Own = never> implements Consumer {
   }
 
   /**
-   * While nothing is applied: one sweep pass of its own when one is due, then a pause as long as
-   * it took (a timer nudges the consumer after it). Records arriving meanwhile are applied, their
-   * passes sweeping as they go.
+   * While nothing is applied (IDLE_MS since the last pass that applied records): one sweep pass of
+   * its own when one is due, then a pause as long as it took (a timer nudges the consumer after
+   * it). Records arriving meanwhile are applied, their passes sweeping as they go.
    */
   async #sweepAlone (): Promise<void> {
-    const paused = this.#sweepPausedUntil - performance.now()
+    const due = this.#sweepDue(0, false)
+    if (due === undefined) return
+    const paused = Math.max(this.#sweepPausedUntil, this.#appliedAt + IDLE_MS) - performance.now()
     if (paused > 0) {
       // Woken before the pause ended (a timer may fire up to a millisecond early by this clock,
-      // or another nudge came): the next pass still needs its nudge.
+      // or another nudge came), or records were applied within IDLE_MS: the next pass still needs
+      // its nudge.
       this.#nudgeAfter(paused)
       return
     }
-    const due = this.#sweepDue(0, false)
-    if (due === undefined) return
     const started = performance.now()
     try {
       this.#sweepDone(await this.#store.rules.sweepLapsed(due.now, due.limit), due.now)
@@ -506,6 +528,7 @@ export class StreamConsumer<Own = never> implements Consumer {
       throw e
     }
     if (sweep !== undefined && result.swept !== undefined) this.#sweepDone(result.swept, sweep.now)
+    if (ops.length > 0) this.#appliedAt = performance.now()
     // Applied: the position is `last`. Not applied: another consumer moved the checkpoint (or it
     // was reset); continue from where it stands, reading from the store what is not in memory.
     this.#moved(result.applied ? last : result.checkpoint ?? from - 1, last)

@@ -392,8 +392,61 @@ t.test('a pass with records waiting behind it sweeps lapses and does not scrub; 
   const applies = batches.filter((b) => b.ops.length > 0 && b.checkpoint !== undefined)
   t.same(applies.map((b) => b.ops.length), [4, 2], 'two passes: two batches, then the third')
   t.match(applies[0]!.sweep, { limit: 4, scrub: false }, 'behind: a budget of its records, lapses only')
-  t.match(applies[1]!.sweep, { limit: 4, scrub: true }, 'none behind: twice its records, the rest scrubbing')
+  t.match(applies[1]!.sweep, { limit: 3, scrub: true }, 'none behind: one and a half times its records, the rest scrubbing')
   t.equal((await access(raw, 'w')).length, 6, 'every entry applied')
+})
+
+t.test('while records come, the sweep goes in their passes, paced by what they apply; passes of its own wait until the stream is quiet', async (t) => {
+  const raw = await withStore(t)
+  const { store: watched, batches } = watchedApplies(raw)
+  // performance.now() when each apply of records ended, and when each sweep pass of its own began.
+  const applied: number[] = []
+  const alone: number[] = []
+  const store = new Proxy(watched, {
+    get (target, prop, receiver) {
+      if (prop === 'applyRuleBatch') {
+        return async (batch: Parameters<BatchingStore['applyRuleBatch']>[0]) => {
+          const result = await target.applyRuleBatch(batch)
+          if (batch.ops.length > 0) applied.push(performance.now())
+          return result
+        }
+      }
+      if (prop === 'rules') {
+        return new Proxy(target.rules, {
+          get (rules, p, r) {
+            if (p === 'sweepLapsed') return async (...args: Parameters<BatchingStore['rules']['sweepLapsed']>) => { alone.push(performance.now()); return rules.sweepLapsed(...args) }
+            return Reflect.get(rules, p, r) as unknown
+          },
+        })
+      }
+      return Reflect.get(target, prop, receiver) as unknown
+    },
+  }) as BatchingStore
+  const consumer = new StreamConsumer(store, { pollMs: 3_600_000 })
+  await consumer.start()
+  t.teardown(() => consumer.stop())
+  await lapsedRules(raw, 'lapsed', 40, 10)
+  consumer.setSweep(4)
+  // Two seconds of batches of 10 records, one every 150 ms (accepted now: a block accepted at T0
+  // has lapsed, and the sweep would take it too).
+  let last = 0
+  for (let i = 0; i < 14; i++) {
+    const body = Array.from({ length: 10 }, (_, j) => v1('w', `{"type":"access_rules","action":"block","ip":"192.0.2.${i * 10 + j}"}`, Date.now()))
+    last = (await store.stream.append(body)).at(-1)!
+    consumer.poll()
+    await new Promise((resolve) => setTimeout(resolve, 150))
+  }
+  t.equal(await consumer.waitFor(last, 10_000), true)
+  const busyEnd = applied.at(-1)!
+  const carried = batches.filter((b) => b.ops.length > 0 && b.checkpoint !== undefined && b.sweep !== undefined)
+  t.ok(carried.length >= 5, `the passes of records carried the sweep (${carried.length})`)
+  t.same([...new Set(carried.map((b) => b.sweep!.limit / b.ops.length))], [1.5], 'each swept one and a half times its records (above the pass limit of 4)')
+  const early = alone.filter((c) => c > applied[0]! && c <= busyEnd).map((c) => c - applied.filter((a) => a <= c).at(-1)!).filter((gap) => gap < 1000)
+  t.same(early, [], 'no sweep pass of its own within a second of an apply')
+  for (let i = 0; i < 500 && (await access(raw, 'lapsed')).length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal((await access(raw, 'lapsed')).length, 0, 'once the stream is quiet, passes of its own sweep the rest')
+  t.ok(alone.some((c) => c >= busyEnd + 1000), 'beginning a second after the last apply')
+  t.equal((await access(raw, 'w')).length, 140, 'every record applied')
 })
 
 t.test('an apply whose sweep fails is retried without it: applying never waits on the sweep', async (t) => {
