@@ -135,18 +135,18 @@ function commandsBatch<Own> (batch: AppendedBatch, first: number): OfferedBatch<
 const DEFAULT_BATCH_SIZE = 4000
 
 /**
- * A pass that applies n records while none wait behind it sweeps at most this many times n
- * expiry references (and at least the pass limit for each second since the last sweep, below):
- * every lapse was once a record applied, so the sweep outruns the lapses by half of what is
- * applied and drains a backlog of them (after a pause, a restart) at that surplus. A pass with
- * records waiting behind it sweeps n at most: it keeps pace with the lapses, and applying comes
- * first. The removals are what a sweep costs — each a page at a random place of the rule table
- * for the commit to write — so while records come they are paced by what is applied, not run
- * flat out; passes of its own drain a backlog only once the stream has gone quiet (IDLE_MS).
- * At 2 and with a pass of its own after every apply, a backlog of 290,000 lapses after a
- * two-minute pause was removed at 7,500–8,000 a second under 3,000 entries a second, and ingest's
- * p99 in that minute rose to 1.2–2.7 times the slice before (bench/NOTES.md, "Soak: the sweep's
- * catch-up, paced").
+ * A pass that applies n records while none wait behind it sweeps this many times n expiry
+ * references (and at least the pass limit for each second since the last sweep, below): every
+ * lapse was once a record applied, so the sweep outruns the lapses by what is applied and drains
+ * a backlog of them (after a pause, a restart) at that surplus. A pass with records waiting
+ * behind it sweeps n at most: it keeps pace with the lapses, and applying comes first. The
+ * removals are what a sweep costs — each a page at a random place of the rule table for the
+ * commit to write — so while records come they are paced by what is applied, not run flat out;
+ * passes of its own drain a backlog only once the stream has gone quiet (IDLE_MS). Before, every
+ * pass swept the pass limit at least and a pass of its own followed each apply: a backlog of
+ * 290,000 lapses after a two-minute pause went at 7,500–8,000 a second under 3,000 entries a
+ * second. At 1.5 the surplus (1,600 a second there) did not clear a two-minute pause in the two
+ * minutes after it (bench/NOTES.md, "Soak: the sweep's catch-up, paced").
  *
  * A pass with records behind it removes lapses only: the budget they leave is not spent
  * scrubbing later buckets' stale references (RuleBatch#sweep `scrub`). Under a sustained load
@@ -155,7 +155,7 @@ const DEFAULT_BATCH_SIZE = 4000
  * (bench/NOTES.md, "Ingest: 16 in flight, the consumer's pass"). A stale reference waits for a
  * pass with nothing behind it, a sweep pass of its own, or the purge when its bucket ends.
  */
-const SWEEP_PER_RECORD = 1.5
+const SWEEP_PER_RECORD = 2
 
 /** The consumer is idle once no pass has applied a record for this long: only then does it sweep
  *  in passes of its own. A trickle of records keeps the sweep going at the pass limit a second

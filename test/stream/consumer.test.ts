@@ -392,7 +392,7 @@ t.test('a pass with records waiting behind it sweeps lapses and does not scrub; 
   const applies = batches.filter((b) => b.ops.length > 0 && b.checkpoint !== undefined)
   t.same(applies.map((b) => b.ops.length), [4, 2], 'two passes: two batches, then the third')
   t.match(applies[0]!.sweep, { limit: 4, scrub: false }, 'behind: a budget of its records, lapses only')
-  t.match(applies[1]!.sweep, { limit: 3, scrub: true }, 'none behind: one and a half times its records, the rest scrubbing')
+  t.match(applies[1]!.sweep, { limit: 4, scrub: true }, 'none behind: twice its records, the rest scrubbing')
   t.equal((await access(raw, 'w')).length, 6, 'every entry applied')
 })
 
@@ -440,7 +440,7 @@ t.test('while records come, the sweep goes in their passes, paced by what they a
   const busyEnd = applied.at(-1)!
   const carried = batches.filter((b) => b.ops.length > 0 && b.checkpoint !== undefined && b.sweep !== undefined)
   t.ok(carried.length >= 5, `the passes of records carried the sweep (${carried.length})`)
-  t.same([...new Set(carried.map((b) => b.sweep!.limit / b.ops.length))], [1.5], 'each swept one and a half times its records (above the pass limit of 4)')
+  t.same([...new Set(carried.map((b) => b.sweep!.limit / b.ops.length))], [2], 'each swept twice its records')
   const early = alone.filter((c) => c > applied[0]! && c <= busyEnd).map((c) => c - applied.filter((a) => a <= c).at(-1)!).filter((gap) => gap < 1000)
   t.same(early, [], 'no sweep pass of its own within a second of an apply')
   for (let i = 0; i < 500 && (await access(raw, 'lapsed')).length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
