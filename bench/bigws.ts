@@ -21,9 +21,10 @@
  * how many were not 202 — the first write after a start builds the consumer's identity map.
  * BIGWS_CPU_PROF=<dir> writes each server's CPU profile there (node --cpu-prof). Beside the polls'
  * latency, the client's own lateness: how late it sent them (its timer, its GC, the cores). The
- * polls are sent by a process that does nothing else (bench/bigws/poller.ts), at a real-time
- * priority when chrt allows (BIGWS_CLIENT_RT=0: not); the ingest and the watch of the big feed
- * (with If-None-Match, as a poller of it would) stay in this one.
+ * polls are sent by a process that does nothing else — bench/bigws/poller.c, built with `cc` when
+ * the bench starts (BIGWS_CLIENT=node, or no compiler: the same client in Node, poller.ts) — at a
+ * real-time priority when chrt allows (BIGWS_CLIENT_RT=0: not); the ingest and the watch of the
+ * big feed (with If-None-Match, as a poller of it would) stay in this one.
  *
  *   npm run bench bigws
  *   BIGWS_RULES=500000 BIGWS_BASE=/tmp/tf-base npm run bench bigws
@@ -32,7 +33,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { Pool } from 'undici'
 import { hashApiKey } from '../src/store/api-key.js'
 import { open } from 'lmdb'
@@ -52,6 +54,7 @@ const REBUILD_MS = 3000
 const BASE = process.env.BIGWS_BASE
 const CPU_PROF = process.env.BIGWS_CPU_PROF
 const CLIENT_RT = process.env.BIGWS_CLIENT_RT !== '0'
+const CLIENT = process.env.BIGWS_CLIENT
 /** A poll slower than the target p99.9, and how late the client must have sent it to share the blame, ms. */
 const SLOW_MS = 5
 const LATE_MS = 2
@@ -117,16 +120,72 @@ function startServer (root: string, dataDir: string, port: number): ChildProcess
   })
 }
 
+/** The open-loop poller a run uses: BIGWS_CLIENT=c (the default when `cc` builds it) or node. */
+interface Poller {
+  /** Resolves once its connections are open and warm; the measured part begins. */
+  readonly ready: Promise<void>
+  stop (): Promise<PollerResult>
+}
+
+/** bench/bigws/poller.c built once per bench run (null: no C compiler, or BIGWS_CLIENT=node). */
+const cPoller: string | null = (() => {
+  if (CLIENT === 'node') return null
+  const dir = mkdtempSync(join(tmpdir(), 'bigws-poller-'))
+  process.on('exit', () => { rmSync(dir, { recursive: true, force: true }) })
+  const bin = join(dir, 'poller')
+  const cc = spawnSync('cc', ['-O2', '-Wall', '-o', bin, join(repoDir, 'bench/bigws/poller.c')], { stdio: ['ignore', 'inherit', 'inherit'] })
+  if (cc.status === 0) return bin
+  if (CLIENT === 'c') throw new Error('BIGWS_CLIENT=c: bench/bigws/poller.c did not build')
+  console.log('bigws: no C compiler; polling with the Node client (bench/bigws/poller.ts)')
+  return null
+})()
+
 /**
- * The open-loop poller (bench/bigws/poller.ts), at a real-time priority when chrt may give it one
- * (BIGWS_CLIENT_RT=0: at the bench's own): woken on time while the server keeps both cores busy,
- * so that a late poll is the server's. It uses a few per cent of a core.
+ * The open-loop poller (bench/bigws/poller.c, or poller.ts), at a real-time priority when chrt
+ * may give it one (BIGWS_CLIENT_RT=0: at the bench's own): woken on time while the server keeps
+ * both cores busy, so that a late poll is the server's. It uses a few per cent of a core.
  */
-function startPoller (port: number, key: string): ChildProcess {
-  const args = ['--import=tsx', join(repoDir, 'bench/bigws/poller.ts'), String(port), key, String(POLLS_PER_S)]
+function startPoller (port: number, key: string): Poller {
   const rt = CLIENT_RT && spawnSync('chrt', ['-f', '1', 'true']).status === 0
-  const [cmd, argv] = rt ? ['chrt', ['-f', '1', process.execPath, ...args]] : [process.execPath, args]
-  return spawn(cmd, argv, { cwd: repoDir, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' })
+  const withRt = (argv: string[]): [string, string[]] => rt ? ['chrt', ['-f', '1', ...argv]] : [argv[0]!, argv.slice(1)]
+  const failed = (child: ChildProcess, when: string): Promise<never> => new Promise((_resolve, reject) => {
+    child.once('exit', (code) => { reject(new Error(`poller exited with ${code} ${when}`)) })
+  })
+  if (cPoller !== null) {
+    const outFile = join(dirname(cPoller), `polls-${port}.bin`)
+    const [cmd, argv] = withRt([cPoller, String(port), key, String(POLLS_PER_S), outFile])
+    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit'] })
+    const lines = createInterface({ input: child.stdout! })
+    const line = (want: string): Promise<void> => new Promise((resolve) => { lines.on('line', (l) => { if (l === want) resolve() }) })
+    const ready = Promise.race([line('ready'), failed(child, 'before it was ready')])
+    const done = line('done')
+    return {
+      ready,
+      stop: async () => {
+        child.kill('SIGUSR1')
+        await Promise.race([done, failed(child, 'before its results')])
+        const bytes = readFileSync(outFile)
+        rmSync(outFile)
+        const n = Number(bytes.readBigUInt64LE(0))
+        const errors = Number(bytes.readBigInt64LE(8))
+        const triples = new Float64Array(bytes.buffer.slice(bytes.byteOffset + 16, bytes.byteOffset + 16 + n * 24))
+        const [scheduledAt, latencyMs, sendLagMs] = [0, 1, 2].map((k) => Float64Array.from({ length: n }, (_, i) => triples[3 * i + k]!))
+        return { scheduledAt: scheduledAt!, latencyMs: latencyMs!, sendLagMs: sendLagMs!, errors }
+      },
+    }
+  }
+  const [cmd, argv] = withRt([process.execPath, '--import=tsx', join(repoDir, 'bench/bigws/poller.ts'), String(port), key, String(POLLS_PER_S)])
+  const child = spawn(cmd, argv, { cwd: repoDir, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' })
+  const message = <T>(): Promise<T> => new Promise((resolve) => { child.once('message', (m) => { resolve(m as T) }) })
+  const ready = Promise.race([message<unknown>().then(() => {}), failed(child, 'before it was ready')])
+  return {
+    ready,
+    stop: async () => {
+      const result = message<PollerResult>()
+      child.send('stop')
+      return await Promise.race([result, failed(child, 'before its results')])
+    },
+  }
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => { setTimeout(resolve, ms) })
@@ -248,20 +307,13 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
     // POLLS_PER_S, whatever the answers before it did. Polls sent before the big feed's first 200
     // (it loads at start-up) are reported apart: the targets are across its ten rebuilds.
     const poller = startPoller(port, fx.smallKey)
-    await new Promise<void>((resolve, reject) => {
-      poller.once('message', () => { resolve() })
-      poller.once('exit', (code) => { reject(new Error(`poller exited with ${code}`)) })
-    })
+    await poller.ready
     const cpu0 = cpuMs(server.pid!)
     const main0 = cpuMs(server.pid!, true)
     const ticks0 = cpuTicks()
     const t0 = performance.now()
     while (rebuilds < REBUILDS && performance.now() - t0 <= MAX_S * 1000) await sleep(50)
-    const polled = await new Promise<PollerResult>((resolve, reject) => {
-      poller.once('message', (m) => { resolve(m as PollerResult) })
-      poller.once('exit', (code) => { reject(new Error(`poller exited with ${code} before its results`)) })
-      poller.send('stop')
-    })
+    const polled = await poller.stop()
     const latencies: number[] = []
     const loading: number[] = []
     const sendLags: number[] = []
@@ -354,4 +406,4 @@ for (const [subject, rs] of results) {
   rows.push({ case: c, subject: `${subject}: signal acknowledgement max`, value: worst((r) => r.ackMax), unit: 'ms' })
   rows.push({ case: c, subject: `${subject}: signal batches not acknowledged (not 200)`, value: worst((r) => r.ackFailed), unit: '' })
 }
-report('bigws', 'A big workspace under ingest vs. polls of a small one (open loop)', rows, [], { rules: RULES, pollsPerSecond: POLLS_PER_S, changesPerSecond: CHANGES_PER_S, rebuildMs: REBUILD_MS, rounds: ROUNDS, runs: Object.fromEntries(results) })
+report('bigws', 'A big workspace under ingest vs. polls of a small one (open loop)', rows, [], { rules: RULES, pollsPerSecond: POLLS_PER_S, changesPerSecond: CHANGES_PER_S, rebuildMs: REBUILD_MS, rounds: ROUNDS, client: cPoller === null ? 'node' : 'c', runs: Object.fromEntries(results) })
