@@ -303,7 +303,7 @@ async function run (name: string, root: string, fx: Fixture, port: number): Prom
         }, () => { ackFailed++ })
     }, 100)
     const bigTimer = setInterval(() => { void watchBig() }, 500)
-    // Open loop in a process of its own (bench/bigws/poller.ts): poll i is due at t0 + i /
+    // Open loop in a process of its own (bench/bigws/poller.c or .ts): poll i is due at t0 + i /
     // POLLS_PER_S, whatever the answers before it did. Polls sent before the big feed's first 200
     // (it loads at start-up) are reported apart: the targets are across its ten rebuilds.
     const poller = startPoller(port, fx.smallKey)
