@@ -1,6 +1,6 @@
 # threatfeed service image. Prebuilt binaries (uWebSockets.js, lmdb) come from npm optional
 # dependencies, so no compiler is needed and install scripts stay off.
-FROM node:20-bookworm-slim AS build
+FROM node:24-trixie-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 RUN npm ci --no-audit --no-fund
@@ -12,7 +12,7 @@ COPY console ./console
 COPY scripts/build-console.mjs ./scripts/
 RUN npm run build && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM node:24-trixie-slim
 WORKDIR /app
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 THREATFEED_DATA_DIR=/data
 COPY --from=build /app /app
