@@ -95,6 +95,7 @@ export default tseslint.config(
   restrict('src/errors.ts', ['json', 'net', 'expr', 'geo', 'store', 'pool', ...upper]),
   restrict('src/json', ['net', 'expr', 'geo', 'store', 'pool', ...upper]),
   restrict('src/net', ['expr', 'geo', 'store', 'pool', ...upper]),
+  restrict('src/threads', ['json', 'net', 'expr', 'geo', 'store', 'pool', ...upper]),
   restrict('src/expr', ['geo', 'store', 'pool', ...upper]), // expr may import net
   restrict('src/geo', ['store', 'pool', ...upper]),
   restrict('src/store', ['geo', 'pool', ...upper]),

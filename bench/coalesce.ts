@@ -9,7 +9,8 @@
  * normalised after the fact.
  *
  * Targets (issue 3): threatfeed ≤ 0.75× iprange wall time on IPv4; ≥ 50× faster than Python on
- * both families.
+ * both families. Start-up: `threatfeed --help`, whole process. With BENCH_BASE_TREE (lib/base.ts)
+ * the base build's command runs in the same rounds, for both.
  */
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -17,12 +18,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ensureCommand, hasCommand, median, race, repoDir, report, type Ratio, type Row } from './lib/report.js'
 import { makeRandom } from './lib/random.js'
+import { baseNode, baseTree } from './lib/base.js'
 
 /** BENCH_COALESCE_LINES shrinks the input for a quick check of the bench itself. */
 const LINES = Number(process.env.BENCH_COALESCE_LINES ?? 1_000_000)
 const RUNS = 5
 const PYTHON_RUNS = 1
-const entry = join(repoDir, 'dist/src/cli/coalesce-run.js')
+/** The command as installed: bin/threatfeed.js (module compile cache on) → dist/src/cli/run.js. */
+const bin = join(repoDir, 'bin', 'threatfeed.js')
+const entry = join(repoDir, 'dist', 'src', 'cli', 'run.js')
 
 /**
  * Brings dist up to date. tsc's incremental build (dist/.tsbuildinfo) knows by content hash which
@@ -144,21 +148,27 @@ async function main (): Promise<void> {
   writeFileSync(pyFile, PYTHON)
 
   const node = process.execPath
-  const threatfeed = { name: 'threatfeed', argv: [node, entry] }
+  const threatfeed = { name: 'threatfeed', argv: [node, bin, 'coalesce'] }
+  const base = baseTree === '' ? null : { name: 'threatfeed (base)', argv: [baseNode, join(baseTree, 'bin', 'threatfeed.js'), 'coalesce'] }
   const iprange = { name: 'iprange', argv: ['iprange', '--optimize', '--print-suffix-ips', '/32'] }
   const python = { name: 'python ipaddress', argv: ['python3', pyFile] }
   const rows: Row[] = []
   const ratios: Ratio[] = []
   const mismatches: string[] = []
 
-  // What every Node process pays before our first line runs.
-  const startup = await race([{ name: 'node', argv: [node, '-e', ''] }], { runs: RUNS })
+  // What every Node process pays before our first line runs, and the command's own start-up. One
+  // unmeasured run each first: it fills the module compile cache as any earlier run would have.
+  const helps = [{ name: 'threatfeed', argv: [node, bin, '--help'] }, ...(base === null ? [] : [{ name: 'threatfeed (base)', argv: [baseNode, join(baseTree, 'bin', 'threatfeed.js'), '--help'] }])]
+  await race([{ name: 'node', argv: [node, '-e', ''] }, ...helps], { runs: 1 })
+  const startup = await race([{ name: 'node', argv: [node, '-e', ''] }, ...helps], { runs: RUNS * 2 })
   const startupMs = median(startup.get('node')!.ms)
   rows.push({ case: 'node start-up (empty script)', subject: 'node', value: startupMs, unit: 'ms', runs: startup.get('node')!.ms })
+  for (const h of helps) rows.push({ case: 'threatfeed --help (start-up)', subject: h.name, value: median(startup.get(h.name)!.ms), unit: 'ms', runs: startup.get(h.name)!.ms })
+  if (base !== null) ratios.push({ case: 'threatfeed --help (start-up)', label: 'threatfeed / base wall time', value: median(startup.get('threatfeed')!.ms) / median(startup.get('threatfeed (base)')!.ms) })
 
   for (const [family, file] of [['IPv4', v4File], ['IPv6', v6File]] as const) {
     const label = `coalesce ${LINES >= 1e6 ? `${LINES / 1e6}M` : LINES} ${family}`
-    const fastSubjects = family === 'IPv4' && hasIprange ? [threatfeed, iprange] : [threatfeed]
+    const fastSubjects = [threatfeed, ...(base === null ? [] : [base]), ...(family === 'IPv4' && hasIprange ? [iprange] : [])]
     const fast = await race(fastSubjects.map((x) => timed(x, dir)), { stdinFile: file, runs: RUNS })
     const slow = await race([timed(python, dir)], { stdinFile: file, runs: PYTHON_RUNS })
     const cpu = new Map([...fastSubjects, python].map((x) => [x.name, cpuMedian(dir, x.name)]))
@@ -182,6 +192,8 @@ async function main (): Promise<void> {
     if (ip !== undefined) {
       const r = median(ours.ms) / median(ip.ms)
       ratios.push({ case: label, label: 'threatfeed / iprange wall time', value: r, target: '≤ 0.75', pass: r <= 0.75 })
+      const b = fast.get('threatfeed (base)')
+      if (b !== undefined) ratios.push({ case: label, label: 'threatfeed (base) / iprange wall time', value: median(b.ms) / median(ip.ms) })
       const ipCpu = cpu.get('iprange')
       if (ourCpu !== undefined && ipCpu !== undefined) ratios.push({ case: label, label: 'threatfeed / iprange CPU time (for reference)', value: ourCpu / ipCpu })
     }

@@ -12,7 +12,8 @@
  * cork, as the floor did before (what that trick is worth to any uWS front end).
  * BENCH_FEEDS_OLD_TREE=<dir> adds `threatfeed (old)`: the serve-threatfeed.ts of another checkout
  * (with node_modules), e.g. `git worktree add /tmp/tf-old <commit> && ln -s "$PWD/node_modules"
- * /tmp/tf-old/`, raced in the same rounds over the same store.
+ * /tmp/tf-old/`, raced in the same rounds over the same store; BENCH_BASE_TREE and BENCH_BASE_NODE
+ * (lib/base.ts) name it and the Node that runs it.
  *
  * Every subject gets the same request bytes: the Bearer key (nginx and the floor ignore it) and,
  * for a 304, `Accept-Encoding: gzip` with the server's own ETag of the gzip representation — what
@@ -52,6 +53,7 @@ import { join } from 'node:path'
 import { cpuTicks, ensureCommand, hasCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import { cpuSeconds, freePort, processTree, spawnPinned, stopChildren, waitForLine } from './lib/processes.js'
 import { seedFeedStore } from './lib/seed-feed.js'
+import { baseNode, baseTree } from './lib/base.js'
 
 const SECONDS = Number(process.env.BENCH_FEEDS_SECONDS ?? 5)
 const RUNS = Number(process.env.BENCH_FEEDS_RUNS ?? 3)
@@ -59,7 +61,7 @@ const IDLE = Number(process.env.BENCH_FEEDS_IDLE ?? 10_000)
 const ONLY = process.env.BENCH_FEEDS_ONLY ?? ''
 const PROFILE = process.env.BENCH_FEEDS_PROFILE ?? ''
 const PERF = process.env.BENCH_FEEDS_PERF ?? ''
-const OLD_TREE = process.env.BENCH_FEEDS_OLD_TREE ?? ''
+const OLD_TREE = process.env.BENCH_FEEDS_OLD_TREE ?? baseTree
 const IDLE_SECONDS = 5
 const SUBJECTS = (process.env.BENCH_FEEDS_SUBJECTS ?? '').split(',').map((x) => x.trim()).filter((x) => x !== '')
 const ENTRIES = 131_072
@@ -182,7 +184,7 @@ function profileFlags (name: Subject): string[] {
 async function startNodeServer (name: 'threatfeed' | 'threatfeed (old)' | 'node:http', script: string, dataDir: string, workspaceId: string, key: string): Promise<Server> {
   const port = await freePort()
   const dir = name === 'threatfeed (old)' ? join(OLD_TREE, 'bench', 'feeds') : benchDir
-  const child = spawnPinned(SERVER_CORE, [process.execPath, ...profileFlags(name), '--import=tsx', join(dir, script), workspaceId], {
+  const child = spawnPinned(SERVER_CORE, [name === 'threatfeed (old)' ? baseNode : process.execPath, ...profileFlags(name), '--import=tsx', join(dir, script), workspaceId], {
     ...process.env,
     THREATFEED_DATA_DIR: dataDir,
     // One front-end thread against nginx's one worker (issue 17); threads are bench/tls's case.

@@ -59,6 +59,7 @@ import { join } from 'node:path'
 import { constants, PerformanceObserver } from 'node:perf_hooks'
 import { createInterface } from 'node:readline'
 import { benchServerEnv } from './lib/server-env.js'
+import { baseNode, baseTree } from './lib/base.js'
 import { cpuTicks, ensureCommand, hasCommand, median, repoDir, report, stealPercent, type Ratio, type Row } from './lib/report.js'
 import type { StreamAppend } from '../src/store/types.js'
 
@@ -79,7 +80,7 @@ const FLOOR = process.env.BENCH_INGEST_FLOOR !== '0'
 /** `sequential`: every case's targets in sequence rather than random (see wrk). */
 const ALL_SEQUENTIAL = process.env.BENCH_INGEST_TARGETS === 'sequential'
 /** Another checkout of threatfeed (its path) raced as a fourth subject: the build before a change. */
-const BASE = process.env.BENCH_INGEST_BASE ?? ''
+const BASE = process.env.BENCH_INGEST_BASE ?? baseTree
 /** Node flags of every server subject, space-separated: by default those `npm start` and the image
  *  run the server with (the young generation the README's "Node flags" gives it). */
 const NODE_FLAGS = (process.env.BENCH_INGEST_NODE_FLAGS ?? '--max-semi-space-size=64').split(' ').filter((f) => f !== '')
@@ -191,7 +192,8 @@ type Subject = 'threatfeed' | 'anchor' | 'durable floor'
 function startServer (dataDir: string, subject: Subject, checkout = repoDir): Promise<Server> {
   const script = subject === 'durable floor' ? [join(repoDir, 'bench', 'ingest', 'serve-durable-floor.ts'), dataDir] : [join(checkout, 'bench', 'ingest.ts'), '--serve', dataDir, subject]
   const args = [...NODE_FLAGS, '--import=tsx', ...(PROFILE !== '' && subject === 'threatfeed' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : []), ...script]
-  const argv = hasCommand('taskset') && SERVER_CORES !== 'all' ? ['taskset', '-c', SERVER_CORES, process.execPath, ...args] : [process.execPath, ...args]
+  const node = checkout === repoDir ? process.execPath : baseNode
+  const argv = hasCommand('taskset') && SERVER_CORES !== 'all' ? ['taskset', '-c', SERVER_CORES, node, ...args] : [node, ...args]
   const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'], cwd: checkout })
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))

@@ -22,8 +22,12 @@
  * has its own ticket keys: with 2 threads about half resume), and before / across / after a
  * certificate rotation, on the two-thread server.
  *
+ * With BENCH_BASE_TREE (lib/base.ts), the part `base` races this build against that one, both
+ * with one front-end thread on core 0 (e.g. the last Node 20 build against this Node 24 one).
+ *
  * Environment: BENCH_TLS_SECONDS (3), BENCH_TLS_RUNS (2), BENCH_TLS_ONLY (cases whose name
- * contains it), BENCH_TLS_KEYS (`ecdsa,rsa`), BENCH_TLS_PARTS (`nginx,threads`).
+ * contains it), BENCH_TLS_KEYS (`ecdsa,rsa`), BENCH_TLS_PARTS (`nginx,threads`, plus `base` when
+ * BENCH_BASE_TREE is set).
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import { chmodSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -35,12 +39,13 @@ import { cpuTicks, ensureCommand, median, repoDir, report, stealPercent, type Ra
 import { cpuSeconds, freePort, spawnPinned, stopChildren } from './lib/processes.js'
 import { seedFeedStore } from './lib/seed-feed.js'
 import { TLS12_CIPHERS } from '../src/http/tls-listener.js'
+import { baseNode, baseTree } from './lib/base.js'
 
 const SECONDS = Number(process.env.BENCH_TLS_SECONDS ?? 3)
 const RUNS = Number(process.env.BENCH_TLS_RUNS ?? 2)
 const ONLY = process.env.BENCH_TLS_ONLY ?? ''
 const KEYS = (process.env.BENCH_TLS_KEYS ?? 'ecdsa,rsa').split(',') as Array<'ecdsa' | 'rsa'>
-const PARTS = (process.env.BENCH_TLS_PARTS ?? 'nginx,threads').split(',')
+const PARTS = (process.env.BENCH_TLS_PARTS ?? (baseTree === '' ? 'nginx,threads' : 'nginx,threads,base')).split(',')
 const ENTRIES = 131_072
 const SERVER_CORE = '0'
 const CLIENT_CORE = '1'
@@ -93,9 +98,9 @@ function makeCert (name: string, type: 'ecdsa' | 'rsa', keyFile?: string): { cer
 }
 
 /** `threatfeed serve`, HTTPS only, `threads` front-end threads, on `cores`; ready once the feed is built. */
-async function startThreatfeed (name: string, threads: number, cores: string, dataDir: string, key: string, cert: { cert: string, key: string }): Promise<Server> {
+async function startThreatfeed (name: string, threads: number, cores: string, dataDir: string, key: string, cert: { cert: string, key: string }, build = { tree: repoDir, node: process.execPath }): Promise<Server> {
   const port = await freePort()
-  const child = spawnPinned(cores, [process.execPath, join(repoDir, 'bin', 'threatfeed.js'), 'serve'], {
+  const child = spawnPinned(cores, [build.node, join(build.tree, 'bin', 'threatfeed.js'), 'serve'], {
     ...process.env,
     HOST: '127.0.0.1',
     PORT: 'off',
@@ -293,6 +298,15 @@ for (const type of KEYS) {
     for (const s of [tf, nginx]) await prepare(s, gzipped.body)
     await raceCases(label, nginx, tf, true)
     await stopServers([tf, nginx])
+  }
+  if (PARTS.includes('base') && baseTree !== '') {
+    process.stderr.write(`bench/tls: ${type}: threatfeed against the base build (${baseTree}, ${baseNode}), 1 thread each, core ${SERVER_CORE}…\n`)
+    const tf = await startThreatfeed('threatfeed', 1, SERVER_CORE, dataDir, key, cert)
+    const base = await startThreatfeed('threatfeed (base)', 1, SERVER_CORE, dataDir, key, cert, { tree: baseTree, node: baseNode })
+    const gzipped = await fetchTls(tf.port, tf.path, { authorization: tf.auth, 'accept-encoding': 'gzip' })
+    for (const s of [tf, base]) await prepare(s, gzipped.body)
+    await raceCases(`${label}, base`, base, tf, false)
+    await stopServers([tf, base])
   }
   if (PARTS.includes('threads')) {
     process.stderr.write(`bench/tls: ${type}: threatfeed with 1 and with 2 front-end threads (cores ${BOTH_CORES}, clients too)…\n`)

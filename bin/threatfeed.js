@@ -6,7 +6,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs'
 import { spawnSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { createRequire } from 'node:module'
+import { createRequire, enableCompileCache } from 'node:module'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const entry = join(root, 'dist', 'src', 'cli', 'run.js')
@@ -37,4 +37,7 @@ if (stale && existsSync(join(root, 'src'))) {
   if (r.status !== 0) process.exit(r.status ?? 1)
 }
 
+// V8's code cache for the compiled modules, kept in the OS temp directory: a start after the first
+// skips parsing and compiling them.
+enableCompileCache()
 await import(pathToFileURL(entry).href)

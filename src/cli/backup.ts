@@ -22,7 +22,6 @@ the records accepted after the copy of the rules. MongoDB: use mongodump --oplog
 
 export const backupCommand: Command = {
   name: 'backup',
-  summary: 'copy the store while the server runs (see README: Backup and restore)',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const { values } = parseOptions(args, { out: { type: 'string' } })

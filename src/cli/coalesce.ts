@@ -69,7 +69,7 @@ function readSet (bytes: Buffer, source: string, family: FamilyFilter, report: I
 
 /**
  * All of a stream as one Buffer. Unlike readAll (command.ts), a single chunk — stdin read from a
- * file by coalesce-run.ts — is returned as is: joining would copy the whole input once more.
+ * file (process-io.ts) — is returned as is: joining would copy the whole input once more.
  */
 async function readInput (stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = []
@@ -138,7 +138,6 @@ function linesOf (text: string): string[] {
  */
 export const coalesceCommand: Command = {
   name: 'coalesce',
-  summary: 'merge IPs, CIDRs and ranges on stdin into the minimal sorted CIDR list',
   help,
   run,
 }

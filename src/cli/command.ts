@@ -19,8 +19,6 @@ export interface CliIo {
 export interface Command {
   /** First word after `threatfeed` (e.g. `workspace`, `coalesce`). */
   readonly name: string
-  /** One line for the top-level help. */
-  readonly summary: string
   /** Full help text printed by `threatfeed <name> --help`. */
   readonly help: string
   /** Runs with the arguments after the command name; resolves with the exit code. */

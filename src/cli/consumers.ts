@@ -118,7 +118,6 @@ async function readRows (store: Store, workspaceId: string | undefined, staleMs:
 
 export const consumersCommand: Command = {
   name: 'consumers',
-  summary: 'list the appliances that poll the feeds, stale ones first',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const parsed = parseVerb(args, io, help, options)

@@ -53,7 +53,6 @@ function parseAddress (raw: string | undefined): ExplainAddress {
 
 export const explainCommand: Command = {
   name: 'explain',
-  summary: 'say why an address is, or is not, in the feeds',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const { values, positionals } = parseOptions(args, options, true)

@@ -30,7 +30,6 @@ Example:
 
 export const exprCommand: Command = {
   name: 'expr',
-  summary: 'check a WAF or smart-firewall rule expression',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const [sub, ...rest] = args

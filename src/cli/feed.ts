@@ -102,7 +102,6 @@ function paramsOf (values: Record<string, unknown>, defaults: ListDefaults | nul
 
 export const feedCommand: Command = {
   name: 'feed',
-  summary: 'print a feed exactly as an appliance receives it',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const [verb, ...rest] = args

@@ -34,7 +34,6 @@ const FAMILIES: readonly FamilyFilter[] = ['v4', 'v6', 'both']
 
 export const geoCommand: Command = {
   name: 'geo',
-  summary: 'look up addresses, expand countries and ASNs, build the ASN database',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const [verb, ...rest] = args

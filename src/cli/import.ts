@@ -152,7 +152,6 @@ async function * counted (source: AsyncIterable<SourceEntry[]>, bar: ProgressBar
 
 export const importCommand: Command = {
   name: 'import',
-  summary: 'bulk-load signals from a JSON array or NDJSON file',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const { values, positionals } = parseOptions(args, options, true)

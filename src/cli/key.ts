@@ -31,7 +31,6 @@ const options = { workspace: { type: 'string' }, scopes: { type: 'string' }, id:
 
 export const keyCommand: Command = {
   name: 'key',
-  summary: 'create, revoke and list API keys',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const parsed = parseVerb(args, io, help, options)

@@ -111,7 +111,6 @@ export function showList (l: AccessList): Record<string, unknown> {
 
 export const listCommand: Command = {
   name: 'list',
-  summary: 'manage named access-rule lists (feeds)',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const parsed = parseVerb(args, io, help, options)

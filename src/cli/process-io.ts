@@ -1,5 +1,5 @@
 /**
- * The CLI's real process streams and its way out, shared by run.ts and coalesce-run.ts.
+ * The CLI's real process streams and its way out (run.ts).
  *
  * Writes to a pipe are asynchronous: a pipe holds 64 KiB and Node queues the rest until the reader
  * takes it, so exiting while output is queued cuts it (`feed get | nft -f -` loaded a partial set).
@@ -7,7 +7,8 @@
  * reader that leaves early (`| head`) is not the command's failure: the rest of the output is
  * dropped and the command ends with its own exit code, as Unix filters do.
  */
-import type { Readable } from 'node:stream'
+import { fstatSync, readFileSync } from 'node:fs'
+import { Readable } from 'node:stream'
 import type { CliIo } from './command.js'
 
 /** The first write error on stdout or stderr other than EPIPE, reported at exit. */
@@ -27,12 +28,30 @@ function flushed (stream: NodeJS.WriteStream): Promise<void> {
   return new Promise((resolve) => { stream.write('', () => resolve()) })
 }
 
-/** The CliIo of this process, with write errors on stdout and stderr handled (see above). */
-export function processIo (stdin: Readable = process.stdin): CliIo {
+/**
+ * stdin redirected from a regular file (`coalesce < list.txt`) is read in one call at its known
+ * size: process.stdin would deliver it in 64 KiB chunks (250 for a 16 MB list) and a copy to
+ * join them. Pipes and terminals keep process.stdin, which copes with non-blocking descriptors.
+ */
+function openStdin (): Readable {
+  try {
+    if (fstatSync(0).isFile()) return Readable.from([readFileSync(0)])
+  } catch {
+    // No usable fd 0 (closed stdin): process.stdin reports that in its own way.
+  }
+  return process.stdin
+}
+
+/**
+ * The CliIo of this process, with write errors on stdout and stderr handled (see above). stdin is
+ * opened when a command first reads it.
+ */
+export function processIo (): CliIo {
   guard(process.stdout, 'stdout')
   guard(process.stderr, 'stderr')
+  let stdin: Readable | undefined
   return {
-    stdin,
+    get stdin () { return (stdin ??= openStdin()) },
     stdout: process.stdout,
     stderr: process.stderr,
     env: process.env,

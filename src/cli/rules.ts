@@ -43,7 +43,6 @@ function readKinds (kind: string | undefined): readonly RuleKind[] {
 
 export const rulesCommand: Command = {
   name: 'rules',
-  summary: 'list the rules of a workspace',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const parsed = parseVerb(args, io, help, options)

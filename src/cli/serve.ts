@@ -9,7 +9,6 @@ every variable. SIGTERM or SIGINT: stop accepting, finish in-flight requests, fl
 
 export const serveCommand: Command = {
   name: 'serve',
-  summary: 'run the HTTP service',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const { values } = parseOptions(args, {})

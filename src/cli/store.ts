@@ -18,7 +18,6 @@ const help = `Usage: threatfeed store <compact> [options]
 
 export const storeCommand: Command = {
   name: 'store',
-  summary: 'maintain the embedded store (compact its files)',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const parsed = parseVerb(args, io, help, {})

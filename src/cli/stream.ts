@@ -53,7 +53,6 @@ export function showRecord (r: StreamRecord): Record<string, unknown> {
 
 export const streamCommand: Command = {
   name: 'stream',
-  summary: 'show the message stream of accepted signals',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const parsed = parseVerb(args, io, help, options)

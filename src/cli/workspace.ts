@@ -39,7 +39,6 @@ const options = {
 
 export const workspaceCommand: Command = {
   name: 'workspace',
-  summary: 'create, update, delete and list workspaces',
   help,
   async run (args: string[], io: CliIo): Promise<number> {
     const parsed = parseVerb(args, io, help, options)

@@ -16,8 +16,6 @@
  * the per-key rate limit live there, so a signal answered by any thread is the same as with one.
  */
 import { randomBytes } from 'node:crypto'
-import { existsSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads'
 import type { Gauge } from 'prom-client'
 import type { Config } from '../config.js'
@@ -31,6 +29,7 @@ import { serveHandOvers, type HandOverRequest, type HandOverRoute } from './hand
 import type { JsonAnswer } from './respond.js'
 import type { Metrics, ThreadMetrics } from './metrics.js'
 import uWS from './uws.js'
+import { threadEntry } from '../threads/entry.js'
 
 /** What the front-end threads replicate of the main thread. */
 export interface ThreadSources {
@@ -81,9 +80,7 @@ export interface ThreadData {
   readonly mailbox: SharedArrayBuffer
 }
 
-const devEntry = fileURLToPath(new URL('./front-thread-entry-tsx.mjs', import.meta.url))
-const isDev = import.meta.url.endsWith('.ts') && existsSync(devEntry)
-const entry = isDev ? devEntry : fileURLToPath(new URL('./front-thread-entry.js', import.meta.url))
+const entry = threadEntry(import.meta.url, './front-thread-entry')
 
 /** How long a thread may take to start (load the code, get the catalog, listen). */
 const START_MS = 30_000
@@ -254,7 +251,7 @@ export class FrontEndThreads {
       bodies: bodies.port2,
       ...shared,
     }
-    const worker = new Worker(entry, { workerData: data, transferList: [catalog.port2, snapshots.port2, bodies.port2, handOver.port2], ...(isDev ? { execArgv: [] } : {}) })
+    const worker = new Worker(entry.file, { workerData: data, transferList: [catalog.port2, snapshots.port2, bodies.port2, handOver.port2], ...(entry.loader.length > 0 ? { execArgv: [...entry.loader] } : {}) })
     let started = false
     let died: string | null = null
     const handle: ThreadHandle = {

@@ -15,8 +15,6 @@
  * on tasks carry the version number only. A worker that lacks it all the same (one just started
  * to replace a dead one) answers GEO_MISSING and gets the task again with the index.
  */
-import { existsSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import { ThreatfeedError } from '../errors.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
@@ -24,6 +22,7 @@ import {
   GEO_MISSING, isTaskStarted,
   type ComputeResult, type ComputeTask, type PoolWorkerData, type RenderResult, type RenderTask, type TaskOutcome,
 } from './protocol.js'
+import { threadEntry } from '../threads/entry.js'
 
 export interface PoolOptions {
   /** Worker threads (THREATFEED_WORKERS). */
@@ -65,17 +64,8 @@ export interface FeedPool {
   destroy (): Promise<void>
 }
 
-/**
- * The worker entry beside the running code: dist/workers/feed-worker.js when compiled; from the
- * TypeScript sources, workers/feed-worker-tsx.mjs, which loads the .ts worker through tsx (worker
- * threads do not inherit `--import=tsx` on Node 20).
- */
-const devWorker = fileURLToPath(new URL('../../workers/feed-worker-tsx.mjs', import.meta.url))
-const isDev = import.meta.url.endsWith('.ts') && existsSync(devWorker)
-
-function workerFile (): string {
-  return isDev ? devWorker : fileURLToPath(new URL('../../workers/feed-worker.js', import.meta.url))
-}
+/** The worker entry beside the running code (dist/workers/feed-worker.js, or its .ts source). */
+const worker = threadEntry(import.meta.url, '../../workers/feed-worker')
 
 function isAbort (e: unknown): boolean {
   return (e as { name?: string } | null)?.name === 'AbortError'
@@ -89,15 +79,15 @@ function isAbort (e: unknown): boolean {
  */
 export function createPool (opts: PoolOptions): FeedPool {
   const piscina = new Piscina({
-    filename: opts.filename ?? workerFile(),
+    filename: opts.filename ?? worker.file,
     minThreads: opts.workers,
     maxThreads: opts.workers,
     // Builds are bursty (a change, then quiet for a rebuild interval); keep the threads warm.
     idleTimeout: 60_000,
     workerData: { nice: opts.nice ?? null } satisfies PoolWorkerData,
-    // From the TypeScript sources, workers load tsx themselves (feed-worker-tsx.mjs); they need
-    // none of the parent's --import hooks, which cost seconds per worker start under a test runner.
-    ...(isDev ? { execArgv: [] } : {}),
+    // From the TypeScript sources, workers load tsx and none of the parent's --import hooks, which
+    // cost seconds per worker start under a test runner.
+    ...(worker.loader.length > 0 ? { execArgv: [...worker.loader] } : {}),
   })
   // A worker dying between tasks is reported here; the tasks it ran are rejected on their own.
   piscina.on('error', () => {})

@@ -16,15 +16,11 @@
  * cannot pre-encode travels as the caller's text and is turned back into its op on the thread.
  */
 import type { BatchingStore, RuleOp } from './batch-types.js'
+import type { ThreadEntry } from '../threads/entry.js'
 
 export interface ConsumerThreadHandoff {
   /** The module the thread runs: it opens the store, then runs the body (ConsumerThreadData). */
-  readonly entry: string
-  /**
-   * True when `entry` is a development shim that registers tsx itself (running from the
-   * TypeScript sources): the thread then must not load the parent's module loaders again.
-   */
-  readonly dev: boolean
+  readonly entry: ThreadEntry
   /** What the entry opens the store with (structured-cloneable). */
   readonly store: unknown
   /** Packs batches on the server's thread; one per store, used synchronously. */

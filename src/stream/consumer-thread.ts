@@ -35,6 +35,7 @@ import { packBatch } from './packed-batch.js'
 import type { Consumer, FailedRecord } from './consumer.js'
 import { HealthTracker, type ConsumerHealth } from './consumer-health.js'
 import { PositionWaiters } from './position-waiters.js'
+import { withoutLoaders } from '../threads/entry.js'
 
 export interface ThreadedConsumerOptions {
   /** The store's hand-off (BatchingStore#consumerThread): the thread opens the store too. */
@@ -92,26 +93,6 @@ const STOP_TIMEOUT_MS = 10_000
 
 /** The body the store's entry runs, beside this module (compiled, or the TypeScript source). */
 const BODY = new URL(import.meta.url.endsWith('.ts') ? './consumer-thread-body.ts' : './consumer-thread-body.js', import.meta.url).href
-
-/** Flags that load modules first: `--import x`, `--import=x`, likewise --loader, --require. */
-const LOADER_FLAG = /^(--import|--loader|--experimental-loader|--require|-r)(=|$)/
-
-/**
- * The parent's node flags without its module loaders. From the sources the thread registers tsx
- * itself, and a test runner's TypeScript and coverage hooks loaded again in the thread made it
- * start in 7–34 s under tap instead of 3–8 s; other flags (--cpu-prof, --enable-source-maps)
- * still apply. Flags of the whole process (V8's: heap sizes, --trace-gc) are refused in a
- * thread's execArgv; threadWithFlags leaves them out.
- */
-export function withoutLoaders (execArgv: readonly string[]): string[] {
-  const out: string[] = []
-  for (let i = 0; i < execArgv.length; i++) {
-    const m = LOADER_FLAG.exec(execArgv[i]!)
-    if (m === null) out.push(execArgv[i]!)
-    else if (m[2] === '') i++ // the value is the next argument
-  }
-  return out
-}
 
 /**
  * A Worker with `execArgv`, less the flags Node refuses in a thread: they are the whole
@@ -229,11 +210,12 @@ export class ThreadedConsumer implements Consumer {
     const { handoff, pollMs, name, batchSize, logLevel, log } = this.#options
     const settings: ConsumerThreadSettings = { pollMs, name, batchSize, logLevel, nice: this.#options.nice ?? null }
     const data: ConsumerThreadData = { store: handoff.store, body: BODY, consumer: settings }
-    // Built from the sources, the thread takes the parent's flags but its loaders (withoutLoaders);
-    // built, it inherits them as they are (Node drops what a thread cannot take).
-    const worker = handoff.dev
-      ? threadWithFlags(handoff.entry, data, withoutLoaders(process.execArgv))
-      : new Worker(handoff.entry, { workerData: data })
+    // From the sources, the thread takes the parent's flags but its loaders, and tsx's (threads/
+    // entry.ts); built, it inherits them as they are (Node drops what a thread cannot take).
+    const { file, loader } = handoff.entry
+    const worker = loader.length > 0
+      ? threadWithFlags(file, data, [...withoutLoaders(process.execArgv), ...loader])
+      : new Worker(file, { workerData: data })
     this.#worker = worker
     return new Promise((resolve, reject) => {
       let ready = false

@@ -15,7 +15,7 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 const env = { THREATFEED_DATA_DIR: dir }
 
 /** The dispatcher as a Command, so every test goes through `threatfeed <args>`. */
-const threatfeed: Command = { name: 'threatfeed', summary: '', help: '', run: runCli }
+const threatfeed: Command = { name: 'threatfeed', help: '', run: runCli }
 const run = (...args: string[]) => runCommand(threatfeed, args, { env })
 
 t.test('workspace, key and list round trip', async (t) => {

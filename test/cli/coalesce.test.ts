@@ -136,9 +136,9 @@ t.test('the general-purpose command has no /8 or /12 floor', async (t) => {
   t.same(await run([], '0.0.0.0/0\n::/0\n'), { code: 0, stdout: '0.0.0.0/0\n::/0\n', stderr: '' })
 })
 
-t.test('coalesce-run.ts runs the command as a process: stdin from a pipe or a file, exit code', async (t) => {
+t.test('threatfeed coalesce as a process: stdin from a pipe or a file, exit code', async (t) => {
   const root = join(dirname(fileURLToPath(import.meta.url)), '../..')
-  const argv = ['--import=tsx', join(root, 'src/cli/coalesce-run.ts')]
+  const argv = ['--import=tsx', join(root, 'src/cli/run.ts'), 'coalesce']
   const piped = spawnSync(process.execPath, [...argv, '--family', 'v4'], { input: '10.0.0.1\n10.0.0.0\n::1\n', encoding: 'utf8' })
   t.same([piped.status, piped.stdout, piped.stderr], [0, '10.0.0.0/31\n', ''])
   const file = join(t.testdir({ 'in.txt': '10.0.0.0/25\n10.0.0.128/25\nbad\n' }), 'in.txt')
@@ -152,11 +152,11 @@ t.test('coalesce-run.ts runs the command as a process: stdin from a pipe or a fi
   }
 })
 
-t.test('coalesce-run.ts exits quietly with 0 when its reader goes away (… | head)', async (t) => {
+t.test('threatfeed coalesce exits quietly with 0 when its reader goes away (… | head)', async (t) => {
   const root = join(dirname(fileURLToPath(import.meta.url)), '../..')
   // Every other address of 10.0.0.0/16: 32768 host routes, ~500 KB, far more than a pipe buffer holds.
   const input = Array.from({ length: 32768 }, (_, i) => `10.${i >> 15}.${(i >> 7) & 255}.${(i & 127) * 2}`).join('\n')
-  const child = spawn(process.execPath, ['--import=tsx', join(root, 'src/cli/coalesce-run.ts')], { stdio: ['pipe', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, ['--import=tsx', join(root, 'src/cli/run.ts'), 'coalesce'], { stdio: ['pipe', 'pipe', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
   child.stdout.once('data', () => child.stdout.destroy())

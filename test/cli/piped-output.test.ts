@@ -48,7 +48,7 @@ t.comment(`data written in ${Math.round(performance.now() - started)} ms`)
 const asnCsv = join(dir, 'asn.csv')
 writeFileSync(asnCsv, Array.from({ length: 6000 }, (_, i) => `10.${i >> 8}.${i & 255}.0,10.${i >> 8}.${i & 255}.${(i % 7) + 1},64500,"Example ${i % 3}"`).join('\n') + '\n')
 const asnDb = join(dir, 'asn.mmdb')
-const threatfeed: Command = { name: 'threatfeed', summary: '', help: '', run: runCli }
+const threatfeed: Command = { name: 'threatfeed', help: '', run: runCli }
 t.equal((await runCommand(threatfeed, ['geo', 'build-asn', '--csv', asnCsv, '--out', asnDb], { env })).code, 0, 'ASN database built')
 
 const coalesceInput = [...v4, ...v6].join('\n') + '\n'

@@ -9,7 +9,7 @@ import { runCli } from '../../src/cli/main.js'
 import type { Command } from '../../src/cli/command.js'
 import { runCommand } from '../helpers/cli.js'
 
-const threatfeed: Command = { name: 'threatfeed', summary: '', help: '', run: runCli }
+const threatfeed: Command = { name: 'threatfeed', help: '', run: runCli }
 const help = async (...args: string[]): Promise<string> => {
   const r = await runCommand(threatfeed, [...args, '--help'])
   t.equal(r.code, 0, `${args.join(' ')} --help`)

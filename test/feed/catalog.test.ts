@@ -84,7 +84,7 @@ t.test('auth, lists and the feed service share one poll of the store revisions',
 async function authThread (t: Test, catalog: StoreCatalog): Promise<(header: string, fresh?: boolean) => Promise<{ ok: boolean, code: string | null, loaded?: boolean }>> {
   const { port1, port2 } = new MessageChannel()
   const unshare = shareCatalog(catalog, port1)
-  const worker = new Worker(new URL('../fixtures/catalog/auth-thread.mjs', import.meta.url), { workerData: { catalog: port2 }, transferList: [port2] })
+  const worker = new Worker(new URL('../fixtures/catalog/auth-thread.mjs', import.meta.url), { workerData: { catalog: port2 }, transferList: [port2], execArgv: [`--import=${import.meta.resolve('tsx')}`] })
   const waiting = new Map<number, (r: { ok: boolean, code: string | null }) => void>()
   await new Promise<void>((resolve, reject) => {
     worker.once('error', reject)

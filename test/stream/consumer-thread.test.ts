@@ -132,7 +132,7 @@ t.test('setSweep: the thread sweeps lapsed rules itself, and again after it was 
 })
 
 t.test('the thread gets the parent\'s node flags without its module loaders', async (t) => {
-  const { withoutLoaders } = await import('../../src/stream/consumer-thread.js')
+  const { withoutLoaders } = await import('../../src/threads/entry.js')
   const cases: Array<[string[], string[]]> = [
     [[], []],
     [['--import=tsx', '--cpu-prof'], ['--cpu-prof']],

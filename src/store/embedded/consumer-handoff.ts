@@ -3,9 +3,8 @@
  * entry (consumer-thread-entry.ts, which opens this data directory with synchronous writes) and
  * the packer of the batches the server's thread hands it (packed-batch.ts).
  */
-import { existsSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import type { ConsumerThreadHandoff } from '../consumer-thread.js'
+import { threadEntry } from '../../threads/entry.js'
 import { EmbeddedBatchPacker } from './packed-batch.js'
 
 /** What the entry opens (ConsumerThreadHandoff#store). */
@@ -13,18 +12,12 @@ export interface EmbeddedThreadStore {
   readonly dataDir: string
 }
 
-/**
- * The entry beside the running code: the compiled .js; from the TypeScript sources a .mjs that
- * registers tsx first (worker threads do not inherit `--import=tsx` on Node 20).
- */
-const devEntry = fileURLToPath(new URL('./consumer-thread-entry-tsx.mjs', import.meta.url))
-const isDev = import.meta.url.endsWith('.ts') && existsSync(devEntry)
-const entry = isDev ? devEntry : fileURLToPath(new URL('./consumer-thread-entry.js', import.meta.url))
+const entry = threadEntry(import.meta.url, './consumer-thread-entry')
 
 /** One packer for the process: it packs one batch at a time, synchronously, into its scratch. */
 let packer: EmbeddedBatchPacker | null = null
 
 export function embeddedConsumerThread (dataDir: string): ConsumerThreadHandoff {
   packer ??= new EmbeddedBatchPacker()
-  return { entry, dev: isDev, store: { dataDir } satisfies EmbeddedThreadStore, packer }
+  return { entry, store: { dataDir } satisfies EmbeddedThreadStore, packer }
 }
