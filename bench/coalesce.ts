@@ -148,9 +148,11 @@ async function main (): Promise<void> {
   writeFileSync(pyFile, PYTHON)
 
   const node = process.execPath
-  const threatfeed = { name: 'threatfeed', argv: [node, bin, 'coalesce'] }
-  const base = baseTree === '' ? null : { name: 'threatfeed (base)', argv: [baseNode, join(baseTree, 'bin', 'threatfeed.js'), 'coalesce'] }
-  const iprange = { name: 'iprange', argv: ['iprange', '--optimize', '--print-suffix-ips', '/32'] }
+  // Every fast subject on the same core (1), so that none gains from a second one.
+  const pin = hasCommand('taskset') ? ['taskset', '-c', '1'] : []
+  const threatfeed = { name: 'threatfeed', argv: [...pin, node, bin, 'coalesce'] }
+  const base = baseTree === '' ? null : { name: 'threatfeed (base)', argv: [...pin, baseNode, join(baseTree, 'bin', 'threatfeed.js'), 'coalesce'] }
+  const iprange = { name: 'iprange', argv: [...pin, 'iprange', '--optimize', '--print-suffix-ips', '/32'] }
   const python = { name: 'python ipaddress', argv: ['python3', pyFile] }
   const rows: Row[] = []
   const ratios: Ratio[] = []
@@ -158,9 +160,10 @@ async function main (): Promise<void> {
 
   // What every Node process pays before our first line runs, and the command's own start-up. One
   // unmeasured run each first: it fills the module compile cache as any earlier run would have.
-  const helps = [{ name: 'threatfeed', argv: [node, bin, '--help'] }, ...(base === null ? [] : [{ name: 'threatfeed (base)', argv: [baseNode, join(baseTree, 'bin', 'threatfeed.js'), '--help'] }])]
-  await race([{ name: 'node', argv: [node, '-e', ''] }, ...helps], { runs: 1 })
-  const startup = await race([{ name: 'node', argv: [node, '-e', ''] }, ...helps], { runs: RUNS * 2 })
+  const helps = [{ name: 'threatfeed', argv: [...pin, node, bin, '--help'] }, ...(base === null ? [] : [{ name: 'threatfeed (base)', argv: [...pin, baseNode, join(baseTree, 'bin', 'threatfeed.js'), '--help'] }])]
+  const empty = { name: 'node', argv: [...pin, node, '-e', ''] }
+  await race([empty, ...helps], { runs: 1 })
+  const startup = await race([empty, ...helps], { runs: RUNS * 2 })
   const startupMs = median(startup.get('node')!.ms)
   rows.push({ case: 'node start-up (empty script)', subject: 'node', value: startupMs, unit: 'ms', runs: startup.get('node')!.ms })
   for (const h of helps) rows.push({ case: 'threatfeed --help (start-up)', subject: h.name, value: median(startup.get(h.name)!.ms), unit: 'ms', runs: startup.get(h.name)!.ms })

@@ -48,14 +48,14 @@ const DAY_MS = 86_400_000
 
 /**
  * Called on every request of a TLS app before its handler; throws to refuse. Null on plain apps.
- * `res.getX509Certificate()` is in uWebSockets.js 20.51 at run time, not in its typings, and must
+ * `res.getX509Certificate()` is in uWebSockets.js (20.51 to 20.69) at run time, not in its typings, and must
  * not be called on a plain connection (it reads the socket as an SSL one).
  */
 export type Gate = ((res: HttpResponse) => void) | null
 export type RouteHandler = (res: HttpResponse, req: HttpRequest, gate: Gate) => void
 
 /**
- * The hand-off API of uWebSockets.js 20.51 (present at run time, not in its typings): an app's
+ * The hand-off API of uWebSockets.js (20.51 to 20.69; present at run time, not in its typings): an app's
  * descriptor is a number naming its native object; a parent app with children gives each
  * accepted socket to one of them, round robin, before the handshake.
  */
