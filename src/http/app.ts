@@ -255,9 +255,12 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
   }
 
   router.on('get', '/healthz', 'healthz', 'signal', (ex) => { sendJson(ex, 200, { status: 'ok' }) })
-  router.on('get', '/readyz', 'readyz', 'signal', async (ex) => {
+  router.on('get', '/readyz', 'readyz', 'signal', async (ex, req) => {
+    const part = readinessPart(req.getQuery('for'))
     const r = await ctx.readiness()
-    sendJson(ex, r.ready ? 200 : 503, { status: r.ready ? 'ready' : 'not ready', checks: r.checks })
+    const can = { signals: partReady(r, 'signals'), feeds: partReady(r, 'feeds') }
+    const ready = part === null ? r.ready : can[part]
+    sendJson(ex, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready', can, checks: r.checks })
   })
   const authCacheName = 'threatfeed_auth_cache_bytes'
   const authCache = ctx.metrics.registry.getSingleMetric(authCacheName) as ReturnType<typeof ctx.metrics.gauge> | undefined ??
@@ -327,6 +330,28 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
     }
     listeners.close()
   }
+}
+
+/**
+ * The checks each part of the node needs (docs/operations.md, "Readiness"): signals need the
+ * store, a stream that takes appends and a consumer that applies them; feeds need the store, the
+ * geo databases, the catalog and the feeds built. A check a node does not run counts as passed.
+ */
+const PART_CHECKS = {
+  signals: ['store', 'signals', 'consumer'],
+  feeds: ['store', 'geo', 'lists', 'feeds'],
+} as const
+
+type ReadinessPart = keyof typeof PART_CHECKS
+
+function readinessPart (value: string | undefined): ReadinessPart | null {
+  if (value === undefined || value === '') return null
+  if (value === 'signals' || value === 'feeds') return value
+  throw new ThreatfeedError('TF_ERR_VALIDATION', [], { details: [{ field: 'for', message: 'must be signals or feeds', value }] })
+}
+
+function partReady (r: Readiness, part: ReadinessPart): boolean {
+  return PART_CHECKS[part].every((name) => r.checks[name] === undefined || r.checks[name] === true)
 }
 
 export { RateLimiter }

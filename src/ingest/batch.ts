@@ -14,12 +14,13 @@
  * a client can later show that what it was told was kept is in the stream (docs/signals.md).
  */
 import { randomUUID } from 'node:crypto'
-import { ThreatfeedError } from '../errors.js'
+import { ThreatfeedError, isThreatfeedError } from '../errors.js'
 import { CommitGate } from '../store/commit-gate.js'
 import type { SignalStream, StreamAppend, StreamRecordInput } from '../store/types.js'
 import { toV2Payload, type Command } from './commands.js'
 import type { EntryChecks, NormalizeResult } from './entry-rules.js'
 import { splitJsonArray } from '../json/array-splitter.js'
+import type { AppendHealth } from './append-health.js'
 import { normalizeV1 } from './normalize-v1.js'
 import { normalizeV2, RULE_TYPE_MESSAGE } from './normalize-v2.js'
 import { parseBatch } from './parse-body.js'
@@ -105,6 +106,8 @@ export interface IngesterOptions {
    * failing anyway.
    */
   readonly commitMarginMs?: number
+  /** Told of every append's outcome (what /readyz says of signals). */
+  readonly health?: AppendHealth
 }
 
 /** `[3].asn`, `[0].rule.expression`, `[2]` for the entry itself. */
@@ -144,8 +147,10 @@ export class SignalIngester {
   readonly #now: () => number
   readonly #appendTimeoutMs: number
   readonly #commitMarginMs: number
+  readonly #health: AppendHealth | null
 
   constructor (options: IngesterOptions) {
+    this.#health = options.health ?? null
     this.#stream = options.stream
     this.#checks = options.checks
     this.#onAppended = options.onAppended ?? (() => {})
@@ -262,7 +267,7 @@ export class SignalIngester {
     } catch (e) {
       return Promise.reject(e)
     }
-    return new Promise((resolve, reject) => {
+    return new Promise<number[]>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (!gate.abandon()) return // the commit has started: its outcome is the answer
         reject(new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], {
@@ -271,6 +276,12 @@ export class SignalIngester {
       }, gate.cutoff - Date.now())
       // After an abandon the append still settles (rejected by the gate, as nobody awaits it now).
       append.then((seqs) => { clearTimeout(timer); resolve(seqs) }, (e: unknown) => { clearTimeout(timer); reject(e) })
+    }).then((seqs) => {
+      this.#health?.succeeded()
+      return seqs
+    }, (e: unknown) => {
+      if (isThreatfeedError(e) && e.status >= 500) this.#health?.failed(e)
+      throw e
     })
   }
 }

@@ -584,6 +584,11 @@ export interface Store {
   readonly housekeeping: HousekeepingCounters
   /** Resolves when the store answers; rejects with TF_ERR_STORE_UNAVAILABLE otherwise. */
   ping (): Promise<void>
+  /**
+   * Bytes free on the file system that holds the signal stream, for readiness; absent where the
+   * store cannot tell (MongoDB: the server's disks are its own), null when the check failed.
+   */
+  streamFreeBytes? (): number | null
   close (): Promise<void>
 }
 
