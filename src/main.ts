@@ -19,6 +19,7 @@ import { ConsumerTracker } from './http/consumers.js'
 import { adminRoutes } from './http/admin-routes.js'
 import { AdminJournal, journalBounds } from './http/admin-journal.js'
 import { ClientAddresses } from './http/consumer-address.js'
+import { AppendHealth } from './ingest/append-health.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
 import { StreamConsumer, type Consumer } from './stream/consumer.js'
@@ -110,8 +111,10 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   registerConsumerMetrics(metrics, () => consumer.health())
   // The admin API's diagnostics and audit log (issue 22); it samples the feeds once they exist.
   const journal = new AdminJournal({ store, log, bounds: journalBounds({ keepMs: config.batchJournalRetentionMs, maxPerPartition: config.batchJournalMax }) })
+  const appendHealth = new AppendHealth()
   const ingester = new SignalIngester({
     stream: store.stream,
+    health: appendHealth,
     onBatch: journal.recordBatch,
     checks: { asnExists: (asn) => geo.hasAsn(asn), checkExpressions: true },
     onAppended: (batch) => { consumer.offer(batch) },
@@ -160,6 +163,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     } catch (e) {
       checks.store = (e as Error).message
     }
+    checks.signals = appendHealth.readiness(store.streamFreeBytes?.() ?? null, 2 * config.maxBodyBytes)
     return { ready: Object.values(checks).every((v) => v === true), checks }
   }
 

@@ -3,6 +3,7 @@
  * src/json/admin-schemas.ts, query parameters, cursor paging, and the one writer of admin answers
  * (every one with ADMIN_HEADERS, errors as SPEC 2.6 bodies).
  */
+import type { HttpRequest } from 'uWebSockets.js'
 import { ThreatfeedError, toThreatfeedError } from '../errors.js'
 import * as validators from '../json/generated/admin-validators.js'
 import type { AdminSchemaName } from '../json/admin-schemas.js'
@@ -11,6 +12,7 @@ import type { Logger } from '../log.js'
 import { ADMIN_HEADERS, type AdminGate, type AdminCaller, type AdminRequestFacts } from './admin-access.js'
 import type { Method, Router } from './app.js'
 import { readBody } from './body.js'
+import { isRawTarget, rawTargetError } from './request-target.js'
 import { sendError, sendJson, sendBody, type Exchange, type Headers } from './respond.js'
 
 /** Admin bodies are small objects: a list with a 64-pair selector is a few KiB. */
@@ -201,6 +203,7 @@ export function registerAdminRoutes (router: Router, gate: AdminGate, routes: re
     const paramCount = (r.pattern.match(/:/g) ?? []).length
     router.on(r.method, r.pattern, r.route, 'signal', (ex, req) => {
       const facts: AdminRequestFacts = gate.facts(ex.res, req)
+      const rawTarget = isRawTarget(req)
       const params: string[] = []
       for (let i = 0; i < paramCount; i++) params.push(decodeParameter(req.getParameter(i) ?? ''))
       const query = req.getQuery() ?? ''
@@ -211,21 +214,25 @@ export function registerAdminRoutes (router: Router, gate: AdminGate, routes: re
       return (async () => {
         try {
           const caller = await gate.check(facts, r.needAll === true)
+          // After the gate: a target that is not ASCII is no way around the login limiter.
+          if (rawTarget) throw rawTargetError()
           await r.handle({ ex, caller, params, query, contentType, body, changed: () => gate.changed() })
         } catch (e) {
           if (!ex.aborted && !ex.ended) fail(ex, e)
         }
       })()
-    })
+    }, { checksTarget: true })
   }
   for (const [pattern, methods] of byPattern) {
     if (methods.includes('GET')) methods.push('HEAD')
     const allow = methods.join(', ')
-    const refuse = (ex: Exchange): void => {
-      sendError(ex, new ThreatfeedError('TF_ERR_METHOD_NOT_ALLOWED', [allow]), 'signal', report, [...ADMIN_HEADERS, ['Allow', allow]])
+    const refuse = (ex: Exchange, req: HttpRequest): void => {
+      if (isRawTarget(req)) fail(ex, rawTargetError())
+      else sendError(ex, new ThreatfeedError('TF_ERR_METHOD_NOT_ALLOWED', [allow]), 'signal', report, [...ADMIN_HEADERS, ['Allow', allow]])
     }
-    router.on('any', pattern, 'admin_method', 'signal', refuse)
-    if (!methods.includes('HEAD')) router.on('head', pattern, 'admin_method', 'signal', refuse)
+    // Every admin answer carries the admin headers, a 400 for the target too.
+    router.on('any', pattern, 'admin_method', 'signal', refuse, { checksTarget: true })
+    if (!methods.includes('HEAD')) router.on('head', pattern, 'admin_method', 'signal', refuse, { checksTarget: true })
   }
 }
 

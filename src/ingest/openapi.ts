@@ -23,6 +23,16 @@ const batchResponse = {
     success: { type: 'boolean', description: 'true when every entry was processed' },
     message: { type: 'string', description: 'Processed <n> entries, <m> failed' },
     errors: { type: 'array', items: { type: 'string' }, description: 'One `Entry <index>: <reason>` per failed entry (0-based). Present on 206; v2 always includes it' },
+    batch: {
+      type: 'object',
+      required: ['id', 'first_seq', 'last_seq'],
+      description: 'The receipt of an acknowledged batch: its id, stored with it, and the stream positions its accepted entries took (entry order, consecutive)',
+      properties: {
+        id: { type: 'string', format: 'uuid' },
+        first_seq: { type: 'integer', minimum: 1 },
+        last_seq: { type: 'integer', minimum: 1 },
+      },
+    },
   },
 }
 

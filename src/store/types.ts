@@ -333,9 +333,15 @@ export interface StreamRecord {
   /** The entry as accepted: for v1 byte-for-byte the v1 entry's JSON text. */
   payload: string
   acceptedAt: number
+  /**
+   * The id of the ingest batch whose append wrote the record (every record of one append has the
+   * same), as its 200/206 answer named it; absent for records appended without one (before batch
+   * ids existed, or not from ingest).
+   */
+  batchId?: string
 }
 
-export type StreamRecordInput = Omit<StreamRecord, 'seq'>
+export type StreamRecordInput = Omit<StreamRecord, 'seq' | 'batchId'>
 
 /**
  * A whole v1 batch as one append: each element of `body` (a JSON array in UTF-8, parsed by the
@@ -362,9 +368,10 @@ export interface SignalStream {
    * increasing. A reader never observes seq n+1 before seq n is readable (commit order = seq order),
    * also with several processes appending at once. With a `gate`, the write transaction calls
    * `gate.begin()` as its last step before the commit and rolls back if it throws: an append
-   * abandoned before its commit started is never written (commit-gate.ts).
+   * abandoned before its commit started is never written (commit-gate.ts). A `batchId` (a
+   * canonical UUID) is stored with the append and read back on each of its records.
    */
-  append (input: StreamAppend, gate?: CommitGate): Promise<number[]>
+  append (input: StreamAppend, gate?: CommitGate, batchId?: string): Promise<number[]>
   /** Records with seq >= from, ascending, at most `limit`. */
   read (from: number, limit: number): Promise<StreamRecord[]>
   /** Highest assigned seq, 0 when empty. */
@@ -577,6 +584,11 @@ export interface Store {
   readonly housekeeping: HousekeepingCounters
   /** Resolves when the store answers; rejects with TF_ERR_STORE_UNAVAILABLE otherwise. */
   ping (): Promise<void>
+  /**
+   * Bytes free on the file system that holds the signal stream, for readiness; absent where the
+   * store cannot tell (MongoDB: the server's disks are its own), null when the check failed.
+   */
+  streamFreeBytes? (): number | null
   close (): Promise<void>
 }
 

@@ -42,6 +42,24 @@ t.test('healthz and readyz', async (t) => {
   t.ok(ready, 'ready once the first snapshot is built')
 })
 
+t.test('readyz?for=PART: what each part of the node can do; another part is refused', async (t) => {
+  const all = await (await fetch(`${base}/readyz`)).json() as { can: { signals: boolean, feeds: boolean } }
+  t.same(Object.keys(all.can), ['signals', 'feeds'], 'the answer says what the node can do')
+  for (const part of ['signals', 'feeds'] as const) {
+    const r = await fetch(`${base}/readyz?for=${part}`)
+    t.equal(r.status, all.can[part] ? 200 : 503, part)
+  }
+  const cases = [
+    { description: 'an unknown part', query: 'for=nodes', value: 'nodes' },
+    { description: 'upper case', query: 'for=SIGNALS', value: 'SIGNALS' },
+  ]
+  for (const c of cases) {
+    const r = await fetch(`${base}/readyz?${c.query}`)
+    t.equal(r.status, 400, c.description)
+    t.same(await r.json(), { error: 'ValidationError', message: 'Validation failed', code: 400, details: [{ field: 'for', message: 'must be signals or feeds', value: c.value }] }, c.description)
+  }
+})
+
 t.test('unknown routes answer 404 JSON', async (t) => {
   for (const [method, path] of [['GET', '/nope'], ['POST', '/v3/signal'], ['DELETE', '/'], ['GET', '/v1/threat']] as const) {
     const r = await fetch(`${base}${path}`, { method })

@@ -27,14 +27,14 @@ export class EmbeddedSignalStream implements StoredSignalStream {
    *  not in the transaction, and this is not an async function: the records (a thousand strings
    *  and objects per batch) are garbage before the commit is awaited, instead of outliving a
    *  young-generation collection (see SignalIngester#accept). */
-  append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
+  append (input: StreamAppend, gate?: CommitGate, batchId?: string): Promise<number[]> {
     const count = appendCount(input)
     if (count === 0) return Promise.resolve([])
     const w = this.#env.streamScratch
     w.reset()
     try {
-      if (isWholeV1Batch(input)) encodeWholeV1Chunk(w, input)
-      else encodeChunk(w, input)
+      if (isWholeV1Batch(input)) encodeWholeV1Chunk(w, input, batchId)
+      else encodeChunk(w, input, batchId)
     } catch (e) {
       return Promise.reject(e)
     }

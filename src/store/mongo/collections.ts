@@ -73,7 +73,7 @@ export interface ExpressionRuleDoc extends RuleDocCommon {
  * of a range scan — and `n` its number of records, seqs `_id` … `_id + n - 1`. It holds a whole
  * v1 batch's `body` as accepted, or its `records`. `acceptedAt` is the latest of its records'.
  * A document without `n` holds one record in `payload` (the layout before batches), and is read
- * as such.
+ * as such. `batchId` names the ingest batch of the append, when it had one.
  */
 export interface StreamDoc {
   _id: number
@@ -84,6 +84,8 @@ export interface StreamDoc {
   records?: StreamDocRecord[]
   payload?: string
   schemaVersion?: number
+  /** The ingest batch that appended it (types.ts StreamRecord#batchId); on each document of the append. */
+  batchId?: string
 }
 export interface StreamDocRecord { workspaceId: string, schemaVersion?: number, payload: string, acceptedAt: number }
 export interface CheckpointDoc { _id: string, seq: number }

@@ -30,7 +30,7 @@ export class MongoSignalStream implements StoredSignalStream {
     this.#counters = counters
   }
 
-  async append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
+  async append (input: StreamAppend, gate?: CommitGate, batchId?: string): Promise<number[]> {
     const n = appendCount(input)
     if (n === 0) return []
     // Past its cutoff before it starts (it queued behind others): refused without a transaction,
@@ -38,6 +38,7 @@ export class MongoSignalStream implements StoredSignalStream {
     if (gate !== undefined && (gate.state === 'abandoned' || Date.now() >= gate.cutoff)) gate.begin()
     // Shaped before the transaction: inside it, only the counter and the insert.
     const runs = toRuns(input)
+    if (batchId !== undefined) for (const run of runs) run.batchId = text(batchId)
     return this.#ctx.write(async (session) => {
       const counter = await this.#ctx.c.meta.findOneAndUpdate(
         { _id: COUNTERS.streamHead },
@@ -204,6 +205,7 @@ function pushRecords (out: StreamRecord[], d: StreamDoc, from: number, limit: nu
   const n = countOf(d)
   const start = Math.max(0, from - d._id)
   if (start >= n) return
+  const first = out.length
   if (d.body !== undefined) {
     const texts = wholeBatchTexts(Buffer.from(d.body, 'utf8'), n)
     for (let i = start; i < n && out.length < limit; i++) out.push({ seq: d._id + i, workspaceId: d.workspaceId, payload: texts[i]!, acceptedAt: d.acceptedAt })
@@ -212,6 +214,7 @@ function pushRecords (out: StreamRecord[], d: StreamDoc, from: number, limit: nu
   } else {
     out.push(toRecord(d._id, { workspaceId: d.workspaceId, schemaVersion: d.schemaVersion, payload: d.payload ?? '', acceptedAt: d.acceptedAt }))
   }
+  if (typeof d.batchId === 'string') for (let i = first; i < out.length; i++) out[i]!.batchId = d.batchId
 }
 
 function toRecord (seq: number, r: StreamDocRecord): StreamRecord {
