@@ -245,9 +245,10 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     r.address = consumers === null ? '' : consumers.addresses.of(ex.res, req)
     r.userAgent = consumers === null ? '' : req.getHeader(USER_AGENT)
     r.client = ''
-    r.listRef = isList ? req.getParameter(0) ?? '' : WORKSPACE_FEED
+    // A list's reference counts once it resolves (serve): a name that names nothing is nobody's.
+    r.listRef = isList ? '' : WORKSPACE_FEED
     r.at = 0
-    const listParam = isList ? r.listRef : null
+    const listParam = isList ? req.getParameter(0) ?? '' : null
     const pending = !decision.ok ? afterRecheck(ex, r, authorization, listParam) : consumers === null ? route(ex, r, listParam) : tracked(ex, r, listParam)
     // The continuations of a pending answer hold `r`: it is theirs now.
     if (pending !== undefined) scratch = emptyRequest()

@@ -14,6 +14,7 @@ import { startHttpServer, type HttpContext } from './app.js'
 import { Authenticator } from './auth.js'
 import { ClientAddresses } from './consumer-address.js'
 import type { PollFacts } from './consumers.js'
+import { MAX_USER_AGENT } from '../store/consumer-record.js'
 import { feedRoutes } from './feed-routes.js'
 import { forwarder } from './forward.js'
 import { HandOverClient } from './handover.js'
@@ -36,8 +37,11 @@ class PollRelay {
   }
 
   count (p: PollFacts, status: number, etag: string | null, since: number): void {
-    // A copy: the request object is the route's, and posting clones it later.
-    this.#polls.push([{ workspaceId: p.workspaceId, keyId: p.keyId, address: p.address, userAgent: p.userAgent, client: p.client, listRef: p.listRef, variant: p.variant, at: p.at }, status, etag, since])
+    if (p.listRef === '') return
+    // A copy: the request object is the route's, and posting clones it later. The User-Agent is
+    // cut here already, so a flood of long ones does not fill the relay either.
+    const userAgent = p.userAgent.length > MAX_USER_AGENT ? p.userAgent.slice(0, MAX_USER_AGENT) : p.userAgent
+    this.#polls.push([{ workspaceId: p.workspaceId, keyId: p.keyId, address: p.address, userAgent, client: p.client, listRef: p.listRef, variant: p.variant, at: p.at }, status, etag, since])
   }
 
   flush (): void {
