@@ -10,6 +10,11 @@
  *
  * Usage: node --import=tsx bench/consumer-flood.ts [lists|ua|xff ...]
  *        BENCH_FLOOD_ROOT=/path/to/other/checkout node --import=tsx bench/consumer-flood.ts
+ *        BENCH_FLOOD_ENV='THREATFEED_CONSUMER_TRACKING=off' …   (more server settings, blank-separated)
+ *
+ * RSS includes what the traffic itself costs (the young generation: 2 × 64 MB semi-spaces under
+ * `--max-semi-space-size=64` once touched); a run with tracking off gives that floor. The V8 heap
+ * in use is read from /metrics (threatfeed_nodejs_heap_size_used_bytes) after the flushes.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
@@ -56,6 +61,20 @@ function get (port: number, agent: Agent, path: string, headers: Record<string, 
   })
 }
 
+function metricsOf (port: number, agent: Agent): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    request({ host: '127.0.0.1', port, path: '/metrics', agent }, (res) => {
+      let text = ''
+      res.setEncoding('utf8').on('data', (c: string) => { text += c }).on('end', () => { resolve(text) })
+    }).on('error', reject).end()
+  })
+}
+
+function heapMiB (metrics: string): number {
+  const line = metrics.split('\n').find((l) => l.startsWith('threatfeed_nodejs_heap_size_used_bytes '))
+  return Number(line?.split(' ')[1] ?? NaN) / 1024 / 1024
+}
+
 async function freePort (): Promise<number> {
   const srv = createServer()
   await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve))
@@ -78,6 +97,7 @@ async function startServer (dir: string): Promise<{ child: ChildProcess, port: n
       THREATFEED_GEO_COUNTRY_DB: join(GEO, 'GeoLite2-Country-Test.mmdb'),
       THREATFEED_GEO_ASN_DB: join(GEO, 'GeoLite2-ASN-Test.mmdb'),
       THREATFEED_LOG_LEVEL: 'warn',
+      ...Object.fromEntries((process.env.BENCH_FLOOD_ENV ?? '').split(/\s+/).filter((kv) => kv !== '').map((kv) => kv.split('=', 2))),
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   })
@@ -104,7 +124,7 @@ async function run (flood: Flood): Promise<void> {
   try {
     for (let i = 0; i < 20; i++) await get(port, agent, '/v1/threat/feeds/edl', { ...auth, 'user-agent': 'warm-up' })
     await sleep(6000)
-    const before = { rss: rssMiB(child.pid!), disk: diskMiB(dir) }
+    const before = { rss: rssMiB(child.pid!), disk: diskMiB(dir), heap: heapMiB(await metricsOf(port, agent)) }
     const n = COUNTS[flood]
     const pad = (i: number, len: number): string => String(i).padStart(8, '0') + 'x'.repeat(len - 8)
     const statuses = new Map<number, number>()
@@ -125,16 +145,12 @@ async function run (flood: Flood): Promise<void> {
     // Two flushes and an evaluation.
     await sleep(12_000)
     const admin = await get(port, agent, '/v1/admin/consumers', auth)
-    const after = { rss: rssMiB(child.pid!), disk: diskMiB(dir) }
-    const metrics = await new Promise<string>((resolve, reject) => {
-      request({ host: '127.0.0.1', port, path: '/metrics', agent }, (res) => {
-        let text = ''
-        res.setEncoding('utf8').on('data', (c: string) => { text += c }).on('end', () => { resolve(text) })
-      }).on('error', reject).end()
-    })
+    const metrics = await metricsOf(port, agent)
+    const after = { rss: rssMiB(child.pid!), disk: diskMiB(dir), heap: heapMiB(metrics) }
     const dropped = metrics.split('\n').filter((l) => l.startsWith('threatfeed_feed_consumers_dropped_total')).join('; ')
     process.stdout.write(`${flood}: ${n} polls in ${seconds.toFixed(1)} s (${[...statuses].map(([s, c]) => `${c}× ${s}`).join(', ')}); ` +
       `RSS ${before.rss.toFixed(0)} → ${after.rss.toFixed(0)} MiB (+${(after.rss - before.rss).toFixed(0)}), ` +
+      `heap used ${before.heap.toFixed(0)} → ${after.heap.toFixed(0)} MiB (+${(after.heap - before.heap).toFixed(0)}), ` +
       `data dir ${before.disk.toFixed(1)} → ${after.disk.toFixed(1)} MiB (+${(after.disk - before.disk).toFixed(1)}), ` +
       `/v1/admin/consumers ${admin.status} ${(admin.bytes / 1024).toFixed(0)} KiB${dropped === '' ? '' : `; ${dropped}`}\n`)
   } finally {
@@ -146,5 +162,5 @@ async function run (flood: Flood): Promise<void> {
 }
 
 const floods = (process.argv.length > 2 ? process.argv.slice(2) : ['lists', 'ua', 'xff']) as Flood[]
-process.stdout.write(`consumer floods against ${ROOT}\n`)
+process.stdout.write(`consumer floods against ${ROOT}${process.env.BENCH_FLOOD_ENV === undefined ? '' : ` with ${process.env.BENCH_FLOOD_ENV}`}\n`)
 for (const f of floods) await run(f)
