@@ -162,9 +162,27 @@ export interface ConsumerCounts {
   behind: number
 }
 
+/**
+ * What one flush hands on: the records, the drops per workspace, and the keys (key id →
+ * workspace id) with a consumer new to the flushing process, whose bound in the store is checked
+ * after the write. A front-end thread posts it to the main thread (ConsumerTracker#absorb).
+ */
+export interface ConsumerFlush {
+  readonly records: readonly FeedConsumer[]
+  readonly drops: ReadonlyMap<string, ConsumerDrops>
+  readonly trim: ReadonlyMap<string, string>
+  /** Consumers the flushing process tracks in memory. */
+  readonly size: number
+}
+
 export interface ConsumerTrackerOptions {
   readonly store: Store
   readonly log: Logger
+  /**
+   * A front-end thread's tracker: each flush goes here instead of the store (which the thread
+   * does not have), and the tracker evaluates nothing.
+   */
+  readonly handOver?: (flush: ConsumerFlush) => void
   /** THREATFEED_CONSUMER_STALE. */
   readonly staleMs: number
   /** THREATFEED_CONSUMERS_PER_KEY: most consumers one key has tracked, in memory and in the store. */
@@ -181,6 +199,10 @@ export class ConsumerTracker {
   readonly #total: number
   readonly #flushMs: number
   readonly #evaluateMs: number
+  readonly #handOver: ((flush: ConsumerFlush) => void) | null
+  #handedSize = 0
+  /** Consumers each front-end thread tracks, as its last flush said (thread index → count). */
+  readonly #threadSizes = new Map<number, number>()
   /** key id → its consumers. */
   readonly #keys = new Map<string, KeyConsumers>()
   #size = 0
@@ -208,6 +230,7 @@ export class ConsumerTracker {
     this.#staleMs = opts.staleMs
     this.#perKey = opts.perKey ?? DEFAULT_CONSUMERS_PER_KEY
     this.#total = opts.total ?? MAX_TRACKED_CONSUMERS
+    this.#handOver = opts.handOver ?? null
     // A few seconds, or less when the stale threshold is short (tests): a consumer turns stale
     // within the threshold plus one evaluation.
     this.#flushMs = Math.min(5000, Math.max(100, Math.floor(opts.staleMs / 4)))
@@ -353,15 +376,34 @@ export class ConsumerTracker {
     return this.#dropped
   }
 
-  /** Consumers tracked in memory now. */
+  /** Consumers tracked in memory now, by this thread and the front-end threads that hand over to it. */
   get size (): number {
-    return this.#size
+    let n = this.#size
+    for (const k of this.#threadSizes.values()) n += k
+    return n
+  }
+
+  /**
+   * Takes a front-end thread's flush (its own tracker counts its polls: nothing crosses threads
+   * per poll): written to the store in turn with this tracker's own flushes.
+   */
+  absorb (thread: number, flush: ConsumerFlush): void {
+    this.#threadSizes.set(thread, flush.size)
+    for (const d of flush.drops.values()) {
+      this.#dropped.evicted += d.evicted
+      this.#dropped.refused += d.refused
+    }
+    if (flush.records.length === 0 && flush.drops.size === 0 && flush.trim.size === 0) return
+    const records = new Map<string, FeedConsumer>()
+    for (const r of flush.records) records.set(r.id, r)
+    this.#flushing = this.#flushing.then(() => this.#write(records, new Map(flush.drops), new Map(flush.trim)))
   }
 
   start (): void {
     this.#flushTimer = setInterval(() => { void this.flush() }, this.#flushMs)
-    this.#evaluateTimer = setInterval(() => { void this.evaluate() }, this.#evaluateMs)
     this.#flushTimer.unref()
+    if (this.#handOver !== null) return
+    this.#evaluateTimer = setInterval(() => { void this.evaluate() }, this.#evaluateMs)
     this.#evaluateTimer.unref()
     void this.evaluate()
   }
@@ -388,6 +430,23 @@ export class ConsumerTracker {
       }
     }
     this.#dirty.clear()
+    if (this.#handOver !== null) {
+      // No evaluation here: idle tallies go at the flush instead.
+      const now = Date.now()
+      if (now - this.#lastForget >= FORGET_EVERY_MS) {
+        this.#lastForget = now
+        this.#dropIdle(now)
+      }
+      if (records.size === 0 && drops.size === 0 && trim.size === 0 && this.#size === this.#handedSize) return
+      this.#handedSize = this.#size
+      this.#handOver({ records: [...records.values()], drops, trim, size: this.#size })
+      return
+    }
+    await this.#write(records, drops, trim)
+  }
+
+  /** Merges a flush into the store, then trims the keys that gained a consumer to their bound. */
+  async #write (records: Map<string, FeedConsumer>, drops: Map<string, ConsumerDrops>, trim: Map<string, string>): Promise<void> {
     if (records.size === 0 && drops.size === 0 && trim.size === 0) return
     try {
       await this.#store.consumers.merge([...records.values()], drops)

@@ -58,7 +58,9 @@ for (const flood of floods) {
     const f = await makeFixture()
     t.teardown(() => rmSync(f.dir, { recursive: true, force: true }))
     const admin = await adminKey(f)
-    const { server } = await start(serverEnv(f.dir, { THREATFEED_CONSUMERS_PER_KEY: String(PER_KEY), THREATFEED_TRUSTED_PROXIES: '127.0.0.2', THREATFEED_CONSUMER_STALE: '1h' }))
+    // One thread: every poll meets the same tracker, so which ones are kept is exact (the
+    // front-end threads' case is the last test).
+    const { server } = await start(serverEnv(f.dir, { THREATFEED_CONSUMERS_PER_KEY: String(PER_KEY), THREATFEED_TRUSTED_PROXIES: '127.0.0.2', THREATFEED_CONSUMER_STALE: '1h', THREATFEED_HTTP_THREADS: '1' }))
     t.teardown(() => server.stop())
     const port = server.port
     for (let i = 0; i < 30; i++) t.equal((await poll(port, { key: f.key, ...flood.polls(i) })).status, flood.status)
@@ -102,7 +104,7 @@ t.test('polls of lists that do not exist create no consumer', async (t) => {
 t.test('the bound holds in the store across restarts: the least recently seen records are removed and counted', async (t) => {
   const f = await makeFixture()
   t.teardown(() => rmSync(f.dir, { recursive: true, force: true }))
-  const env = serverEnv(f.dir, { THREATFEED_CONSUMERS_PER_KEY: String(PER_KEY), THREATFEED_CONSUMER_STALE: '1h' })
+  const env = serverEnv(f.dir, { THREATFEED_CONSUMERS_PER_KEY: String(PER_KEY), THREATFEED_CONSUMER_STALE: '1h', THREATFEED_HTTP_THREADS: '1' })
   for (const round of [0, 1]) {
     const { server } = await start(env)
     for (let i = 0; i < PER_KEY; i++) t.equal((await poll(server.port, { key: f.key, userAgent: `round-${round}-${i}` })).status, 200)
@@ -117,4 +119,23 @@ t.test('the bound holds in the store across restarts: the least recently seen re
     }
     await server.stop()
   }
+})
+
+t.test('with front-end threads each thread\'s tracker is bounded, and the store holds the key\'s bound', async (t) => {
+  const f = await makeFixture()
+  t.teardown(() => rmSync(f.dir, { recursive: true, force: true }))
+  // Two front-end threads (the main thread answers none); connections land on either.
+  const { server } = await start(serverEnv(f.dir, { THREATFEED_CONSUMERS_PER_KEY: String(PER_KEY), THREATFEED_CONSUMER_STALE: '1h', THREATFEED_HTTP_THREADS: '3' }))
+  t.teardown(() => server.stop())
+  const port = server.port
+  for (let i = 0; i < 30; i++) t.equal((await poll(port, { key: f.key, userAgent: longAgent(i) })).status, 200)
+  for (let i = 0; i < 3; i++) t.equal((await poll(port, { key: f.key, path: '/v1/threat/feeds/nowhere', userAgent: `lost-${i}` })).status, 404)
+  // Every thread flushed (the tracked gauge counts each thread's last flush) and the trims ran.
+  const tracked = await eventually(() => metric(port, 'threatfeed_feed_consumers_tracked'), (n) => n > 0)
+  t.ok(tracked <= 3 * PER_KEY, `in memory: at most the bound per thread (${tracked})`)
+  const stored = await eventually(() => server.store.consumers.list(), (c) => c.length === PER_KEY, 15_000)
+  t.equal(stored.length, PER_KEY, 'the store holds the key\'s bound')
+  t.ok(stored.every((c) => c.userAgent.startsWith('flood-') && c.userAgent.length <= 256), 'cut User-Agents, and no consumer for the list that does not exist')
+  const evicted = await eventually(() => metric(port, 'threatfeed_feed_consumers_dropped_total{reason="evicted"}'), (n) => n >= 30 - 3 * PER_KEY)
+  t.ok(evicted >= 30 - 3 * PER_KEY, `the threads' evictions are counted (${evicted})`)
 })
