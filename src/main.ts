@@ -176,8 +176,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst),
     readiness,
   }
-  const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs }) : null
-  if (tracker !== null) registerFeedConsumerMetrics(metrics, () => tracker.counts())
+  const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs, perKey: config.consumersPerKey }) : null
+  if (tracker !== null) registerFeedConsumerMetrics(metrics, tracker)
   tracker?.start()
   const explain = { feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId: string, feedId: string) => feeds.holdOf(workspaceId, feedId) }
   let lostThread: (e: Error) => void = () => {}

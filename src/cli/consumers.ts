@@ -20,7 +20,9 @@ const help = `Usage: threatfeed consumers ls [--workspace ID] [--stale DURATION]
                             median intervals, and one whose last three polls got 4xx is stale
         --json: one JSON array of {id, workspace, key, address, userAgent, client, list,
         listName, variant, state, staleReason, lastSeen, lastStatus, last200, pollsPerHour,
-        medianIntervalSeconds, version, versionsBehind, firstSeen, polls}`
+        medianIntervalSeconds, version, versionsBehind, firstSeen, polls}
+        The table ends with what the per-key bound (THREATFEED_CONSUMERS_PER_KEY) let go, if
+        anything: consumers evicted from a server's memory, refused, and removed from the store.`
 
 const options = {
   workspace: { type: 'string' },
@@ -130,12 +132,17 @@ export const consumersCommand: Command = {
       if (ms === null || ms < 1000) throw new CliError(`--stale must be a duration of at least 1s such as 90s, 15m, 12h or 7d, got ${JSON.stringify(values.stale)}`)
       staleMs = ms
     }
-    const rows = await withStore(io, async (store) => {
+    const [rows, drops] = await withStore(io, async (store) => {
       if (values.workspace !== undefined) await requireWorkspace(store, values.workspace)
-      return readRows(store, values.workspace, staleMs, Date.now())
+      return [await readRows(store, values.workspace, staleMs, Date.now()), await store.consumers.drops(values.workspace)] as const
     })
     if (values.json === true) writeJson(io, rows.map(toJson))
-    else writeTable(io, rows)
+    else {
+      writeTable(io, rows)
+      if (drops.evicted + drops.refused + drops.removed > 0) {
+        io.stdout.write(`dropped by the consumer bounds: ${drops.evicted} evicted from memory, ${drops.refused} refused, ${drops.removed} removed from the store\n`)
+      }
+    }
     return 0
   },
 }

@@ -129,7 +129,8 @@ export function viewRoutes (store: Store, options: { staleMs: number }): AdminRo
         })
         // Stale first, then behind, then the most recently seen.
         rows.sort((a, b) => Number(b.stale) - Number(a.stale) || Number(b.behind === true) - Number(a.behind === true) || (b.last_seen ?? '').localeCompare(a.last_seen ?? ''))
-        sendAdmin(call.ex, 200, { items: rows })
+        // What the per-key bounds let go in this workspace (docs/consumers.md), every node's.
+        sendAdmin(call.ex, 200, { items: rows, dropped: await store.consumers.drops(w.id) })
       },
     },
     {

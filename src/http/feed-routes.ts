@@ -163,7 +163,8 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
   const counters = feedCounters(ctx)
   const consumers = deps.consumers ?? null
   const polled = (ex: Exchange, r: FeedRequest, status: number, etag: string | null, since: number): void => {
-    if (consumers !== null && !ex.aborted) consumers.tracker.count(r, status, etag, since)
+    // A list that did not resolve ('' until serve) is nobody's: a name that names nothing creates nothing.
+    if (consumers !== null && !ex.aborted && r.listRef !== '') consumers.tracker.count(r, status, etag, since)
   }
 
   const answer = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, retried = false, checked = false): void | Promise<void> => {
@@ -245,9 +246,10 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     r.address = consumers === null ? '' : consumers.addresses.of(ex.res, req)
     r.userAgent = consumers === null ? '' : req.getHeader(USER_AGENT)
     r.client = ''
-    r.listRef = isList ? req.getParameter(0) ?? '' : WORKSPACE_FEED
+    // Set once the list resolves (serve); until then the request counts for no consumer.
+    r.listRef = isList ? '' : WORKSPACE_FEED
     r.at = 0
-    const listParam = isList ? r.listRef : null
+    const listParam = isList ? req.getParameter(0) ?? '' : null
     const pending = !decision.ok ? afterRecheck(ex, r, authorization, listParam) : consumers === null ? route(ex, r, listParam) : tracked(ex, r, listParam)
     // The continuations of a pending answer hold `r`: it is theirs now.
     if (pending !== undefined) scratch = emptyRequest()

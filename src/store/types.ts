@@ -645,18 +645,38 @@ export interface FeedConsumerTally {
 
 export type FeedConsumer = FeedConsumerIdentity & FeedConsumerTally
 
+/**
+ * Consumers the bounds let go (src/http/consumers.ts), per workspace: `evicted` from a server's
+ * memory as their key's least recently seen one when the key reached its bound (their counts
+ * since the last flush lost), `refused` because the server tracked as many as it may in all,
+ * `removed` from the store as their key's least recently seen beyond the bound.
+ */
+export interface ConsumerDrops {
+  evicted: number
+  refused: number
+  removed: number
+}
+
 /** Consumers, as every server process flushes them (src/http/consumers.ts). */
 export interface ConsumerStore {
   /**
    * Adds each tally to its consumer's record, creating it when missing, in one write (one bulk
-   * write on MongoDB). Merging is commutative: processes may flush the same consumer in any
-   * order and the record is the same.
+   * write on MongoDB), and `drops` (workspace id → counts) to the workspaces' drop counts.
+   * Merging is commutative: processes may flush the same consumer in any order and the record
+   * is the same.
    */
-  merge (tallies: ReadonlyArray<FeedConsumerIdentity & FeedConsumerTally>): Promise<void>
+  merge (tallies: ReadonlyArray<FeedConsumerIdentity & FeedConsumerTally>, drops?: ReadonlyMap<string, ConsumerDrops>): Promise<void>
   /** Every consumer of one workspace, or of all. */
   list (workspaceId?: string): Promise<FeedConsumer[]>
   /** Removes consumers last seen before `before`; returns how many. */
   forget (before: number): Promise<number>
+  /**
+   * Keeps a key's `keep` most recently seen consumers and removes the others, counting them as
+   * `removed`; returns how many it removed.
+   */
+  trim (workspaceId: string, keyId: string, keep: number): Promise<number>
+  /** What the bounds let go, summed over one workspace or all. */
+  drops (workspaceId?: string): Promise<ConsumerDrops>
 }
 
 /**

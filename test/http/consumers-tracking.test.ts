@@ -75,13 +75,14 @@ t.test('a poller that stops turns stale within the threshold and recovers; one f
     t.equal((await poll(port, { key: f.key, userAgent: 'edl-poller' })).status, 200)
     await sleep(150)
   }
-  // Polls of a list that does not exist: 404 three times.
-  for (let i = 0; i < 3; i++) t.equal((await poll(port, { key: f.key, userAgent: 'misconfigured', path: '/v1/threat/feeds/gone' })).status, 404)
+  // Polls of the list with a format that does not exist: 400 three times. (A list that does not
+  // exist is nobody's: consumers-bounds.test.ts.)
+  for (let i = 0; i < 3; i++) t.equal((await poll(port, { key: f.key, userAgent: 'misconfigured', path: '/v1/threat/feeds/edl?format=gone' })).status, 400)
   const staleAt = Date.now()
   const staleLine = (userAgent: string) => () => eventually(async () => logs.find((l) => l.msg === 'feed consumer is stale' && (l.consumer as { userAgent: string }).userAgent === userAgent), (l) => l !== undefined)
   t.match(await staleLine('misconfigured')(), { reason: 'failing' })
   let rows = await consumersLs(f.dir)
-  t.match(find(rows, 'misconfigured'), { state: 'stale', staleReason: 'failing', list: 'gone', variant: '', lastStatus: 404, polls: { clientErrors: 3 } })
+  t.match(find(rows, 'misconfigured'), { state: 'stale', staleReason: 'failing', list: f.listId, variant: '', lastStatus: 400, polls: { clientErrors: 3 } })
   const states = rows.map((r) => r.state)
   t.same(states, [...states].sort((x, y) => (x === 'stale' ? 0 : 1) - (y === 'stale' ? 0 : 1)), 'stale ones first')
 
