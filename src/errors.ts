@@ -57,6 +57,10 @@ export const registry = Object.freeze({
   TF_ERR_FEED_TOO_LARGE: def(413, 'caller', 'PayloadTooLargeError', 'feed exceeds its entry limit'),
   // SPEC §7.2 lists no 503: a feed that cannot be built in time (store or workers failing) is a 500.
   TF_ERR_FEED_UNAVAILABLE: def(500, 'dependency', 'FeedUnavailableError', 'feed unavailable; retry shortly'),
+  // A feed whose publish guard holds its first build has nothing to serve until an operator
+  // accepts it: an operator's decision, not a failure (not reported per poll; the build logs it).
+  // Answered with X-Feed-Held and Retry-After (respond.ts).
+  TF_ERR_FEED_HELD: def(503, 'caller', 'FeedHeldError', 'feed held by publish guard %s before it ever published; publish the held build with `%s`'),
 
   // --- store (a dependency) ---
   TF_ERR_STORE_UNAVAILABLE: def(500, 'dependency', 'StoreUnavailableError', 'rule store unavailable'),

@@ -37,6 +37,7 @@ import { ensureDefaultAsnDb, defaultCountryDb } from './geo/default-db.js'
 import type { GeoIndex } from './geo/geo-index.js'
 import { isThreatfeedError } from './errors.js'
 import { loadTlsMaterial } from './http/tls-material.js'
+import { checkListenAddresses } from './http/listen-check.js'
 
 export interface RunningServer {
   readonly port: number
@@ -80,6 +81,8 @@ async function geoPaths (config: Config, log: Logger): Promise<{ countryDb: stri
 export async function startServer (config: Config, log: Logger): Promise<RunningServer> {
   // A bad certificate or key stops the start before anything is opened (the listener reads them again).
   if (config.tls !== null) await loadTlsMaterial(config.tls)
+  // So is a HOST or port that cannot be listened on (checked again just before listening).
+  await checkListenAddresses(config)
   // Taken before any thread is niced: every background thread runs at this one value.
   const nice = backgroundNice(config.backgroundNice)
   const store = await openStore(config.store === 'mongodb'

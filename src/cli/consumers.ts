@@ -6,7 +6,7 @@ import { loadConfig, parseDuration } from '../config.js'
 import { CONSUMER_FORGET_MS, consumerStatus, currentVersions, versionId, type ConsumerStatus } from '../feed/consumer-status.js'
 import type { FeedConsumer, Store } from '../store/types.js'
 import { CliError, parseVerb, writeJson, type CliIo, type Command } from './command.js'
-import { requireWorkspace, withStore } from './open-store.js'
+import { requireWorkspace, storeLocation, withStore } from './open-store.js'
 
 const help = `Usage: threatfeed consumers ls [--workspace ID] [--stale DURATION] [--json]
 
@@ -91,7 +91,7 @@ function toCells ({ c, s, listName }: Row): string[] {
 
 function writeTable (io: CliIo, rows: readonly Row[]): void {
   if (rows.length === 0) {
-    io.stdout.write('no feed consumers seen in the last 30 days\n')
+    io.stdout.write(`no feed consumers seen in the last 30 days in ${storeLocation(loadConfig(io.env))}\n`)
     return
   }
   const lines = [[...HEADINGS], ...rows.map(toCells)]

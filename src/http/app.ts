@@ -18,6 +18,7 @@ import { ThreatfeedError } from '../errors.js'
 import { Listeners } from './tls-listeners.js'
 import { turnMonotonic } from './turn-clock.js'
 import { consoleRoutes } from './console-routes.js'
+import { checkListenAddresses } from './listen-check.js'
 import { FrontEndThreads, sharedPorts, threadToken, type ThreadSources } from './front-threads.js'
 import { handedOverRequest, portableRequest, type HandOverClient, type HandOverRequest, type HandOverRoute, type PortableHandler } from './handover.js'
 import { isRawTarget, rawTargetError } from './request-target.js'
@@ -114,6 +115,8 @@ export interface HttpServerOptions {
 
 export async function startHttpServer (ctx: HttpContext, modules: RouteModule[], options: HttpServerOptions = {}): Promise<HttpServer> {
   const threaded = options.threads !== undefined && ctx.config.httpThreads > 1 && options.forward === undefined
+  // The front-end threads share the ports the main thread checked; nobody else may hold them.
+  if (options.forward === undefined) await checkListenAddresses(ctx.config)
   const config = threaded ? await sharedPorts(ctx.config) : ctx.config
   const token = threaded ? threadToken() : null
   const listeners = await Listeners.open(config, ctx.log, options.forward === undefined ? ctx.metrics : null, token)

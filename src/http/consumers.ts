@@ -279,10 +279,11 @@ export class ConsumerTracker {
     else if (status === 200) {
       t.ok++
       t.last200At = now
-    } else if (status >= 500) t.serverErrors++
-    else if (status >= 400) {
-      t.clientErrors++
-      // The three latest, most recent first.
+    } else if (status >= 400) {
+      if (status >= 500) t.serverErrors++
+      else t.clientErrors++
+      // The three latest failures, 4xx or 5xx (a feed held before it ever published answers only
+      // 503: its pollers hold nothing), most recent first.
       t.fails[2] = t.fails[1]!
       t.fails[1] = t.fails[0]!
       t.fails[0] = now

@@ -80,6 +80,9 @@ export interface ThreadData {
 
 const entry = threadEntry(import.meta.url, './front-thread-entry')
 
+/** The thread's message is often a TF_ERR_CONFIG one already: not said twice. */
+const CONFIG_PREFIX = /^invalid configuration: /
+
 /** How long a thread may take to start (load the code, get the catalog, listen). */
 const START_MS = 30_000
 
@@ -111,6 +114,8 @@ interface ThreadHandle {
   readonly worker: Worker
   readonly closed: Promise<void>
   exited: boolean
+  /** It said it listens ('ready'). */
+  ready: boolean
   /** The thread's OS id, once it said it listens (null: not yet, or unknown). */
   tid: number | null
 }
@@ -199,7 +204,13 @@ export class FrontEndThreads {
   /** Each thread stops listening, lets its requests finish (up to graceMs) and exits. */
   async close (graceMs: number): Promise<void> {
     this.#closing = true
-    for (const t of this.#threads) if (!t.exited) t.worker.postMessage({ type: 'close', graceMs } satisfies ToThread)
+    for (const t of this.#threads) {
+      if (t.exited) continue
+      // A thread that failed or is still starting has no handler for 'close' and would be waited
+      // for in vain (a start that failed hung for good, issue 36): it has no listener to drain.
+      if (!t.ready) void t.worker.terminate()
+      else t.worker.postMessage({ type: 'close', graceMs } satisfies ToThread)
+    }
     await Promise.all(this.#threads.map((t) => t.closed))
     for (const stop of this.#closers) stop()
     this.#exporter.close()
@@ -256,6 +267,7 @@ export class FrontEndThreads {
       index: index + 1,
       worker,
       exited: false,
+      ready: false,
       tid: null,
       closed: new Promise<void>((resolve) => {
         worker.once('exit', (code) => {
@@ -274,9 +286,9 @@ export class FrontEndThreads {
       worker.once('exit', (code) => { clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [`front-end thread ${index + 1} exited (${code}) while starting`])) })
       worker.on('message', (m: FromThread) => {
         switch (m.type) {
-          case 'ready': started = true; handle.tid = m.tid; clearTimeout(timer); resolve(); return
+          case 'ready': started = true; handle.ready = true; handle.tid = m.tid; clearTimeout(timer); resolve(); return
           case 'died': died = m.message; return
-          case 'failed': clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [m.message])); return
+          case 'failed': clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [m.message.replace(CONFIG_PREFIX, '')])); return
           case 'consumers':
             tracker?.absorb(index + 1, m.flush)
             return

@@ -20,7 +20,7 @@
  *
  * Nothing here is global: each instance owns its apps, so each front-end thread can open one.
  */
-import type { AppOptions, HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
+import type { AppOptions, ListenOptions, HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
 import uWS from './uws.js'
 import type { TlsConfig } from '../config.js'
 import type { Logger } from '../log.js'
@@ -169,9 +169,9 @@ export class TlsListener {
   }
 
   /** Listens on host:port (the TLS port of the settings); resolves with the port bound. */
-  async listen (host: string): Promise<number> {
+  async listen (host: string, options: ListenOptions): Promise<number> {
     const socket = await new Promise<us_listen_socket>((resolve, reject) => {
-      this.#acceptor.listen(host, this.#settings.port, (s) => {
+      this.#acceptor.listen(host, this.#settings.port, options, (s) => {
         if (s === false) reject(new ThreatfeedError('TF_ERR_CONFIG', [`THREATFEED_TLS_PORT: cannot listen on ${host}:${this.#settings.port}`]))
         else resolve(s)
       })

@@ -637,7 +637,7 @@ export interface FeedConsumerTally {
    * `at`; null until it had one.
    */
   held: { at: number, etag: string, since: number } | null
-  /** The latest (at most three) times a poll got a 4xx, most recent first. */
+  /** The latest (at most three) times a poll got a 4xx or 5xx, most recent first. */
   recentFails: number[]
   /** Poll intervals seen, as counts per bucket of consumer-record.ts INTERVAL_BUCKETS_MS (index → count). */
   intervals: Record<string, number>
