@@ -28,6 +28,7 @@ import { consumerReadiness } from './stream/consumer-health.js'
 import { createPool } from './pool/pool.js'
 import { backgroundNice, niceAllThreadsBut } from './pool/thread-priority.js'
 import { FeedService } from './feed/feed-service.js'
+import { DeltaHistory } from './feed/delta-history.js'
 import { StoreCatalog } from './feed/catalog.js'
 import { registerFeedMetrics } from './feed/metrics.js'
 import { loadGeoIndex } from './geo/load.js'
@@ -131,6 +132,9 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   })
   // Before the feeds start: the journal samples the snapshots they publish, those built at start too.
   journal.start(feeds)
+  // Every snapshot served is a version feed deltas can start from (docs/deltas.md).
+  const deltaHistory = new DeltaHistory({ versions: config.deltaHistory, maxAgeMs: config.deltaMaxAgeMs })
+  feeds.onSwap((workspaceId, feedId, snapshot) => { deltaHistory.record(workspaceId, feedId, snapshot, Date.now()) })
   await feeds.start()
   const geoWatcher = watchGeo(paths, (next) => {
     geo = next
@@ -181,7 +185,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const http = await startHttpServer(ctx, [
     adminRoutes({ journal, explain }),
     signalRoutes({ ingester, consumer }),
-    feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
+    feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) }, deltas: { history: deltaHistory } }),
     explainRoutes(explain),
     openapiRoutes(buildOpenApiDocument()),
   ], { threads: { feeds, catalog, tracker }, onThreadLost: (e) => { lostThread(e) } })
