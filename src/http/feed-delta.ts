@@ -193,9 +193,9 @@ export function answerDelta (ex: Exchange, r: DeltaRequest, q: DeltaQuery, snaps
   const chosen = r.gzip ? full.gzip : full.identity
   if (full.status === 200 && isNotModified(r.ifNoneMatch, r.ifModifiedSince, chosen.etag, full.lastModifiedHttp, full.lastModified)) return notModified(ex, r, full, deps)
   if (q.since === null || full.status !== 200) return write(ex, r, full, deps)
-  if (format === null || params.checksum) return write(ex, r, asFull(full), deps)
   const since = q.since
   if (since === unquote(full.identity.etag) || since === unquote(full.gzip.etag)) return notModified(ex, r, full, deps)
+  if (format === null || params.checksum) return write(ex, r, asFull(full), deps)
 
   // The base must be a tag of this variant (either encoding); the history knows it by its plain or nftables tag.
   const mine = splitTag(unquote(full.identity.etag))
