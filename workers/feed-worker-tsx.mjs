@@ -9,3 +9,4 @@ const worker = await import('./feed-worker.ts')
 
 export const compute = worker.compute
 export const render = worker.render
+export const deltas = worker.deltas

@@ -119,6 +119,19 @@ export class DeltaHistory {
     return compose(h.versions.slice(seq - first + 1))
   }
 
+  /**
+   * The change from the version `behind` versions before the current one (1: the one before),
+   * with that base's tags (unquoted); null when this node holds no such version.
+   */
+  recent (workspaceId: string, feedId: FeedId, action: FeedAction, behind: number, now: number): { changes: FeedChanges, tags: readonly string[] } | null {
+    const h = this.#feeds.get(feedKey(workspaceId, feedId))?.actions[action]
+    if (h === undefined || behind < 1) return null
+    this.#prune(h, now)
+    const at = h.versions.length - 1 - behind
+    if (at < 0) return null
+    return { changes: compose(h.versions.slice(at + 1)), tags: h.versions[at]!.tags }
+  }
+
   /** Versions and diff prefixes held for a feed's action (for tests and the bench). */
   size (workspaceId: string, feedId: FeedId, action: FeedAction): { versions: number, prefixes: number, tags: number } {
     const h = this.#feeds.get(feedKey(workspaceId, feedId))?.actions[action]

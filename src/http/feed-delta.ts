@@ -19,7 +19,8 @@ import { createHash } from 'node:crypto'
 import type { FeedChanges } from '../feed/delta-history.js'
 import { countPrefixes, defaultNames, renderDelta, renderFull, selectPrefixes, type DeltaFormat, type SetNames } from '../feed/render/delta-text.js'
 import { gzipBytes } from '../feed/render/gzip.js'
-import { CACHE_CONTROL, CONTENT_TYPES, VARY, type FeedId, type FeedSnapshot, type HeaderList, type Representation, type Variant } from '../feed/snapshot-types.js'
+import { CACHE_CONTROL, CONTENT_TYPES, VARY, type FeedId, type FeedSnapshot, type HeaderList, type PublishedPrefixes, type Representation, type Variant } from '../feed/snapshot-types.js'
+import type { DeltaJob, DeltaResult, DeltaTask } from '../pool/protocol.js'
 import type { FeedAction } from '../store/types.js'
 import type { AnswerFormat, ResolvedVariant } from './feed-params.js'
 import { isNotModified } from './conditional.js'
@@ -29,6 +30,7 @@ import type { Exchange } from './respond.js'
 /** What the delta answers need of the history (src/feed/delta-history.ts). */
 export interface DeltaSource {
   changes (workspaceId: string, feedId: FeedId, action: FeedAction, tag: string, now: number): FeedChanges | null
+  recent (workspaceId: string, feedId: FeedId, action: FeedAction, behind: number, now: number): { changes: FeedChanges, tags: readonly string[] } | null
 }
 
 /** The request fields this module reads (the feed route's FeedRequest has them). */
@@ -54,6 +56,8 @@ export interface DeltaQuery {
 export interface DeltaDeps {
   /** Null: this thread keeps no history (every `since` answers full). */
   readonly history: DeltaSource | null
+  /** Counts a delta rendered while a request waited (one not rendered ahead by prerenderDeltas). */
+  readonly rendered: () => void
   /** Counts the answer for the consumer (status, the tag of a 200 or 304). */
   readonly polled: (status: number, etag: string | null, lastModified: number) => void
   /** Counts body bytes sent. */
@@ -74,7 +78,15 @@ class AnswerCache {
       this.#entries.set(key, hit)
       return hit
     }
-    const v = make()
+    return this.put(key, make())
+  }
+
+  put (key: string, v: Variant): Variant {
+    const old = this.#entries.get(key)
+    if (old !== undefined) {
+      this.#entries.delete(key)
+      this.#bytes -= old.identity.body.byteLength + old.gzip.body.byteLength
+    }
     const size = v.identity.body.byteLength + v.gzip.body.byteLength
     this.#entries.set(key, v)
     this.#bytes += size
@@ -124,6 +136,77 @@ function asFull (v: Variant): Variant {
     markedFull.set(v, marked)
   }
   return marked
+}
+
+function deltaKey (full: Variant, since: string, names: SetNames): string {
+  return `delta|${full.identity.etag}|${since}|${names.table}|${names.set}`
+}
+
+/** A delta answer: the new version's validators, the base, the counts, the digest of the result. */
+function deltaVariant (full: Variant, format: DeltaFormat, since: string, removed: PublishedPrefixes, added: PublishedPrefixes, body: Uint8Array, gz: Uint8Array): Variant {
+  const lm = full.lastModifiedHttp
+  const common: HeaderList = [
+    ['Content-Type', format === 'json' ? CONTENT_TYPES.json : CONTENT_TYPES.text],
+    ['Cache-Control', CACHE_CONTROL],
+    ['Vary', VARY],
+    ['X-Feed-Delta', 'delta'],
+    ['X-Feed-Delta-Base', `"${since}"`],
+    ['X-Feed-Delta-Removed', String(countPrefixes(removed))],
+    ['X-Feed-Delta-Added', String(countPrefixes(added))],
+    ['X-Feed-Entry-Count', String(full.entries)],
+    ['X-Feed-Entry-Limit', String(full.limit)],
+    ['X-Feed-Result-Digest', contentDigestOf(full.identity)],
+    ['Last-Modified', lm],
+  ]
+  return {
+    ...full,
+    contentType: common[0]![1],
+    identity: rep(body, full.identity.etag, [...common, ['ETag', full.identity.etag], ['Content-Digest', digestHeader(body)]], lm),
+    gzip: rep(gz, full.gzip.etag, [...common, ['ETag', full.gzip.etag], ['Content-Digest', digestHeader(gz)], ['Content-Encoding', 'gzip']], lm),
+  }
+}
+
+/** How many versions behind the current one deltas are rendered ahead, per build: the bases most of a fleet polls from. */
+export const PRERENDERED_BEHIND = [1, 2] as const
+
+/**
+ * Renders, in the pool and once per build, the deltas one and two versions behind of every plain
+ * and nftables variant of a new snapshot (default names, both encodings), into the cache the
+ * requests read: a fleet polling after a change then costs a lookup per poll. Deltas not smaller
+ * than the full feed are left to the request, which answers full.
+ */
+export async function prerenderDeltas (snapshot: FeedSnapshot, history: DeltaSource, render: (task: DeltaTask) => Promise<DeltaResult>, now: number): Promise<number> {
+  const jobs: DeltaJob[] = []
+  const targets: Array<{ full: Variant, format: DeltaFormat, tags: string[], removed: PublishedPrefixes, added: PublishedPrefixes, names: SetNames }> = []
+  const recent = new Map<string, ReturnType<DeltaSource['recent']>>()
+  for (const [key, full] of snapshot.variants) {
+    const [format, family, action, checksum, shard] = key.split('|') as [string, 'v4' | 'v6' | 'both', FeedAction, string, string | undefined]
+    if ((format !== 'plain' && format !== 'nftables') || checksum !== '' || full.status !== 200) continue
+    const mine = splitTag(unquote(full.identity.etag))
+    if (mine === null) continue
+    const [index, of] = shard === undefined ? [0, 0] : shard.split('/').map(Number) as [number, number]
+    for (const behind of PRERENDERED_BEHIND) {
+      const k = `${action}|${behind}`
+      if (!recent.has(k)) recent.set(k, history.recent(snapshot.workspaceId, snapshot.feedId, action, behind, now))
+      const base = recent.get(k)
+      if (base === null || base === undefined) continue
+      const tags = base.tags.filter((t) => { const p = splitTag(t); return p !== null && p[0] === mine[0] && p[1] === mine[1] })
+      if (tags.length === 0) continue
+      const removed = selectPrefixes(base.changes.removed, family, shard === undefined ? null : { index, of })
+      const added = selectPrefixes(base.changes.added, family, shard === undefined ? null : { index, of })
+      if (countPrefixes(removed) + countPrefixes(added) >= full.entries) continue
+      const names = defaultNames(format, family)
+      jobs.push({ format, removed, added, names })
+      targets.push({ full, format, tags, removed, added, names })
+    }
+  }
+  if (jobs.length === 0) return 0
+  const { bodies } = await render({ jobs })
+  targets.forEach((t, i) => {
+    const { identity, gzip } = bodies[i]!
+    for (const since of t.tags) cache.put(deltaKey(t.full, since, t.names), deltaVariant(t.full, t.format, since, t.removed, t.added, identity, gzip))
+  })
+  return jobs.length
 }
 
 /** `plain.v4.block.s1of8.identity.DIGEST` → `['plain', 'v4.block.s1of8', 'identity', 'DIGEST']`; null when not of that shape. */
@@ -209,30 +292,10 @@ export function answerDelta (ex: Exchange, r: DeltaRequest, q: DeltaQuery, snaps
   const added = selectPrefixes(changes.added, params.family, params.shard)
   const count = countPrefixes(removed) + countPrefixes(added)
   if (count >= full.entries) return write(ex, r, asFull(full), deps)
-  const key = `delta|${full.identity.etag}|${since}|${names.table}|${names.set}`
-  const delta = cache.get(key, () => {
+  const delta = cache.get(deltaKey(full, since, names), () => {
+    deps.rendered()
     const body = renderDelta(format, removed, added, names)
-    const gz = gzipBytes(body)
-    const lm = full.lastModifiedHttp
-    const common: HeaderList = [
-      ['Content-Type', format === 'json' ? CONTENT_TYPES.json : CONTENT_TYPES.text],
-      ['Cache-Control', CACHE_CONTROL],
-      ['Vary', VARY],
-      ['X-Feed-Delta', 'delta'],
-      ['X-Feed-Delta-Base', `"${since}"`],
-      ['X-Feed-Delta-Removed', String(countPrefixes(removed))],
-      ['X-Feed-Delta-Added', String(countPrefixes(added))],
-      ['X-Feed-Entry-Count', String(full.entries)],
-      ['X-Feed-Entry-Limit', String(full.limit)],
-      ['X-Feed-Result-Digest', contentDigestOf(full.identity)],
-      ['Last-Modified', lm],
-    ]
-    return {
-      ...full,
-      contentType: common[0]![1],
-      identity: rep(body, full.identity.etag, [...common, ['ETag', full.identity.etag], ['Content-Digest', digestHeader(body)]], lm),
-      gzip: rep(gz, full.gzip.etag, [...common, ['ETag', full.gzip.etag], ['Content-Digest', digestHeader(gz)], ['Content-Encoding', 'gzip']], lm),
-    }
+    return deltaVariant(full, format, since, removed, added, body, gzipBytes(body))
   })
   return write(ex, r, delta, deps)
 }

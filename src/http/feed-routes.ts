@@ -65,7 +65,7 @@ export interface FeedRouteDeps {
    * Feed deltas (`?since=`, docs/deltas.md): the history on the main thread; on a front-end
    * thread, which keeps none, the request is forwarded to the main thread instead.
    */
-  readonly deltas?: { readonly history: DeltaSource } | { readonly forward: (ex: Exchange, req: HttpRequest) => Promise<void> }
+  readonly deltas?: { readonly history: DeltaSource, readonly rendered?: () => void } | { readonly forward: (ex: Exchange, req: HttpRequest) => Promise<void> }
 }
 
 export const FEEDS_PATH = '/v1/threat/feeds'
@@ -205,10 +205,12 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
   }
 
   const history = deps.deltas !== undefined && 'history' in deps.deltas ? deps.deltas.history : null
+  const rendered = deps.deltas !== undefined && 'history' in deps.deltas ? deps.deltas.rendered ?? noop : noop
   const forwardDelta = deps.deltas !== undefined && 'forward' in deps.deltas ? deps.deltas.forward : null
   const delta = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, variant: Variant, retried: boolean, checked: boolean): void | Promise<void> => {
     const deltaDeps: DeltaDeps = {
       history,
+      rendered,
       polled: (status, etag, since) => { polled(ex, r, status, etag, since) },
       sent: counters.bytes,
     }
@@ -319,6 +321,8 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     return lists.resolveLoaded(r.workspaceId, ref).then((list) => ex.aborted ? undefined : serve(ex, r, list.id, list.defaults))
   }
 }
+
+function noop (): void {}
 
 /** The query asks for a delta or an answer format; a bad query is left to the usual path (authentication first). */
 function wantsDelta (rawQuery: string): boolean {

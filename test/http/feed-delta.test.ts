@@ -167,3 +167,39 @@ t.test('bad inputs: 400 with the feed error body naming the parameter', async (t
   const anonymous = await rawRequest(s.base, `/v1/threat/feeds?since=${encodeURIComponent(v0.headers.etag!)}`)
   t.equal(anonymous.status, 401, 'authentication comes before any delta')
 })
+
+t.test('deltas one and two versions behind are rendered in the pool once per build, not per request', async (t) => {
+  const renders = async (where: 'pool' | 'request'): Promise<number> => {
+    const text = await (await fetch(`${s.base}/metrics`)).text()
+    const line = text.split('\n').find((l) => l.startsWith(`threatfeed_feed_delta_renders_total{where="${where}"}`))
+    return line === undefined ? 0 : Number(line.split(' ').pop())
+  }
+  const v1nft = await get('format=nftables&family=v4')
+  const pool0 = await renders('pool')
+  await s.postBlocks(['45.9.9.9'])
+  const v2 = await until('format=plain&family=v4', (r) => r.body.includes('45.9.9.9/32'))
+  for (let i = 0; i < 100 && await renders('pool') === pool0; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  t.ok(await renders('pool') > pool0, 'the build rendered deltas in the pool')
+  const request0 = await renders('request')
+  const v2nft = await get('format=nftables&family=v4')
+  const asked = [
+    { query: `format=plain&family=v4&since=${encodeURIComponent(v1.headers.etag!)}`, added: '1', full: v2 },
+    { query: `format=plain&family=v4&since=${encodeURIComponent(v0.headers.etag!)}`, added: '3', full: v2 },
+    { query: `format=plain&family=v4&since=${encodeURIComponent(v0gz.headers.etag!)}`, added: '3', full: v2 },
+    { query: `format=nftables&family=v4&since=${encodeURIComponent(v1nft.headers.etag!)}`, added: '1', full: v2nft },
+  ]
+  for (const a of asked) {
+    for (const gzip of [false, true]) {
+      const r = await get(a.query, gzip ? { 'accept-encoding': 'gzip' } : {})
+      t.equal(r.headers['x-feed-delta'], 'delta', a.query)
+      t.equal(r.headers['x-feed-delta-added'], a.added, a.query)
+      t.equal(r.headers['x-feed-result-digest'], sha(a.full.body), a.query)
+    }
+  }
+  t.equal(await renders('request'), request0, 'no request rendered a delta one or two versions behind')
+  const named = await get(`format=nftables&family=v4&table=fw&since=${encodeURIComponent(v1nft.headers.etag!)}`)
+  t.equal(named.body.toString(), 'add element inet fw blocklist_v4 { 45.9.9.9/32 }\n')
+  t.equal(await renders('request'), request0 + 1, 'other names: rendered once for the request…')
+  await get(`format=nftables&family=v4&table=fw&since=${encodeURIComponent(v1nft.headers.etag!)}`)
+  t.equal(await renders('request'), request0 + 1, '…and kept for the next one')
+})
