@@ -74,6 +74,10 @@ export interface Config {
   readonly batchJournalMax: number
   /** How long a batch report is kept. */
   readonly batchJournalRetentionMs: number
+  /** Feed versions kept per feed for deltas (`?since=`, docs/deltas.md); 0: deltas off (every `since` answers full). */
+  readonly deltaHistory: number
+  /** A kept version older than this answers full. */
+  readonly deltaMaxAgeMs: number
 }
 
 type Env = Record<string, string | undefined>
@@ -219,5 +223,7 @@ export function loadConfig (env: Env = process.env): Config {
     backgroundNice: int(env, 'THREATFEED_BACKGROUND_NICE', 10, 0, 19),
     batchJournalMax: int(env, 'THREATFEED_BATCH_JOURNAL_MAX', BATCH_JOURNAL_MAX, 0, 1_000_000),
     batchJournalRetentionMs: duration(env, 'THREATFEED_BATCH_JOURNAL_RETENTION', BATCH_JOURNAL_RETENTION_MS, 60_000, 3650 * 86_400_000),
+    deltaHistory: int(env, 'THREATFEED_DELTA_HISTORY', 32, 0, 1024),
+    deltaMaxAgeMs: duration(env, 'THREATFEED_DELTA_MAX_AGE', 86_400_000, 1000, 30 * 86_400_000),
   })
 }

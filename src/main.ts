@@ -20,6 +20,7 @@ import { adminRoutes } from './http/admin-routes.js'
 import { AdminJournal, journalBounds } from './http/admin-journal.js'
 import { ClientAddresses } from './http/consumer-address.js'
 import { AppendHealth } from './ingest/append-health.js'
+import { prerenderDeltas } from './http/feed-delta.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
 import { StreamConsumer, type Consumer } from './stream/consumer.js'
@@ -29,6 +30,7 @@ import { consumerReadiness } from './stream/consumer-health.js'
 import { createPool } from './pool/pool.js'
 import { backgroundNice, niceAllThreadsBut } from './pool/thread-priority.js'
 import { FeedService } from './feed/feed-service.js'
+import { DeltaHistory } from './feed/delta-history.js'
 import { StoreCatalog } from './feed/catalog.js'
 import { registerFeedMetrics } from './feed/metrics.js'
 import { loadGeoIndex } from './geo/load.js'
@@ -137,6 +139,19 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   })
   // Before the feeds start: the journal samples the snapshots they publish, those built at start too.
   journal.start(feeds)
+  // Every snapshot served is a version feed deltas can start from (docs/deltas.md).
+  const deltaHistory = new DeltaHistory({ versions: config.deltaHistory, maxAgeMs: config.deltaMaxAgeMs })
+  const deltaRenders = metrics.counter('threatfeed_feed_delta_renders_total', 'Delta bodies rendered: in the pool per build (one and two versions behind), or while a request waited', ['where'])
+  const renderedInPool = deltaRenders.labels('pool')
+  const renderedForRequest = deltaRenders.labels('request')
+  feeds.onSwap((workspaceId, feedId, snapshot) => {
+    const now = Date.now()
+    deltaHistory.record(workspaceId, feedId, snapshot, now)
+    if (snapshot === null) return
+    prerenderDeltas(snapshot, deltaHistory, (task) => pool.renderDeltas(task), now).then((n) => { renderedInPool.inc(n) }, (e: unknown) => {
+      log.warn({ err: e, workspaceId, feedId }, 'deltas not rendered ahead; requests render them')
+    })
+  })
   await feeds.start()
   const geoWatcher = watchGeo(paths, (next) => {
     geo = next
@@ -188,7 +203,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const http = await startHttpServer(ctx, [
     adminRoutes({ journal, explain }),
     signalRoutes({ ingester, consumer }),
-    feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
+    feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) }, deltas: { history: deltaHistory, rendered: () => { renderedForRequest.inc() } } }),
     explainRoutes(explain),
     openapiRoutes(buildOpenApiDocument()),
   ], { threads: { feeds, catalog, tracker }, onThreadLost: (e) => { lostThread(e) } })

@@ -63,7 +63,7 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
     readiness: () => Promise.reject(new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('readiness is answered by the main thread') })),
   }
   const consumers = tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) }
-  const http = await startHttpServer(ctx, [feedRoutes({ feeds, lists, consumers })], { forward: forward.handle, handOver: { routes: data.handOverRoutes, client: handOver } })
+  const http = await startHttpServer(ctx, [feedRoutes({ feeds, lists, consumers, deltas: { forward: forward.handle } })], { forward: forward.handle, handOver: { routes: data.handOverRoutes, client: handOver } })
 
   port.on('message', (m: ToThread) => {
     switch (m.type) {

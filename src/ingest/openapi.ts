@@ -119,10 +119,13 @@ function signalPath (version: 1 | 2) {
 }
 
 const feedParameters = [
-  { name: 'format', in: 'query', schema: { enum: [...FORMATS, 'txt', 'alias_c', 'alias_d'], default: 'plain' }, description: 'Output dialect; txt, alias_c and alias_d mean plain' },
+  { name: 'format', in: 'query', schema: { enum: [...FORMATS, 'ipset', 'json', 'txt', 'alias_c', 'alias_d'], default: 'plain' }, description: 'Output dialect; txt, alias_c and alias_d mean plain; ipset (`ipset restore` input) and json are the plain networks in another syntax (docs/deltas.md)' },
   { name: 'family', in: 'query', schema: { enum: [...FAMILIES], default: 'both' } },
   { name: 'action', in: 'query', schema: { enum: [...FEED_ACTIONS], default: 'block' }, description: 'block: the deny list; allow: the never-block list' },
   { name: 'checksum', in: 'query', schema: { enum: ['md5'] }, description: 'Return the MD5 of the feed body instead of the feed' },
+  { name: 'since', in: 'query', schema: { type: 'string' }, description: 'An ETag of this variant: answer what changed since that version (a delta), or the full feed with X-Feed-Delta: full (docs/deltas.md)' },
+  { name: 'table', in: 'query', schema: { type: 'string', default: 'threatfeed' }, description: 'The nftables table (family inet) a delta script names' },
+  { name: 'set', in: 'query', schema: { type: 'string' }, description: 'The nftables set (default blocklist_v4 / blocklist_v6) or ipset set (default threatfeed) a body names' },
   { name: 'If-None-Match', in: 'header', schema: { type: 'string' } },
   { name: 'If-Modified-Since', in: 'header', schema: { type: 'string' } },
   { name: 'Accept-Encoding', in: 'header', schema: { type: 'string' }, description: 'gzip for a gzip-encoded body' },

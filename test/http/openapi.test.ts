@@ -113,7 +113,7 @@ t.test('statuses, parameters and headers of every endpoint', async (t) => {
     t.same(statuses('/v1/threat/feeds', method), ['200', '304', '400', '401', '402', '403', '405', '413', '500'])
     t.same(statuses('/v1/threat/feeds/{list}', method), ['200', '304', '400', '401', '402', '403', '404', '405', '409', '413', '500'])
     const params = doc.paths['/v1/threat/feeds/{list}']![method]!.parameters!.map((p) => `${p.in}:${p.name}`)
-    t.same(params, ['path:list', 'query:format', 'query:family', 'query:action', 'query:checksum', 'header:If-None-Match', 'header:If-Modified-Since', 'header:Accept-Encoding'])
+    t.same(params, ['path:list', 'query:format', 'query:family', 'query:action', 'query:checksum', 'query:since', 'query:table', 'query:set', 'header:If-None-Match', 'header:If-Modified-Since', 'header:Accept-Encoding'])
     t.same(Object.keys(doc.paths['/v1/threat/feeds']![method]!.responses['200']!.headers!), ['ETag', 'Last-Modified', 'Cache-Control', 'Vary', 'X-Feed-Entry-Count', 'X-Feed-Entry-Limit'])
   }
   t.same(Object.keys(doc.paths['/v1/threat/feeds']!.get!.responses['304']!.headers!), ['ETag', 'Last-Modified', 'Cache-Control', 'Vary'])
