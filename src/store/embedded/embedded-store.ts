@@ -42,7 +42,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
   /** `tombstoneMax`: tombstones kept at most (RuleStore#sweepLapsed); `changesKeptMs`: see change-log.ts. */
   constructor (env: LmdbEnv, dataDir: string, tombstoneMax = TOMBSTONE_MAX, changesKeptMs?: number) {
     this.#env = env
-    this.consumerThread = embeddedConsumerThread(dataDir)
+    this.consumerThread = embeddedConsumerThread(dataDir, { tombstoneMax, ...(changesKeptMs === undefined ? {} : { changesKeptMs }) })
     this.workspaces = new EmbeddedWorkspaceStore(env)
     this.keys = new EmbeddedKeyStore(env)
     this.lists = new EmbeddedListStore(env)
