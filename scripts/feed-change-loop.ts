@@ -7,7 +7,7 @@
  * the block. A run misses when that takes longer than the rebuild interval plus a second. Each
  * run starts the server afresh, as each run of a black-box suite does (FRESH=0: one for all).
  *
- *   RUNS=20 REBUILD_MS=2000 npx tsx scripts/feed-change-loop.ts [build dir] [node]
+ *   RUNS=20 REBUILD_MS=2000 [NICE=n] [THREADS=n] npx tsx scripts/feed-change-loop.ts [build dir] [node]
  *
  * Prints one line a run and a summary; exits 1 on any miss.
  */
@@ -35,6 +35,7 @@ const env = {
   THREATFEED_GEO_COUNTRY_DB: join(GEO, 'GeoLite2-Country-Test.mmdb'),
   THREATFEED_GEO_ASN_DB: join(GEO, 'GeoLite2-ASN-Test.mmdb'),
   ...(process.env.THREADS === undefined ? {} : { THREATFEED_HTTP_THREADS: process.env.THREADS }),
+  ...(process.env.NICE === undefined ? {} : { THREATFEED_BACKGROUND_NICE: process.env.NICE }),
 }
 
 function cli (...args: string[]): Record<string, string> {
