@@ -35,7 +35,7 @@ export const commands: readonly CommandEntry[] = [
   { name: 'rules', summary: 'list the rules of a workspace', load: async () => (await import('./rules.js')).rulesCommand },
   { name: 'stream', summary: 'show the message stream of accepted signals', load: async () => (await import('./stream.js')).streamCommand },
   { name: 'import', summary: 'bulk-load signals from a JSON array or NDJSON file', load: async () => (await import('./import.js')).importCommand },
-  { name: 'store', summary: 'maintain the embedded store (compact its files)', load: async () => (await import('./store.js')).storeCommand },
+  { name: 'store', summary: 'inspect and maintain the embedded store (stats, compact)', load: async () => (await import('./store.js')).storeCommand },
   { name: 'backup', summary: 'copy the store while the server runs (see README: Backup and restore)', load: async () => (await import('./backup.js')).backupCommand },
   { name: 'consumers', summary: 'list the appliances that poll the feeds, stale ones first', load: async () => (await import('./consumers.js')).consumersCommand },
 ]

@@ -46,7 +46,7 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
   constructor (env: LmdbEnv, dataDir: string, tombstoneMax = TOMBSTONE_MAX, changesKeptMs?: number) {
     this.#env = env
     this.#streamDir = join(dataDir, STREAM_DIR)
-    this.consumerThread = embeddedConsumerThread(dataDir)
+    this.consumerThread = embeddedConsumerThread(dataDir, { tombstoneMax, ...(changesKeptMs === undefined ? {} : { changesKeptMs }) })
     this.workspaces = new EmbeddedWorkspaceStore(env)
     this.keys = new EmbeddedKeyStore(env)
     this.lists = new EmbeddedListStore(env)
