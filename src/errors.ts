@@ -61,6 +61,9 @@ export const registry = Object.freeze({
   // --- store (a dependency) ---
   TF_ERR_STORE_UNAVAILABLE: def(500, 'dependency', 'StoreUnavailableError', 'rule store unavailable'),
   TF_ERR_STORE_CONFLICT: def(409, 'caller', 'ConflictError', '%s'),
+  // Issue 33: the stream commit was sent and its outcome could not be learnt (a failover outlasting
+  // the lookup): unlike TF_ERR_STORE_UNAVAILABLE, this 500 does not promise "nothing was written".
+  TF_ERR_APPEND_OUTCOME_UNKNOWN: def(500, 'dependency', 'OutcomeUnknownError', 'the batch may or may not have been stored (the database failed over during its commit); retry it with the same Idempotency-Key header to have it stored once'),
 
   // --- admin objects (CLI) ---
   TF_ERR_WORKSPACE_NOT_FOUND: def(404, 'caller', 'NotFoundError', 'no workspace with id %s'),

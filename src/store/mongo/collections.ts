@@ -84,6 +84,8 @@ export interface StreamDoc {
   records?: StreamDocRecord[]
   payload?: string
   schemaVersion?: number
+  /** The append's id, on each of its documents: what resolves a commit of unknown outcome. */
+  appendId?: string
 }
 export interface StreamDocRecord { workspaceId: string, schemaVersion?: number, payload: string, acceptedAt: number }
 export interface CheckpointDoc { _id: string, seq: number }
@@ -200,6 +202,8 @@ export function collectionsOf (db: Db): Collections {
 }
 
 const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
+  // Sparse: appends written before append ids were kept have none.
+  ['stream', [{ key: { appendId: 1 }, name: 'append_id', sparse: true }]],
   ['keys', [
     { key: { hash: 1 }, name: 'hash_unique', unique: true },
     { key: { workspaceId: 1 }, name: 'workspace' },

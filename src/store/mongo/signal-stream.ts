@@ -14,6 +14,7 @@
  * `stream tail`). Only an append too big for one BSON document (16 MiB) takes several, each a
  * contiguous run of its records.
  */
+import { randomUUID } from 'node:crypto'
 import type { CommitGate } from '../commit-gate.js'
 import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamCheckpoint, StreamRecord, StreamRecordInput, StreamRetained, TrimPass } from '../types.js'
 import { appendCount, appendRecords, isWholeV1Batch, wholeBatchTexts } from '../whole-v1-batch.js'
@@ -38,6 +39,9 @@ export class MongoSignalStream implements StoredSignalStream {
     if (gate !== undefined && (gate.state === 'abandoned' || Date.now() >= gate.cutoff)) gate.begin()
     // Shaped before the transaction: inside it, only the counter and the insert.
     const runs = toRuns(input)
+    // Found by the lookup that resolves a commit whose outcome the driver could not learn
+    // (mongo-client.ts commit): the same id on every document of this append, and no other.
+    const appendId = randomUUID()
     return this.#ctx.write(async (session) => {
       const counter = await this.#ctx.c.meta.findOneAndUpdate(
         { _id: COUNTERS.streamHead },
@@ -48,7 +52,7 @@ export class MongoSignalStream implements StoredSignalStream {
       const first = counter.value - n + 1
       let seq = first
       const docs = runs.map((run) => {
-        const doc = { ...run, _id: seq }
+        const doc = { ...run, _id: seq, appendId }
         seq += run.n
         return doc
       })
@@ -58,7 +62,16 @@ export class MongoSignalStream implements StoredSignalStream {
       // aborts the transaction, so past its deadline it is never committed (commit-gate.ts).
       gate?.begin()
       return Array.from({ length: n }, (_, i) => first + i)
-    }, gate === undefined ? undefined : () => gate.state === 'abandoned' || Date.now() >= gate.cutoff)
+    }, gate === undefined ? undefined : () => gate.state === 'abandoned' || Date.now() >= gate.cutoff, () => this.#findAppend(appendId))
+  }
+
+  /** The seqs of the append `appendId` when a majority holds it (the primary answering), else null. */
+  async #findAppend (appendId: string): Promise<number[] | null> {
+    const docs = await this.#ctx.c.stream.find({ appendId }, { projection: { _id: 1, n: 1 }, readConcern: { level: 'majority' }, readPreference: 'primary' }).sort({ _id: 1 }).toArray()
+    if (docs.length === 0) return null
+    const first = docs[0]!._id
+    const last = docs.at(-1)!
+    return Array.from({ length: last._id + countOf(last) - first }, (_, i) => first + i)
   }
 
   read (from: number, limit: number): Promise<StreamRecord[]> {
