@@ -48,6 +48,8 @@ export const registry = Object.freeze({
   // --- signal ingestion (DECISIONS §3) ---
   TF_ERR_VALIDATION: def(400, 'caller', 'ValidationError', 'Validation failed'),
   TF_ERR_BAD_REQUEST: def(400, 'caller', 'BadRequestError', '%s'),
+  // Issue 33: a key names one batch; 400 (not the draft's 422) keeps v2 within SPEC 7.1's statuses.
+  TF_ERR_IDEMPOTENCY_KEY_REUSED: def(400, 'caller', 'IdempotencyKeyReusedError', 'this Idempotency-Key was used with a different batch within the last 24 hours; use a new key for a new batch'),
   TF_ERR_RULE_TYPE_REQUIRED: def(400, 'caller', 'ValidationError', 'rule.type is required and must be one of custom, generated'),
 
   // --- feeds (DECISIONS §5) ---

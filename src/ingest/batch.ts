@@ -11,10 +11,11 @@
  */
 import { ThreatfeedError } from '../errors.js'
 import { CommitGate } from '../store/commit-gate.js'
-import type { SignalStream, StreamAppend, StreamRecordInput } from '../store/types.js'
+import type { AppendOnce, AppendOnceResult, SignalStream, StreamAppend, StreamRecordInput } from '../store/types.js'
 import { toV2Payload, type Command } from './commands.js'
 import type { EntryChecks, NormalizeResult } from './entry-rules.js'
 import { splitJsonArray } from '../json/array-splitter.js'
+import { parseIdempotencyKey, requestDigest } from './idempotency-key.js'
 import { normalizeV1 } from './normalize-v1.js'
 import { normalizeV2, RULE_TYPE_MESSAGE } from './normalize-v2.js'
 import { parseBatch } from './parse-body.js'
@@ -146,24 +147,28 @@ export class SignalIngester {
    *   const out = await ingester.ingest('v1', workspaceId, Buffer.from('[{"type":"access_rules","action":"block","ip":"192.0.2.1"}]'))
    *   // out.status === 200, out.body.message === 'Processed 1 entries, 0 failed'
    */
-  async ingest (api: ApiVersion, workspaceId: string, body: Buffer, keyId: string | null = null): Promise<BatchOutcome> {
+  async ingest (api: ApiVersion, workspaceId: string, body: Buffer, keyId: string | null = null, idempotencyKey?: string): Promise<BatchOutcome> {
+    const key = parseIdempotencyKey(idempotencyKey)
+    const digest = key === null ? '' : requestDigest(api, body)
     let accepted: Accepted
     try {
-      accepted = this.#accept(api, workspaceId, body)
+      accepted = this.#accept(api, workspaceId, body, key === null ? null : { key, digest })
     } catch (e) {
       if (this.#onBatch !== null) this.#reportRefused(api, workspaceId, keyId, e)
       throw e
     }
-    const seqs = await accepted.appended
+    const { seqs, earlier } = await accepted.appended
+    if (earlier !== null) {
+      // A retry of a batch stored under this key: its first answer again, nothing appended now.
+      if (earlier.digest !== digest) throw new ThreatfeedError('TF_ERR_IDEMPOTENCY_KEY_REUSED')
+      return answer(api, earlier.note.message as string, earlier.note.errors as string[], seqs)
+    }
     this.#onAppended({ workspaceId, acceptedAt: accepted.acceptedAt, seqs, commands: accepted.commands })
     const { message, errors } = accepted
     if (this.#onBatch !== null) {
       this.#onBatch({ api, workspaceId, keyId, at: accepted.acceptedAt, entries: seqs.length + errors.length, accepted: seqs.length, failed: errors.length, status: errors.length === 0 ? 200 : 206, errors })
     }
-    if (errors.length === 0) {
-      return { status: 200, body: api === 'v2' ? { success: true, message, errors } : { success: true, message }, seqs }
-    }
-    return { status: 206, body: { success: false, message, errors }, seqs }
+    return answer(api, message, errors, seqs)
   }
 
   /** A batch refused whole (400): every entry failed, or the body was not a batch at all. */
@@ -179,7 +184,7 @@ export class SignalIngester {
    * Everything up to the durable write, synchronously, so the parsed batch is garbage while the
    * append waits for the disk instead of surviving scavenges (bench/NOTES.md, "Ingest: the accept frame").
    */
-  #accept (api: ApiVersion, workspaceId: string, body: Buffer): Accepted {
+  #accept (api: ApiVersion, workspaceId: string, body: Buffer, once: { key: string, digest: string } | null): Accepted {
     const { text, entries } = parseBatch(body)
     if (api === 'v2') {
       const missing = findMissingRuleType(entries)
@@ -207,7 +212,7 @@ export class SignalIngester {
       // Every entry's own text, byte for byte (SPEC §9.3: the v1 stream format is unchanged): the
       // body is stored whole and split when read back (types.ts WholeV1Batch).
       const commands = results.map((r) => (r as { command: Command }).command)
-      return { appended: this.#append({ workspaceId, acceptedAt, body, count: entries.length }), acceptedAt, commands, message, errors: [] }
+      return { appended: this.#append({ workspaceId, acceptedAt, body, count: entries.length }, onceOf(workspaceId, acceptedAt, once, message, [])), acceptedAt, commands, message, errors: [] }
     }
     // v1 with failures: the accepted entries' texts only (a failed entry leaves no trace).
     const texts = api === 'v1' ? splitJsonArray(text) : null
@@ -225,7 +230,7 @@ export class SignalIngester {
         ? { workspaceId, payload: texts[i]!, acceptedAt }
         : { workspaceId, schemaVersion: 2, payload: toV2Payload(r.command), acceptedAt })
     }
-    return { appended: this.#append(records), acceptedAt, commands, message, errors }
+    return { appended: this.#append(records, onceOf(workspaceId, acceptedAt, once, message, errors)), acceptedAt, commands, message, errors }
   }
 
   /**
@@ -235,11 +240,13 @@ export class SignalIngester {
    * waited for, even past the deadline, so a 500 always means "not applied". Not an async
    * function: `records` must not be held by a suspended frame (see #accept).
    */
-  #append (records: StreamAppend): Promise<number[]> {
+  #append (records: StreamAppend, once: AppendOnce | null): Promise<AppendOnceResult> {
     const gate = new CommitGate(Date.now() + this.#appendTimeoutMs - this.#commitMarginMs)
-    let append: Promise<number[]>
+    let append: Promise<AppendOnceResult>
     try {
-      append = this.#stream.append(records, gate)
+      if (once === null) append = this.#stream.append(records, gate).then((seqs) => ({ seqs, earlier: null }))
+      else if (this.#stream.appendOnce === undefined) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('this stream keeps no idempotency keys') })
+      else append = this.#stream.appendOnce(records, once, gate)
     } catch (e) {
       return Promise.reject(e)
     }
@@ -251,14 +258,27 @@ export class SignalIngester {
         }))
       }, gate.cutoff - Date.now())
       // After an abandon the append still settles (rejected by the gate, as nobody awaits it now).
-      append.then((seqs) => { clearTimeout(timer); resolve(seqs) }, (e: unknown) => { clearTimeout(timer); reject(e) })
+      append.then((r) => { clearTimeout(timer); resolve(r) }, (e: unknown) => { clearTimeout(timer); reject(e) })
     })
   }
 }
 
+/** The 200 or 206 of a batch (SPEC 2.5): built the same way for its first answer and a retry's. */
+function answer (api: ApiVersion, message: string, errors: string[], seqs: readonly number[]): BatchOutcome {
+  if (errors.length === 0) {
+    return { status: 200, body: api === 'v2' ? { success: true, message, errors } : { success: true, message }, seqs }
+  }
+  return { status: 206, body: { success: false, message, errors }, seqs }
+}
+
+/** The append-once request of a batch posted with an Idempotency-Key; what a retry is answered from. */
+function onceOf (workspaceId: string, at: number, once: { key: string, digest: string } | null, message: string, errors: string[]): AppendOnce | null {
+  return once === null ? null : { workspaceId, key: once.key, digest: once.digest, at, note: { message, errors } }
+}
+
 /** A batch accepted by #accept: its answer, and the append under way. */
 interface Accepted {
-  readonly appended: Promise<number[]>
+  readonly appended: Promise<AppendOnceResult>
   readonly acceptedAt: number
   readonly commands: Command[]
   readonly message: string

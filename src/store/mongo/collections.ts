@@ -88,6 +88,11 @@ export interface StreamDoc {
   appendId?: string
 }
 export interface StreamDocRecord { workspaceId: string, schemaVersion?: number, payload: string, acceptedAt: number }
+/**
+ * An idempotency key's entry (SignalStream#appendOnce): `_id` {w: workspace, k: key}, always
+ * built in that field order. `note` is the caller's JSON text; `expireAt` drives a TTL index.
+ */
+export interface IdempotencyDoc { _id: { w: string, k: string }, digest: string, note: string, at: number, first: number, n: number, expireAt: Date }
 export interface CheckpointDoc { _id: string, seq: number }
 /**
  * One feed key's version record (types.ts FeedVersionRecord). Shard key, when sharded:
@@ -181,6 +186,7 @@ export interface Collections {
   readonly consumers: Collection<ConsumerDoc>
   readonly leases: Collection<LeaseDoc>
   readonly journal: Collection<JournalDoc>
+  readonly idempotency: Collection<IdempotencyDoc>
 }
 
 export function collectionsOf (db: Db): Collections {
@@ -198,12 +204,15 @@ export function collectionsOf (db: Db): Collections {
     consumers: db.collection('feed_consumers'),
     leases: db.collection('leases'),
     journal: db.collection('admin_journal'),
+    idempotency: db.collection('idempotency_keys'),
   }
 }
 
 const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
   // Sparse: appends written before append ids were kept have none.
   ['stream', [{ key: { appendId: 1 }, name: 'append_id', sparse: true }]],
+  // The server drops an entry once its window has passed (checked every minute; reads check `at`).
+  ['idempotency', [{ key: { expireAt: 1 }, name: 'expire_ttl', expireAfterSeconds: 0 }]],
   ['keys', [
     { key: { hash: 1 }, name: 'hash_unique', unique: true },
     { key: { workspaceId: 1 }, name: 'workspace' },

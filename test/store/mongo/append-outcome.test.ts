@@ -10,7 +10,7 @@
 import t from 'tap'
 import { MongoServerError, MongoServerSelectionError, type ClientSession, type MongoClient, type TopologyDescription } from 'mongodb'
 import { SignalIngester } from '../../../src/ingest/batch.js'
-import type { Collections, StreamDoc } from '../../../src/store/mongo/collections.js'
+import type { Collections, IdempotencyDoc, StreamDoc } from '../../../src/store/mongo/collections.js'
 import { MongoContext } from '../../../src/store/mongo/mongo-context.js'
 import { MongoSignalStream } from '../../../src/store/mongo/signal-stream.js'
 import { newHousekeepingCounters } from '../../../src/store/types.js'
@@ -22,6 +22,8 @@ const selection = (): MongoServerSelectionError => new MongoServerSelectionError
 
 function fakeMongo (commits: CommitScript[], primaryBackAfterMs = 0) {
   const docs = new Map<number, StreamDoc>()
+  const entries = new Map<string, IdempotencyDoc>()
+  let pendingEntries: IdempotencyDoc[] = []
   let head = 0
   let pending: StreamDoc[] = []
   let taken = 0
@@ -31,10 +33,12 @@ function fakeMongo (commits: CommitScript[], primaryBackAfterMs = 0) {
   let noPrimaryUntil = 0
   const apply = (): void => {
     for (const d of pending) docs.set(d._id, structuredClone(d))
+    for (const e of pendingEntries) entries.set(JSON.stringify(e._id), structuredClone(e))
     pending = []
+    pendingEntries = []
   }
   const session = {
-    startTransaction () { inTxn = true; pending = []; taken = 0; serverTxn = 'open' },
+    startTransaction () { inTxn = true; pending = []; pendingEntries = []; taken = 0; serverTxn = 'open' },
     async commitTransaction () {
       inTxn = false
       if (Date.now() < noPrimaryUntil) throw selection()
@@ -68,6 +72,16 @@ function fakeMongo (commits: CommitScript[], primaryBackAfterMs = 0) {
         return { _id: 'stream:head', value: head }
       },
     },
+    idempotency: {
+      async findOne (filter: { _id: { w: string, k: string } }, o: { session: ClientSession }) {
+        if (o.session !== (session as unknown)) throw new Error('outside the session')
+        return entries.get(JSON.stringify(filter._id)) ?? null
+      },
+      async replaceOne (filter: { _id: { w: string, k: string } }, doc: Omit<IdempotencyDoc, '_id'>, o: { session: ClientSession, upsert: boolean }) {
+        if (o.session !== (session as unknown) || !o.upsert) throw new Error('fake: an upsert in the session expected')
+        pendingEntries.push({ ...doc, _id: filter._id })
+      },
+    },
     stream: {
       async insertOne (doc: StreamDoc, o: { session: ClientSession }) {
         if (o.session !== (session as unknown)) throw new Error('outside the session')
@@ -89,7 +103,7 @@ function fakeMongo (commits: CommitScript[], primaryBackAfterMs = 0) {
     },
   }
   const stream = new MongoSignalStream(new MongoContext(client, c as unknown as Collections), newHousekeepingCounters())
-  return { stream, docs }
+  return { stream, docs, primaryBack: () => { noPrimaryUntil = 0 } }
 }
 
 const checks: EntryChecks = { asnExists: () => true, checkExpressions: true }
@@ -120,4 +134,18 @@ t.test('a commit whose outcome stays unknown past the bound gets its own error c
   const ingester = new SignalIngester({ stream: mongo.stream, checks, appendTimeoutMs: 2000 })
   const e = await ingester.ingest('v1', WS, body(1)).catch((e: unknown) => e)
   t.match(e, { code: 'TF_ERR_APPEND_OUTCOME_UNKNOWN', status: 500, errorName: 'OutcomeUnknownError' })
+})
+
+t.test('a batch whose commit was applied and lost, posted again with its Idempotency-Key, is stored once', async (t) => {
+  const mongo = fakeMongo(['applied-then-lost'], 60_000)
+  const ingester = new SignalIngester({ stream: mongo.stream, checks, appendTimeoutMs: 2000 })
+  // The first answer is not awaited to its end (10 s): the client's own timeout gave up first,
+  // and it retries once a primary is back.
+  void ingester.ingest('v1', WS, body(2), null, 'batch-7').catch(() => {})
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  mongo.primaryBack()
+  const retry = await ingester.ingest('v1', WS, body(2), null, 'batch-7')
+  t.equal(retry.status, 200)
+  t.same(retry.seqs, [1, 2], 'the seqs of the first post')
+  t.same([...mongo.docs.keys()], [1], 'stored once')
 })
