@@ -102,9 +102,9 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     ? new StreamConsumer(store, { pollMs: config.pollMs, log })
     : new ThreadedConsumer({ handoff: store.consumerThread, pollMs: config.pollMs, logLevel: config.logLevel, log, nice, onSwept: (pass) => { addSweepPass(store.housekeeping, pass) } })
   await consumer.start()
-  // The consumer thread sweeps in its own transactions (housekeeping.ts says why); MongoDB's
-  // sweep is the Housekeeper's.
-  const sweeper = consumer instanceof ThreadedConsumer ? { sweeper: consumer } : {}
+  // The consumer sweeps, in turn with its applies and only while it holds the applier lease
+  // (housekeeping.ts says why; on MongoDB every node sweeping unleased starved the apply).
+  const sweeper = consumer.setSweep === undefined ? {} : { sweeper: consumer as { setSweep (limit: number | null): void } }
   const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log, ...sweeper })
   housekeeper?.start()
   registerConsumerMetrics(metrics, () => consumer.health())
