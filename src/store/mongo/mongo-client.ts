@@ -12,17 +12,39 @@ import { ThreatfeedError, toThreatfeedError } from '../../errors.js'
 /** Below 2 s with room for the request around it. */
 const SERVER_SELECTION_TIMEOUT_MS = 1500
 
+/**
+ * A handshake or monitor check slower than this marks the server unknown and clears its pool,
+ * interrupting every transaction on it (issue 33: at 1.5 s a loaded primary was dropped). The
+ * driver's default is 30 s; 10 s still notices a dead host within one election.
+ */
+const CONNECT_TIMEOUT_MS = 10_000
+
+/**
+ * How long a write waits for a majority to acknowledge it before the server answers with a
+ * write-concern error (a commit's then carries UnknownTransactionCommitResult and is resolved,
+ * mongo-client.ts commit). Without it, a write behind a lagging secondary hung until its socket
+ * died. About one election, so that a failover does not turn every write in flight into one.
+ */
+export const WRITE_CONCERN_TIMEOUT_MS = 5000
+
+/**
+ * Longer than any single round trip may legitimately take — a write waiting out its write
+ * concern, a read of 10,000 rules — so that the server's own answer (a write-concern error)
+ * comes first: a socket timeout kills the connection and leaves the outcome unknown.
+ */
+const SOCKET_TIMEOUT_MS = 2 * WRITE_CONCERN_TIMEOUT_MS + 5000
+
 /** Every write is acknowledged by a majority, from their journals (types.ts: durable). */
-export const DURABLE = new WriteConcern('majority', undefined, true)
+export const DURABLE = new WriteConcern('majority', WRITE_CONCERN_TIMEOUT_MS, true)
 
 export const CLIENT_OPTIONS: MongoClientOptions = {
   serverSelectionTimeoutMS: SERVER_SELECTION_TIMEOUT_MS,
-  connectTimeoutMS: SERVER_SELECTION_TIMEOUT_MS,
+  connectTimeoutMS: CONNECT_TIMEOUT_MS,
   // A primary that hangs without closing its sockets must not hang requests forever.
-  socketTimeoutMS: 10_000,
+  socketTimeoutMS: SOCKET_TIMEOUT_MS,
   retryWrites: true,
   retryReads: true,
-  writeConcern: { w: 'majority', journal: true },
+  writeConcern: { w: 'majority', journal: true, wtimeoutMS: WRITE_CONCERN_TIMEOUT_MS },
   readPreference: 'primary',
   // An absent field stays absent (a v1 stream record has no schemaVersion), never null.
   ignoreUndefined: true,

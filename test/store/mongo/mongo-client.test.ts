@@ -1,7 +1,7 @@
-import { MongoNetworkError, MongoServerError, MongoServerSelectionError, MongoTransactionError, type MongoClient, type TopologyDescription } from 'mongodb'
+import { MongoNetworkError, MongoServerError, MongoServerSelectionError, MongoTransactionError, MongoWriteConcernError, type MongoClient, type TopologyDescription } from 'mongodb'
 import t from 'tap'
 import { ThreatfeedError } from '../../../src/errors.js'
-import { CommitOutcomeUnknownError, createClient, isDuplicateKey, resolveDbName, runTransaction, toStoreError } from '../../../src/store/mongo/mongo-client.js'
+import { CommitOutcomeUnknownError, DURABLE, WRITE_CONCERN_TIMEOUT_MS, createClient, isDuplicateKey, resolveDbName, runTransaction, toStoreError } from '../../../src/store/mongo/mongo-client.js'
 
 t.test('resolveDbName: option, else the URI path, else threatfeed', async (t) => {
   const cases = [
@@ -199,4 +199,35 @@ t.test('the unknown-outcome answer tells an ingest client what to do', async (t)
   t.equal(e.status, 500, 'a 500: SPEC 7.1, retry with back-off')
   t.equal(e.errorName, 'OutcomeUnknownError')
   t.match(e.message, /may or may not have been stored.*same Idempotency-Key/)
+})
+
+t.test('timeouts are coherent: connect ~10 s, writes wait for a majority a bounded time, sockets outlive both', async (t) => {
+  const client = createClient('mongodb://db1,db2,db3/tf?replicaSet=rs0')
+  t.teardown(() => client.close())
+  const o = client.options
+  t.equal(o.serverSelectionTimeoutMS, 1500, 'an outage still fails within 2 s')
+  t.ok(o.connectTimeoutMS >= 10_000, `a slow handshake does not clear the pool (connectTimeoutMS ${o.connectTimeoutMS})`)
+  const wtimeout = o.writeConcern?.wtimeoutMS
+  t.equal(wtimeout, WRITE_CONCERN_TIMEOUT_MS, 'every write has a write-concern timeout')
+  t.equal(DURABLE.wtimeoutMS, WRITE_CONCERN_TIMEOUT_MS, 'commits too')
+  t.ok(o.socketTimeoutMS > 2 * WRITE_CONCERN_TIMEOUT_MS, `the server's write-concern answer comes before the socket dies (socketTimeoutMS ${o.socketTimeoutMS})`)
+})
+
+/** What the driver throws when a majority did not acknowledge within wtimeout (server code 64). */
+const writeConcernTimeout = (label: boolean): MongoWriteConcernError => {
+  const e = new MongoWriteConcernError({ ok: 1, writeConcernError: { code: 64, codeName: 'WriteConcernFailed', errmsg: 'waiting for replication timed out', errInfo: { wtimeout: true } } } as never)
+  if (label) e.addErrorLabel('UnknownTransactionCommitResult') // sessions.js, for a commit
+  return e
+}
+
+t.test('the write-concern timeout error path', async (t) => {
+  const session = new FakeSession()
+  session.commitErrors = [writeConcernTimeout(true)]
+  const client = { startSession: () => session } as unknown as MongoClient
+  t.equal(await runTransaction(client, async () => 'done', 10_000, 1000), 'done', 'a commit that timed out waiting for a majority is committed again, and answers')
+  t.equal(session.commitCalls, 2)
+  t.equal(session.started, 1, 'not retried whole: it may have applied')
+  const mapped = toStoreError(writeConcernTimeout(false))
+  t.equal(mapped.code, 'TF_ERR_STORE_UNAVAILABLE', 'an ordinary write that timed out is a store failure (500), with its cause')
+  t.equal((mapped.cause as Error).name, 'MongoWriteConcernError')
 })
