@@ -7,7 +7,8 @@ import { openStore } from './store/open.js'
 import type { BatchingStore } from './store/batch-types.js'
 import { addSweepPass } from './store/types.js'
 import { Authenticator } from './http/auth.js'
-import { Metrics, registerConsumerMetrics, registerFeedConsumerMetrics } from './http/metrics.js'
+import { Metrics, registerClockSkewMetric, registerConsumerMetrics, registerFeedConsumerMetrics } from './http/metrics.js'
+import { ClockSkewWatch } from './store/clock-skew.js'
 import { RateLimiter } from './http/rate-limit.js'
 import { startHttpServer, type HttpContext, type Readiness } from './http/app.js'
 import { signalRoutes } from './http/signal-routes.js'
@@ -108,6 +109,12 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log, ...sweeper })
   housekeeper?.start()
   registerConsumerMetrics(metrics, () => consumer.health())
+  // Nodes sharing a MongoDB stamp expiries and Last-Modified with their own clocks: measured against the server's.
+  const clockSkew = store.clockSkew === undefined ? null : new ClockSkewWatch(store as Required<Pick<BatchingStore, 'clockSkew'>>, log)
+  if (clockSkew !== null) {
+    registerClockSkewMetric(metrics, () => clockSkew.skewMs)
+    clockSkew.start()
+  }
   // The admin API's diagnostics and audit log (issue 22); it samples the feeds once they exist.
   const journal = new AdminJournal({ store, log, bounds: journalBounds({ keepMs: config.batchJournalRetentionMs, maxPerPartition: config.batchJournalMax }) })
   const ingester = new SignalIngester({
@@ -205,6 +212,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
         await http.close(config.shutdownMs)
         await tracker?.stop()
         await journal.stop()
+        clockSkew?.stop()
         await housekeeper?.stop()
         geoWatcher.close()
         catalog.stop()

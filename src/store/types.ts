@@ -609,6 +609,11 @@ export interface Store {
   readonly housekeeping: HousekeepingCounters
   /** Resolves when the store answers; rejects with TF_ERR_STORE_UNAVAILABLE otherwise. */
   ping (): Promise<void>
+  /**
+   * The store server's clock less this process's, in ms (clock-skew.ts), on stores shared by
+   * several machines (MongoDB); absent where every process shares one clock (LMDB).
+   */
+  clockSkew? (): Promise<number>
   close (): Promise<void>
 }
 

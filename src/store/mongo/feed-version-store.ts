@@ -9,6 +9,9 @@ import { isDuplicateKey } from './mongo-client.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
 
+/** Last-Modified is an HTTP-date: whole seconds. */
+const LAST_MODIFIED_STEP_MS = 1000
+
 /** Most compare-and-set rounds of one observe: each lost round is another node's newer write. */
 const CAS_ATTEMPTS = 8
 
@@ -35,6 +38,10 @@ export class MongoFeedVersionStore implements FeedVersionStore {
         const seen = await this.#ctx.c.feedVersions.findOne({ _id: id, workspaceId })
         const next = nextFeedVersion(key, seen === null ? null : normalizeRecord(key, seen), hash, num(now), basis)
         if (next === null) return versionOf(seen!)
+        // The run before may carry another node's clock, ahead of this one: a new run starts at
+        // least a second (Last-Modified's resolution) after it, so Last-Modified never goes back
+        // and If-Modified-Since never answers 304 to content that changed (issue 33).
+        if (seen !== null) next.since = Math.max(next.since, seen.since + LAST_MODIFIED_STEP_MS)
         // Each lost race means another node recorded a newer state; a handful settles it.
         if (attempt === CAS_ATTEMPTS) throw new Error(`feed version ${id} kept changing under ${CAS_ATTEMPTS} attempts`)
         const fields = { contentHash: next.contentHash, since: next.since, basis: next.basis, state: next.state, history: next.history, changes: next.changes }
