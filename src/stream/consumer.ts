@@ -493,7 +493,9 @@ export class StreamConsumer<Own = never> implements Consumer {
     if (this.#following) {
       // Another node applies: follow the shared checkpoint (read-your-writes waits on it).
       const checkpoint = await this.#store.stream.getCheckpoint(this.#name)
-      if (checkpoint > this.#position) this.#moved(checkpoint, checkpoint)
+      // Back too (issue 33): after a MongoDB failover with rollback the applier's last slices may
+      // be gone, and a follower that kept its position would wait for seqs that are reused.
+      if (checkpoint !== this.#position) this.#moved(checkpoint, checkpoint)
       return false
     }
     const from = this.#position + 1

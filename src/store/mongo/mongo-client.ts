@@ -46,6 +46,9 @@ export const CLIENT_OPTIONS: MongoClientOptions = {
   retryReads: true,
   writeConcern: { w: 'majority', journal: true, wtimeoutMS: WRITE_CONCERN_TIMEOUT_MS },
   readPreference: 'primary',
+  // What decides state (checkpoints, revisions, the stream head) is read as a majority holds it:
+  // at "local", after a failover with rollback, a node kept positions that no longer existed.
+  readConcern: { level: 'majority' },
   // An absent field stays absent (a v1 stream record has no schemaVersion), never null.
   ignoreUndefined: true,
 }

@@ -190,7 +190,7 @@ export class MongoSignalStream implements StoredSignalStream {
       const last = (await this.#ctx.c.meta.findOne({ _id: COUNTERS.streamHead }))?.value ?? 0
       const oldest = await this.#ctx.c.stream.find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).limit(1).toArray()
       const first = oldest[0]?._id ?? last + 1
-      const [stats] = await this.#ctx.c.stream.aggregate<{ storageStats?: { size?: number } }>([{ $collStats: { storageStats: {} } }]).toArray()
+      const [stats] = await this.#ctx.c.stream.aggregate<{ storageStats?: { size?: number } }>([{ $collStats: { storageStats: {} } }], { readConcern: { level: 'local' } }).toArray()
       return { first, last, records: last - first + 1, bytes: stats?.storageStats?.size ?? 0 }
     })
   }

@@ -231,3 +231,10 @@ t.test('the write-concern timeout error path', async (t) => {
   t.equal(mapped.code, 'TF_ERR_STORE_UNAVAILABLE', 'an ordinary write that timed out is a store failure (500), with its cause')
   t.equal((mapped.cause as Error).name, 'MongoWriteConcernError')
 })
+
+t.test('reads are at majority: a failover with rollback cannot leave a node a position that no longer exists', async (t) => {
+  const client = createClient('mongodb://db1,db2,db3/tf?replicaSet=rs0')
+  t.teardown(() => client.close())
+  t.equal(client.options.readConcern?.level, 'majority')
+  t.equal(client.options.readPreference.mode, 'primary')
+})
