@@ -208,7 +208,7 @@ export function collectionsOf (db: Db): Collections {
   }
 }
 
-const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
+export const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
   // Sparse: appends written before append ids were kept have none.
   ['stream', [{ key: { appendId: 1 }, name: 'append_id', sparse: true }]],
   // The server drops an entry once its window has passed (checked every minute; reads check `at`).
@@ -224,7 +224,11 @@ const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
     { key: { expiresAt: 1 }, name: 'expiry' },
     // A rebuild reads the rules changed since the last (RuleStore#accessRulesChangedSince).
     { key: { workspaceId: 1, seq: 1 }, name: 'workspace_seq' },
+    // …and counts the workspace's live rules: from the index alone, not a scan of the workspace.
+    { key: { workspaceId: 1, expiresAt: 1 }, name: 'workspace_expiry' },
   ]],
+  // FeedVersionStore#fetchedSince at start-up; sparse: a feed never served has no fetchedAt.
+  ['feedVersions', [{ key: { fetchedAt: 1 }, name: 'fetched_at', sparse: true }]],
   ['expressionRules', [
     { key: { workspaceId: 1, kind: 1, ruleRef: 1 }, name: 'identity_unique', unique: true },
     { key: { expiresAt: 1 }, name: 'expiry' },

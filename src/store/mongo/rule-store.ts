@@ -26,6 +26,9 @@ function workspaceRevisionId (workspaceId: string): string {
 /** What a feed's rule cache reads: the rule, without the index-only fields (identity, targetKey). */
 const CHANGED_RULE_PROJECTION = { identity: 0, targetKey: 0 } as const
 
+/** Workspaces per revisionsOf query. */
+export const REVISIONS_PER_QUERY = 1000
+
 /** Rules per purge transaction: well inside what one transaction may hold. */
 const PURGE_CHUNK = 1000
 
@@ -228,8 +231,12 @@ export class MongoRuleStore implements RuleStore {
     return this.#ctx.run(async () => {
       const out = new Map<string, number>()
       for (const id of workspaceIds) out.set(id, 0)
-      const docs = this.#ctx.c.meta.find({ _id: { $in: workspaceIds.map((id) => workspaceRevisionId(text(id))) } })
-      for await (const d of docs) out.set(d._id.slice(REVISION_PREFIX.length), d.value)
+      // In slices: one $in over every workspace grew with the tenant count, past what one
+      // query (and its 16 MiB command) should carry.
+      for (let i = 0; i < workspaceIds.length; i += REVISIONS_PER_QUERY) {
+        const ids = workspaceIds.slice(i, i + REVISIONS_PER_QUERY).map((id) => workspaceRevisionId(text(id)))
+        for await (const d of this.#ctx.c.meta.find({ _id: { $in: ids } })) out.set(d._id.slice(REVISION_PREFIX.length), d.value)
+      }
       return out
     })
   }
