@@ -48,6 +48,8 @@ export const registry = Object.freeze({
   // --- signal ingestion (DECISIONS §3) ---
   TF_ERR_VALIDATION: def(400, 'caller', 'ValidationError', 'Validation failed'),
   TF_ERR_BAD_REQUEST: def(400, 'caller', 'BadRequestError', '%s'),
+  // Issue 33: a key names one batch; 400 (not the draft's 422) keeps v2 within SPEC 7.1's statuses.
+  TF_ERR_IDEMPOTENCY_KEY_REUSED: def(400, 'caller', 'IdempotencyKeyReusedError', 'this Idempotency-Key was used with a different batch within the last 24 hours; use a new key for a new batch'),
   TF_ERR_RULE_TYPE_REQUIRED: def(400, 'caller', 'ValidationError', 'rule.type is required and must be one of custom, generated'),
 
   // --- feeds (DECISIONS §5) ---
@@ -65,6 +67,9 @@ export const registry = Object.freeze({
   // --- store (a dependency) ---
   TF_ERR_STORE_UNAVAILABLE: def(500, 'dependency', 'StoreUnavailableError', 'rule store unavailable'),
   TF_ERR_STORE_CONFLICT: def(409, 'caller', 'ConflictError', '%s'),
+  // Issue 33: the stream commit was sent and its outcome could not be learnt (a failover outlasting
+  // the lookup): unlike TF_ERR_STORE_UNAVAILABLE, this 500 does not promise "nothing was written".
+  TF_ERR_APPEND_OUTCOME_UNKNOWN: def(500, 'dependency', 'OutcomeUnknownError', 'the batch may or may not have been stored (the database failed over during its commit); retry it with the same Idempotency-Key header to have it stored once'),
 
   // --- admin objects (CLI) ---
   TF_ERR_WORKSPACE_NOT_FOUND: def(404, 'caller', 'NotFoundError', 'no workspace with id %s'),

@@ -7,7 +7,8 @@ import { openStore } from './store/open.js'
 import type { BatchingStore } from './store/batch-types.js'
 import { addSweepPass } from './store/types.js'
 import { Authenticator } from './http/auth.js'
-import { Metrics, registerConsumerMetrics, registerFeedConsumerMetrics } from './http/metrics.js'
+import { Metrics, registerClockSkewMetric, registerConsumerMetrics, registerFeedConsumerMetrics } from './http/metrics.js'
+import { ClockSkewWatch } from './store/clock-skew.js'
 import { RateLimiter } from './http/rate-limit.js'
 import { startHttpServer, type HttpContext, type Readiness } from './http/app.js'
 import { signalRoutes } from './http/signal-routes.js'
@@ -108,12 +109,18 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     ? new StreamConsumer(store, { pollMs: config.pollMs, log })
     : new ThreadedConsumer({ handoff: store.consumerThread, pollMs: config.pollMs, logLevel: config.logLevel, log, nice, onSwept: (pass) => { addSweepPass(store.housekeeping, pass) } })
   await consumer.start()
-  // The consumer thread sweeps in its own transactions (housekeeping.ts says why); MongoDB's
-  // sweep is the Housekeeper's.
-  const sweeper = consumer instanceof ThreadedConsumer ? { sweeper: consumer } : {}
+  // The consumer sweeps, in turn with its applies and only while it holds the applier lease
+  // (housekeeping.ts says why; on MongoDB every node sweeping unleased starved the apply).
+  const sweeper = consumer.setSweep === undefined ? {} : { sweeper: consumer as { setSweep (limit: number | null): void } }
   const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log, ...sweeper })
   housekeeper?.start()
   registerConsumerMetrics(metrics, () => consumer.health())
+  // Nodes sharing a MongoDB stamp expiries and Last-Modified with their own clocks: measured against the server's.
+  const clockSkew = store.clockSkew === undefined ? null : new ClockSkewWatch(store as Required<Pick<BatchingStore, 'clockSkew'>>, log)
+  if (clockSkew !== null) {
+    registerClockSkewMetric(metrics, () => clockSkew.skewMs)
+    clockSkew.start()
+  }
   // The admin API's diagnostics and audit log (issue 22); it samples the feeds once they exist.
   const journal = new AdminJournal({ store, log, bounds: journalBounds({ keepMs: config.batchJournalRetentionMs, maxPerPartition: config.batchJournalMax }) })
   const appendHealth = new AppendHealth()
@@ -227,6 +234,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
         await http.close(config.shutdownMs)
         await tracker?.stop()
         await journal.stop()
+        clockSkew?.stop()
         await housekeeper?.stop()
         geoWatcher.close()
         catalog.stop()

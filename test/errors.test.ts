@@ -32,7 +32,7 @@ t.test('unknown errors become a generic internal error carrying the cause', asyn
 })
 
 t.test('the number of codes is pinned: a new code is a decision, made here too', async (t) => {
-  t.equal(Object.keys(registry).length, 31)
+  t.equal(Object.keys(registry).length, 33)
 })
 
 t.test('statuses pinned', async (t) => {
@@ -60,6 +60,8 @@ t.test('statuses pinned', async (t) => {
     TF_ERR_FEED_HELD: 503,
     TF_ERR_STORE_UNAVAILABLE: 500,
     TF_ERR_STORE_CONFLICT: 409,
+    TF_ERR_APPEND_OUTCOME_UNKNOWN: 500,
+    TF_ERR_IDEMPOTENCY_KEY_REUSED: 400,
     TF_ERR_WORKSPACE_NOT_FOUND: 404,
     TF_ERR_KEY_NOT_FOUND: 404,
     TF_ERR_INVALID_ARGUMENT: 400,

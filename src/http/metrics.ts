@@ -263,3 +263,14 @@ export function registerFeedConsumerMetrics (metrics: Metrics, tracker: Pick<Con
   new Gauge({ name: 'threatfeed_feed_consumers_stale', help: 'Feed consumers silent past their stale threshold or whose last three polls got 4xx', registers, collect () { this.set(counts().stale) } })
   new Gauge({ name: 'threatfeed_feed_consumers_behind', help: 'Feed consumers whose last version is not the current one', registers, collect () { this.set(counts().behind) } })
 }
+
+/**
+ * This node's clock against the store server's (store/clock-skew.ts), in seconds (0 until first
+ * measured): an alert on its absolute value names the node whose NTP is off.
+ *
+ * @example
+ *   registerClockSkewMetric(metrics, () => watch.skewMs)
+ */
+export function registerClockSkewMetric (metrics: Metrics, skewMs: () => number | null): void {
+  new Gauge({ name: 'threatfeed_store_clock_skew_seconds', help: 'The store server\'s clock less this node\'s (MongoDB), measured every minute', registers: [metrics.registry], collect () { this.set((skewMs() ?? 0) / 1000) } })
+}

@@ -55,7 +55,7 @@ export function signalRoutes (deps: SignalRouteDeps): RouteModule {
 }
 
 /** What the handler reads of a request's headers: a front-end thread hands over these alone. */
-const SIGNAL_HEADERS = ['authorization', 'content-type'] as const
+const SIGNAL_HEADERS = ['authorization', 'content-type', 'idempotency-key'] as const
 
 async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVersion, request: PortableRequest): Promise<JsonAnswer | null> {
   const authorization = request.headers.authorization!
@@ -93,7 +93,8 @@ async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVe
     throw e
   }
   // The key's id goes with the batch's diagnostics (/v1/admin/batches); the key itself never does.
-  const outcome = await deps.ingester.ingest(api, decision.principal.workspace.id, body, decision.principal.key.id)
+  // Idempotency-Key (docs/signals.md): a retry of a stored batch gets its first answer again.
+  const outcome = await deps.ingester.ingest(api, decision.principal.workspace.id, body, decision.principal.key.id, request.headers['idempotency-key'])
   return { status: outcome.status, body: outcome.body, headers: [] }
 }
 

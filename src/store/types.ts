@@ -359,6 +359,29 @@ export interface WholeV1Batch {
   readonly count: number
 }
 
+/** How long an idempotency key is remembered (SignalStream#appendOnce): a client's retries of
+ *  one batch come within minutes; a day covers a client that was down meanwhile. */
+export const IDEMPOTENCY_WINDOW_MS = 86_400_000
+
+/** An append made once per key (SignalStream#appendOnce). */
+export interface AppendOnce {
+  readonly workspaceId: string
+  /** The client's key (1–255 visible ASCII characters). */
+  readonly key: string
+  /** Digest of the request the key came with: the same key with another request is refused by the caller. */
+  readonly digest: string
+  /** What the caller needs to answer a retry the same way; stored as JSON. */
+  readonly note: Record<string, unknown>
+  /** When (ms): the window of the entry starts here. */
+  readonly at: number
+}
+
+export interface AppendOnceResult {
+  readonly seqs: number[]
+  /** The entry of a key seen within the window (nothing was appended now); null when this call appended. */
+  readonly earlier: { readonly digest: string, readonly note: Record<string, unknown>, readonly at: number } | null
+}
+
 /** What one append takes: records, or a whole v1 batch (whole-v1-batch.ts). */
 export type StreamAppend = StreamRecordInput[] | WholeV1Batch
 
@@ -372,6 +395,14 @@ export interface SignalStream {
    * canonical UUID) is stored with the append and read back on each of its records.
    */
   append (input: StreamAppend, gate?: CommitGate, batchId?: string): Promise<number[]>
+  /**
+   * `append` at most once per (workspace, key) within IDEMPOTENCY_WINDOW_MS (docs/signals.md,
+   * "Idempotency-Key"): in the append's own transaction, an entry of that key accepted within
+   * the window is answered as `earlier`, with its seqs, and nothing is appended; otherwise the
+   * records and the entry are written together. An older entry is replaced. Both stores have
+   * it (StoredSignalStream); a test double without it refuses a key (SignalIngester).
+   */
+  appendOnce? (input: StreamAppend, once: AppendOnce, gate?: CommitGate, batchId?: string): Promise<AppendOnceResult>
   /** Records with seq >= from, ascending, at most `limit`. */
   read (from: number, limit: number): Promise<StreamRecord[]>
   /** Highest assigned seq, 0 when empty. */
@@ -382,6 +413,7 @@ export interface SignalStream {
 
 /** The stream as a store keeps it: also trimmed (the ingest path needs only SignalStream). */
 export interface StoredSignalStream extends SignalStream {
+  appendOnce (input: StreamAppend, once: AppendOnce, gate?: CommitGate): Promise<AppendOnceResult>
   /**
    * One bounded pass of the trim: removes, from the start of the stream, records that every
    * consumer's checkpoint has passed — the record a checkpoint names is kept, so no checkpoint
@@ -589,6 +621,11 @@ export interface Store {
    * store cannot tell (MongoDB: the server's disks are its own), null when the check failed.
    */
   streamFreeBytes? (): number | null
+  /**
+   * The store server's clock less this process's, in ms (clock-skew.ts), on stores shared by
+   * several machines (MongoDB); absent where every process shares one clock (LMDB).
+   */
+  clockSkew? (): Promise<number>
   close (): Promise<void>
 }
 

@@ -48,7 +48,7 @@ import { accessRuleTargetHash } from './rule-codec.js'
  *  itself only grows as pages are written (measured: a fresh store is 24 KiB on disk). */
 const MAP_SIZE = 2 ** 38
 const MAIN_MAX_DBS = 24
-const STREAM_MAX_DBS = 4
+const STREAM_MAX_DBS = 8
 /** Entries per transaction of rewriteTo. */
 const REWRITE_BATCH = 10_000
 
@@ -182,6 +182,8 @@ export class LmdbEnv {
       this.streamDbs = {
         chunks: streamRoot.openDB('stream-chunks', binary),
         meta: streamRoot.openDB('meta', json),
+        idempotency: streamRoot.openDB('idempotency', json),
+        idempotencyByTime: streamRoot.openDB('idempotency-by-time', json),
       }
     } catch (cause) {
       throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause })
