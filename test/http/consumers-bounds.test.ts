@@ -64,18 +64,21 @@ for (const flood of floods) {
     t.teardown(() => server.stop())
     const port = server.port
     for (let i = 0; i < 30; i++) t.equal((await poll(port, { key: f.key, ...flood.polls(i) })).status, flood.status)
-    const stored = await storedConsumers(server, (c) => c.length > 0 && c.length <= PER_KEY)
+    // A flush may fall mid-flood on a loaded machine: then the store briefly held one that was
+    // evicted later, and the next flush's trim removed it (counted as removed).
+    const stored = await storedConsumers(server, (c) => JSON.stringify(flood.kept(c)) === JSON.stringify(flood.expected))
     await eventually(() => metric(port, 'threatfeed_feed_consumers_dropped_total{reason="evicted"}'), (n) => n === 30 - PER_KEY)
     t.equal(stored.length, PER_KEY, `${PER_KEY} consumers stored, not 30`)
     t.same(flood.kept(stored), flood.expected, 'the most recently seen are the ones kept')
     t.ok(stored.every((c) => c.userAgent.length <= 256), 'User-Agents are stored cut to 256 characters')
     t.equal(await metric(port, 'threatfeed_feed_consumers_tracked'), PER_KEY, 'in memory: the bound')
     t.equal(await metric(port, 'threatfeed_feed_consumers_dropped_total{reason="evicted"}'), 30 - PER_KEY, '/metrics counts the evicted')
+    const removed = await metric(port, 'threatfeed_feed_consumers_dropped_total{reason="removed"}')
     const answer = await eventually(() => adminConsumers(port, admin), (a) => a.dropped.evicted === 30 - PER_KEY)
     t.equal(answer.items.length, PER_KEY)
-    t.same(answer.dropped, { evicted: 30 - PER_KEY, refused: 0, removed: 0 }, 'the admin API counts what was dropped')
+    t.same(answer.dropped, { evicted: 30 - PER_KEY, refused: 0, removed }, 'the admin API counts what was dropped')
     const text = await consumersCli(f.dir, ['ls', '--stale', '1h'])
-    t.match(text.stdout, new RegExp(`dropped by the consumer bounds: ${30 - PER_KEY} evicted from memory, 0 refused, 0 removed from the store\\n$`))
+    t.match(text.stdout, new RegExp(`dropped by the consumer bounds: ${30 - PER_KEY} evicted from memory, 0 refused, ${removed} removed from the store\\n$`))
   })
 }
 
