@@ -71,14 +71,13 @@ class AnswerCache {
   readonly #entries = new Map<string, Variant>()
   #bytes = 0
 
+  /** Oldest first out: the entries a fleet polls are renewed by every build (prerenderDeltas), so a hit need not reorder. */
+  peek (key: string): Variant | undefined {
+    return this.#entries.get(key)
+  }
+
   get (key: string, make: () => Variant): Variant {
-    const hit = this.#entries.get(key)
-    if (hit !== undefined) {
-      this.#entries.delete(key)
-      this.#entries.set(key, hit)
-      return hit
-    }
-    return this.put(key, make())
+    return this.#entries.get(key) ?? this.put(key, make())
   }
 
   put (key: string, v: Variant): Variant {
@@ -100,6 +99,9 @@ class AnswerCache {
 }
 
 const cache = new AnswerCache()
+/** Delta keys whose delta is not smaller than the full feed (answered full): a poll of one skips composing it again. */
+const notSmaller = new Set<string>()
+const NOT_SMALLER_KEPT = 4096
 const markedFull = new WeakMap<Variant, Variant>()
 
 function unquote (etag: string): string {
@@ -280,6 +282,12 @@ export function answerDelta (ex: Exchange, r: DeltaRequest, q: DeltaQuery, snaps
   if (since === unquote(full.identity.etag) || since === unquote(full.gzip.etag)) return notModified(ex, r, full, deps)
   if (format === null || params.checksum) return write(ex, r, asFull(full), deps)
 
+  // A delta answered before (or rendered ahead by the build) is a lookup: no history, no rendering.
+  const key = deltaKey(full, since, names)
+  const hit = cache.peek(key)
+  if (hit !== undefined) return write(ex, r, hit, deps)
+  if (notSmaller.has(key)) return write(ex, r, asFull(full), deps)
+
   // The base must be a tag of this variant (either encoding); the history knows it by its plain or nftables tag.
   const mine = splitTag(unquote(full.identity.etag))
   const theirs = splitTag(since)
@@ -291,8 +299,12 @@ export function answerDelta (ex: Exchange, r: DeltaRequest, q: DeltaQuery, snaps
   const removed = selectPrefixes(changes.removed, params.family, params.shard)
   const added = selectPrefixes(changes.added, params.family, params.shard)
   const count = countPrefixes(removed) + countPrefixes(added)
-  if (count >= full.entries) return write(ex, r, asFull(full), deps)
-  const delta = cache.get(deltaKey(full, since, names), () => {
+  if (count >= full.entries) {
+    if (notSmaller.size >= NOT_SMALLER_KEPT) notSmaller.clear()
+    notSmaller.add(key)
+    return write(ex, r, asFull(full), deps)
+  }
+  const delta = cache.get(key, () => {
     deps.rendered()
     const body = renderDelta(format, removed, added, names)
     return deltaVariant(full, format, since, removed, added, body, gzipBytes(body))

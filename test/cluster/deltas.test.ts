@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { post, seedCluster, startNode, stopNode, type Node } from '../helpers/cluster-nodes.js'
 import { rawRequest, type RawResponse } from '../helpers/feed-server.js'
 
-t.setTimeout(240_000)
+t.setTimeout(400_000)
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 const VARIANTS = [

@@ -19,6 +19,8 @@ import { gunzipSync } from 'node:zlib'
 import { startRealServer } from '../helpers/real-server.js'
 import { rawRequest, type RawResponse } from '../helpers/feed-server.js'
 
+// 30 versions × 12 variants × (delta + full), nft and ipset runs: minutes on a loaded machine.
+t.setTimeout(600_000)
 const dir = mkdtempSync(join(tmpdir(), 'tf-delta-chain-'))
 const s = await startRealServer(dir, { THREATFEED_FEED_REBUILD_MS: '0', THREATFEED_HTTP_THREADS: '2' })
 const NS = `tfdelta${process.pid}`
