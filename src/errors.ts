@@ -31,6 +31,8 @@ export const registry = Object.freeze({
 
   // --- authentication and tenancy (DECISIONS §2) ---
   TF_ERR_UNAUTHORIZED: def(401, 'caller', 'UnauthorizedError', 'invalid or missing API key'),
+  // The signal routes asked with another form of the key than theirs (signal-routes.ts).
+  TF_ERR_UNAUTHORIZED_FORM: def(401, 'caller', 'UnauthorizedError', 'invalid or missing API key: %s'),
   // v2 may only answer 200/206/400/401, so its scope and subscription failures are 401s that say which.
   TF_ERR_UNAUTHORIZED_SCOPE: def(401, 'caller', 'UnauthorizedError', 'API key lacks the %s scope'),
   TF_ERR_UNAUTHORIZED_SUBSCRIPTION: def(401, 'caller', 'UnauthorizedError', 'subscription required: the workspace subscription is inactive'),

@@ -272,7 +272,9 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     server = await startServer(config, log)
   } catch (e) {
     log.fatal({ err: e, code: isThreatfeedError(e) ? e.code : undefined }, `cannot start: ${(e as Error).message}`)
-    process.stderr.write(`threatfeed: cannot start: ${(e as Error).message}\n`)
+    // The cause too, as the CLI says it: "rule store unavailable" alone does not say where or why.
+    const cause = isThreatfeedError(e) && e.cause instanceof Error ? ` (${e.cause.message})` : ''
+    process.stderr.write(`threatfeed: cannot start: ${(e as Error).message}${cause}\n`)
     return 1
   } finally {
     process.off('SIGTERM', onEarly)

@@ -32,7 +32,7 @@ t.test('unknown errors become a generic internal error carrying the cause', asyn
 })
 
 t.test('the number of codes is pinned: a new code is a decision, made here too', async (t) => {
-  t.equal(Object.keys(registry).length, 33)
+  t.equal(Object.keys(registry).length, 34)
 })
 
 t.test('statuses pinned', async (t) => {
@@ -40,6 +40,7 @@ t.test('statuses pinned', async (t) => {
     TF_ERR_CONFIG: 500,
     TF_ERR_INTERNAL: 500,
     TF_ERR_UNAUTHORIZED: 401,
+    TF_ERR_UNAUTHORIZED_FORM: 401,
     TF_ERR_UNAUTHORIZED_SCOPE: 401,
     TF_ERR_UNAUTHORIZED_SUBSCRIPTION: 401,
     TF_ERR_CLIENT_CERT_REQUIRED: 401,

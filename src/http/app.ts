@@ -113,6 +113,17 @@ export interface HttpServerOptions {
   readonly handOver?: { readonly routes: readonly HandOverRoute[], readonly client: HandOverClient }
 }
 
+/** GET /: the service's own pages, and where its documentation is. */
+const ROOT_ANSWER = Object.freeze({
+  service: 'threatfeed',
+  console: '/console',
+  openapi: '/openapi.json',
+  health: '/healthz',
+  readiness: '/readyz',
+  metrics: '/metrics',
+  docs: 'README.md and docs/ of the threatfeed repository: signals, feeds, the admin API (docs/admin-api.md), configuration',
+})
+
 export async function startHttpServer (ctx: HttpContext, modules: RouteModule[], options: HttpServerOptions = {}): Promise<HttpServer> {
   const threaded = options.threads !== undefined && ctx.config.httpThreads > 1 && options.forward === undefined
   // The front-end threads share the ports the main thread checked; nobody else may hold them.
@@ -274,6 +285,9 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
     sendBody(ex, 200, m.body, m.contentType)
   })
   for (const p of ['healthz', 'readyz', 'metrics']) router.onlyAllow(`/${p}`, p, 'signal', 'GET, HEAD')
+  // Where an operator who opens the server's address lands: what there is to read (issue 36).
+  router.on('get', '/', 'root', 'signal', (ex) => { sendJson(ex, 200, ROOT_ANSWER) })
+  router.onlyAllow('/', 'root', 'signal', 'GET, HEAD')
   // The operator console (/console) is part of every server, beside the modules main composes.
   for (const m of [...modules, consoleRoutes()]) m(router, ctx)
   for (const [pattern, get] of getRoutes) {

@@ -55,7 +55,13 @@ export class Metrics {
 
   /** `processMetrics: false` on a front-end thread: the process's figures come from the main thread. */
   constructor (options: { processMetrics?: boolean } = {}) {
-    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'threatfeed_' })
+    if (options.processMetrics !== false) {
+      collectDefaultMetrics({ register: this.registry, prefix: 'threatfeed_' })
+      // prom-client adds each nodejs_active_{handles,requests,resources} gauge twice: by type, and
+      // summed as `…_total`, a name Prometheus keeps for counters (promtool check metrics fails on
+      // it). The sum is `sum(threatfeed_nodejs_active_handles)`: only the gauges by type stay.
+      for (const what of ['handles', 'requests', 'resources']) this.registry.removeSingleMetric(`threatfeed_nodejs_active_${what}_total`)
+    }
   }
 
   /**

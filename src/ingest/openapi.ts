@@ -16,6 +16,21 @@ function withoutId (schema: Record<string, unknown>): Record<string, unknown> {
   return rest
 }
 
+/**
+ * The expression rule body as the route takes it: `type` is required. The schema Ajv compiles
+ * leaves it out because the batch is checked for it first, whole (a missing or empty type rejects
+ * every entry: TF_ERR_RULE_TYPE_REQUIRED), but a client reading the document must see it required.
+ */
+function expressionRuleBody (): Record<string, unknown> {
+  const s = withoutId(schemas.ExpressionRuleBody)
+  const properties = s.properties as Record<string, Record<string, unknown>>
+  return {
+    ...s,
+    required: ['type', ...(s.required as string[])],
+    properties: { ...properties, type: { ...properties.type, description: `${String(properties.type!.description)}. Required: a missing or empty type on an upserted rule rejects the whole batch (400)` } },
+  }
+}
+
 const batchResponse = {
   type: 'object',
   required: ['success', 'message'],
@@ -305,7 +320,7 @@ export function buildOpenApiDocument (version = '0.1.0') {
       url: '{scheme}://{host}:{port}',
       description: 'A threatfeed server; `npm start` listens on port 8080 (PORT)',
       variables: {
-        scheme: { enum: ['http', 'https'], default: 'http', description: 'https through a TLS-terminating proxy in front' },
+        scheme: { enum: ['http', 'https'], default: 'http', description: 'https: the server\'s own TLS listener (THREATFEED_TLS_CERT and THREATFEED_TLS_KEY; THREATFEED_TLS_PORT, default 8443), or a proxy in front that terminates TLS' },
         host: { default: 'localhost' },
         port: { default: '8080' },
       },
@@ -321,6 +336,7 @@ export function buildOpenApiDocument (version = '0.1.0') {
     components: {
       schemas: {
         ...Object.fromEntries(Object.entries(schemas).map(([name, s]) => [name, withoutId(s)])),
+        ExpressionRuleBody: expressionRuleBody(),
         BatchResponse: batchResponse,
         ErrorBody: errorBody,
         FeedErrorBody: feedErrorBody,

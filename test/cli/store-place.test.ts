@@ -6,7 +6,7 @@
  * with the nearest known name when it is close.
  */
 import t from 'tap'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough, Readable } from 'node:stream'
@@ -135,4 +135,18 @@ t.test('every THREATFEED_* variable the sources name is a known one (a new varia
   for (const d of ['src', 'workers', 'bin']) walk(new URL(`../../${d}`, import.meta.url).pathname)
   const known = new Set(KNOWN_VARIABLES)
   t.same([...names].filter((n) => !known.has(n)).sort(), [], 'unknown to src/config-variables.ts')
+})
+
+t.test('a data directory that cannot be opened: the message names it and why', async (t) => {
+  const file = join(dir, 'a-file')
+  writeFileSync(file, '')
+  const cases = [
+    { description: 'a file where the directory should be', data: file, reason: 'EEXIST' },
+    { description: 'a directory under a file', data: join(file, 'data'), reason: 'ENOTDIR' },
+  ]
+  for (const c of cases) {
+    const r = await cli(['workspace', 'create', '--name', 'x'], { THREATFEED_DATA_DIR: c.data })
+    t.equal(r.code, 1, c.description)
+    t.equal(r.stderr, `threatfeed: rule store unavailable (cannot open the embedded store in ${c.data} (THREATFEED_DATA_DIR): ${c.reason})\n`, c.description)
+  }
 })

@@ -12,13 +12,19 @@ t.teardown(() => srv.close())
 const entry = [{ type: 'access_rules', action: 'block', ip: '192.0.2.1' }]
 const v2entry = [{ kind: 'access_rule', op: 'upsert', rule: { target: { ip: '192.0.2.1' } } }]
 const unauthorized = { error: 'UnauthorizedError', message: 'invalid or missing API key', code: 401 }
+// Issue 36: a key sent in another form gets a 401 that says which form the route takes.
+const basicForm = { error: 'UnauthorizedError', message: 'invalid or missing API key: Basic credentials are taken by the feed routes only; send Authorization: Bearer <API key>', code: 401 }
+const headerForm = { error: 'UnauthorizedError', message: 'invalid or missing API key: X-API-Key is not read; send Authorization: Bearer <API key>', code: 401 }
 
 t.test('authentication: v1 answers 401/402/403, v2 only 401', async (t) => {
   const cases: Array<{ description: string, key: KeyName | null, headers?: Record<string, string>, v1: [number, unknown], v2: [number, unknown] }> = [
     { description: 'no Authorization', key: null, v1: [401, unauthorized], v2: [401, unauthorized] },
     { description: 'unknown key', key: null, headers: { Authorization: 'Bearer tf_nope' }, v1: [401, unauthorized], v2: [401, unauthorized] },
     { description: 'empty bearer', key: null, headers: { Authorization: 'Bearer ' }, v1: [401, unauthorized], v2: [401, unauthorized] },
-    { description: 'Basic is for feeds only', key: null, headers: { Authorization: `Basic ${Buffer.from(`api:${srv.keys.all}`).toString('base64')}` }, v1: [401, unauthorized], v2: [401, unauthorized] },
+    { description: 'Basic is for feeds only', key: null, headers: { Authorization: `Basic ${Buffer.from(`api:${srv.keys.all}`).toString('base64')}` }, v1: [401, basicForm], v2: [401, basicForm] },
+    { description: 'Basic, lower case, an unknown key', key: null, headers: { Authorization: `basic ${Buffer.from('api:tf_nope').toString('base64')}` }, v1: [401, basicForm], v2: [401, basicForm] },
+    { description: 'X-API-Key with a valid key', key: null, headers: { 'X-API-Key': srv.keys.all }, v1: [401, headerForm], v2: [401, headerForm] },
+    { description: 'X-API-Key beside an unknown Bearer key', key: null, headers: { 'X-API-Key': srv.keys.all, Authorization: 'Bearer tf_nope' }, v1: [401, unauthorized], v2: [401, unauthorized] },
     { description: 'revoked key', key: 'revoked', v1: [401, unauthorized], v2: [401, unauthorized] },
     {
       description: 'key without signals:write',

@@ -186,7 +186,9 @@ export class LmdbEnv {
         idempotencyByTime: streamRoot.openDB('idempotency-by-time', json),
       }
     } catch (cause) {
-      throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause })
+      // The place and the reason: an operator reads "rule store unavailable" alone as the server's fault.
+      const reason = (cause as NodeJS.ErrnoException)?.code ?? (cause as Error)?.message ?? String(cause)
+      throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new Error(`cannot open the embedded store in ${dataDir} (THREATFEED_DATA_DIR): ${reason}`, { cause }) })
     }
   }
 
