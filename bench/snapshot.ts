@@ -275,7 +275,7 @@ async function main (): Promise<void> {
       const guardedWith = (m: { buildSnapshot: typeof buildSnapshot, FeedGuard: typeof FeedGuard, guardedBuild: typeof guardedBuild }): (table: RuleTable) => Promise<BuildResult> => {
         const guard = new m.FeedGuard()
         return (table) => m.guardedBuild({
-          guard, settings: guards, list, meta: metaOf(shardedDef), now: Date.now(),
+          workspaceId: ws.id, guard, settings: guards, list, meta: metaOf(shardedDef), now: Date.now(),
           read: (fn) => fn(table),
           compute: (t) => pool.compute(t),
           build: (targets, special) => m.buildSnapshot(shardedDef, targets, { tasks: pool, lastModified, now: Date.now(), reuseOtherFeeds: false, ...(special !== undefined ? { special } : {}) }),

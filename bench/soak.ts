@@ -51,7 +51,8 @@
  * BENCH_SOAK_SLICE_SECONDS (120), BENCH_SOAK_STEADY_SECONDS (longest expiry + sweep interval +
  * 10), BENCH_SOAK_PLATEAU_SECONDS (180), BENCH_SOAK_BATCH_JOURNAL_MAX (1000),
  * BENCH_SOAK_BATCH_JOURNAL_RETENTION (7d), BENCH_SOAK_DIR (where the data directory goes; a temp
- * dir by default, removed at the end).
+ * dir by default, removed at the end). BENCH_SOAK_PROFILE=bursty runs the bursty profile instead
+ * (bench/soak/bursty.ts: its own environment).
  */
 import { fork, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -643,4 +644,6 @@ function finish (samples: Sample[], sent: Sent[], offBands: Array<[number, numbe
   process.stdout.write(`chart: ${svgFile}\nreproduce (on, then off for comparison):\n  ${reproduce.join('\n  ')}\n`)
 }
 
-await main()
+// BENCH_SOAK_PROFILE=bursty: bursts instead of a steady rate (bench/soak/bursty.ts).
+if (env.BENCH_SOAK_PROFILE === 'bursty') await import('./soak/bursty.js')
+else await main()

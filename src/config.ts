@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os'
 import { ThreatfeedError } from './errors.js'
 import { TOMBSTONE_MAX } from './store/types.js'
 import { DEFAULT_CONSUMER_STALE_MS } from './feed/consumer-status.js'
+import { DEFAULT_CONSUMERS_PER_KEY, MAX_TRACKED_CONSUMERS } from './store/consumer-record.js'
 import { parseTrustedProxies } from './http/consumer-address.js'
 import { BATCH_JOURNAL_MAX, BATCH_JOURNAL_RETENTION_MS } from './http/admin-journal.js'
 
@@ -58,6 +59,8 @@ export interface Config {
   readonly consumerTracking: boolean
   /** A consumer silent this long (or three of its median intervals, if longer) is stale. */
   readonly consumerStaleMs: number
+  /** Most consumers one key can have tracked, in memory and in the store (THREATFEED_CONSUMERS_PER_KEY). */
+  readonly consumersPerKey: number
   /** Peers whose X-Forwarded-For names the client: canonical CIDRs. */
   readonly trustedProxies: readonly string[]
   /** Front-end threads answering HTTP on the same ports (README "Architecture"); 1: the main thread alone. */
@@ -71,6 +74,10 @@ export interface Config {
   readonly batchJournalMax: number
   /** How long a batch report is kept. */
   readonly batchJournalRetentionMs: number
+  /** Feed versions kept per feed for deltas (`?since=`, docs/deltas.md); 0: deltas off (every `since` answers full). */
+  readonly deltaHistory: number
+  /** A kept version older than this answers full. */
+  readonly deltaMaxAgeMs: number
 }
 
 type Env = Record<string, string | undefined>
@@ -210,10 +217,13 @@ export function loadConfig (env: Env = process.env): Config {
     tombstoneMax: int(env, 'THREATFEED_TOMBSTONE_MAX', TOMBSTONE_MAX, 0, 1_000_000_000),
     consumerTracking: oneOf(env, 'THREATFEED_CONSUMER_TRACKING', ['on', 'off'] as const, 'on') === 'on',
     consumerStaleMs: duration(env, 'THREATFEED_CONSUMER_STALE', DEFAULT_CONSUMER_STALE_MS, 1000, 30 * 86_400_000),
+    consumersPerKey: int(env, 'THREATFEED_CONSUMERS_PER_KEY', DEFAULT_CONSUMERS_PER_KEY, 1, MAX_TRACKED_CONSUMERS),
     trustedProxies: trustedProxies(env, 'THREATFEED_TRUSTED_PROXIES'),
     httpThreads: int(env, 'THREATFEED_HTTP_THREADS', Math.min(64, availableParallelism()), 1, 64),
     backgroundNice: int(env, 'THREATFEED_BACKGROUND_NICE', 10, 0, 19),
     batchJournalMax: int(env, 'THREATFEED_BATCH_JOURNAL_MAX', BATCH_JOURNAL_MAX, 0, 1_000_000),
     batchJournalRetentionMs: duration(env, 'THREATFEED_BATCH_JOURNAL_RETENTION', BATCH_JOURNAL_RETENTION_MS, 60_000, 3650 * 86_400_000),
+    deltaHistory: int(env, 'THREATFEED_DELTA_HISTORY', 32, 0, 1024),
+    deltaMaxAgeMs: duration(env, 'THREATFEED_DELTA_MAX_AGE', 86_400_000, 1000, 30 * 86_400_000),
   })
 }

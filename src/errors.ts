@@ -31,6 +31,8 @@ export const registry = Object.freeze({
 
   // --- authentication and tenancy (DECISIONS §2) ---
   TF_ERR_UNAUTHORIZED: def(401, 'caller', 'UnauthorizedError', 'invalid or missing API key'),
+  // The signal routes asked with another form of the key than theirs (signal-routes.ts).
+  TF_ERR_UNAUTHORIZED_FORM: def(401, 'caller', 'UnauthorizedError', 'invalid or missing API key: %s'),
   // v2 may only answer 200/206/400/401, so its scope and subscription failures are 401s that say which.
   TF_ERR_UNAUTHORIZED_SCOPE: def(401, 'caller', 'UnauthorizedError', 'API key lacks the %s scope'),
   TF_ERR_UNAUTHORIZED_SUBSCRIPTION: def(401, 'caller', 'UnauthorizedError', 'subscription required: the workspace subscription is inactive'),
@@ -48,6 +50,8 @@ export const registry = Object.freeze({
   // --- signal ingestion (DECISIONS §3) ---
   TF_ERR_VALIDATION: def(400, 'caller', 'ValidationError', 'Validation failed'),
   TF_ERR_BAD_REQUEST: def(400, 'caller', 'BadRequestError', '%s'),
+  // Issue 33: a key names one batch; 400 (not the draft's 422) keeps v2 within SPEC 7.1's statuses.
+  TF_ERR_IDEMPOTENCY_KEY_REUSED: def(400, 'caller', 'IdempotencyKeyReusedError', 'this Idempotency-Key was used with a different batch within the last 24 hours; use a new key for a new batch'),
   TF_ERR_RULE_TYPE_REQUIRED: def(400, 'caller', 'ValidationError', 'rule.type is required and must be one of custom, generated'),
 
   // --- feeds (DECISIONS §5) ---
@@ -57,10 +61,17 @@ export const registry = Object.freeze({
   TF_ERR_FEED_TOO_LARGE: def(413, 'caller', 'PayloadTooLargeError', 'feed exceeds its entry limit'),
   // SPEC §7.2 lists no 503: a feed that cannot be built in time (store or workers failing) is a 500.
   TF_ERR_FEED_UNAVAILABLE: def(500, 'dependency', 'FeedUnavailableError', 'feed unavailable; retry shortly'),
+  // A feed whose publish guard holds its first build has nothing to serve until an operator
+  // accepts it: an operator's decision, not a failure (not reported per poll; the build logs it).
+  // Answered with X-Feed-Held and Retry-After (respond.ts).
+  TF_ERR_FEED_HELD: def(503, 'caller', 'FeedHeldError', 'feed held by publish guard %s before it ever published; publish the held build with `%s`'),
 
   // --- store (a dependency) ---
   TF_ERR_STORE_UNAVAILABLE: def(500, 'dependency', 'StoreUnavailableError', 'rule store unavailable'),
   TF_ERR_STORE_CONFLICT: def(409, 'caller', 'ConflictError', '%s'),
+  // Issue 33: the stream commit was sent and its outcome could not be learnt (a failover outlasting
+  // the lookup): unlike TF_ERR_STORE_UNAVAILABLE, this 500 does not promise "nothing was written".
+  TF_ERR_APPEND_OUTCOME_UNKNOWN: def(500, 'dependency', 'OutcomeUnknownError', 'the batch may or may not have been stored (the database failed over during its commit); retry it with the same Idempotency-Key header to have it stored once'),
 
   // --- admin objects (CLI) ---
   TF_ERR_WORKSPACE_NOT_FOUND: def(404, 'caller', 'NotFoundError', 'no workspace with id %s'),

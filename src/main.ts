@@ -7,7 +7,8 @@ import { openStore } from './store/open.js'
 import type { BatchingStore } from './store/batch-types.js'
 import { addSweepPass } from './store/types.js'
 import { Authenticator } from './http/auth.js'
-import { Metrics, registerConsumerMetrics, registerFeedConsumerMetrics } from './http/metrics.js'
+import { Metrics, registerClockSkewMetric, registerConsumerMetrics, registerFeedConsumerMetrics } from './http/metrics.js'
+import { ClockSkewWatch } from './store/clock-skew.js'
 import { RateLimiter } from './http/rate-limit.js'
 import { startHttpServer, type HttpContext, type Readiness } from './http/app.js'
 import { signalRoutes } from './http/signal-routes.js'
@@ -19,6 +20,8 @@ import { ConsumerTracker } from './http/consumers.js'
 import { adminRoutes } from './http/admin-routes.js'
 import { AdminJournal, journalBounds } from './http/admin-journal.js'
 import { ClientAddresses } from './http/consumer-address.js'
+import { AppendHealth } from './ingest/append-health.js'
+import { prerenderDeltas } from './http/feed-delta.js'
 import { SignalIngester } from './ingest/batch.js'
 import { buildOpenApiDocument } from './ingest/openapi.js'
 import { StreamConsumer, type Consumer } from './stream/consumer.js'
@@ -28,6 +31,7 @@ import { consumerReadiness } from './stream/consumer-health.js'
 import { createPool } from './pool/pool.js'
 import { backgroundNice, niceAllThreadsBut } from './pool/thread-priority.js'
 import { FeedService } from './feed/feed-service.js'
+import { DeltaHistory } from './feed/delta-history.js'
 import { StoreCatalog } from './feed/catalog.js'
 import { registerFeedMetrics } from './feed/metrics.js'
 import { loadGeoIndex } from './geo/load.js'
@@ -36,6 +40,7 @@ import { ensureDefaultAsnDb, defaultCountryDb } from './geo/default-db.js'
 import type { GeoIndex } from './geo/geo-index.js'
 import { isThreatfeedError } from './errors.js'
 import { loadTlsMaterial } from './http/tls-material.js'
+import { checkListenAddresses } from './http/listen-check.js'
 
 export interface RunningServer {
   readonly port: number
@@ -79,6 +84,8 @@ async function geoPaths (config: Config, log: Logger): Promise<{ countryDb: stri
 export async function startServer (config: Config, log: Logger): Promise<RunningServer> {
   // A bad certificate or key stops the start before anything is opened (the listener reads them again).
   if (config.tls !== null) await loadTlsMaterial(config.tls)
+  // So is a HOST or port that cannot be listened on (checked again just before listening).
+  await checkListenAddresses(config)
   // Taken before any thread is niced: every background thread runs at this one value.
   const nice = backgroundNice(config.backgroundNice)
   const store = await openStore(config.store === 'mongodb'
@@ -102,16 +109,24 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     ? new StreamConsumer(store, { pollMs: config.pollMs, log })
     : new ThreadedConsumer({ handoff: store.consumerThread, pollMs: config.pollMs, logLevel: config.logLevel, log, nice, onSwept: (pass) => { addSweepPass(store.housekeeping, pass) } })
   await consumer.start()
-  // The consumer thread sweeps in its own transactions (housekeeping.ts says why); MongoDB's
-  // sweep is the Housekeeper's.
-  const sweeper = consumer instanceof ThreadedConsumer ? { sweeper: consumer } : {}
+  // The consumer sweeps, in turn with its applies and only while it holds the applier lease
+  // (housekeeping.ts says why; on MongoDB every node sweeping unleased starved the apply).
+  const sweeper = consumer.setSweep === undefined ? {} : { sweeper: consumer as { setSweep (limit: number | null): void } }
   const housekeeper = config.sweepIntervalMs === null ? null : new Housekeeper({ store, intervalMs: config.sweepIntervalMs, retentionMs: config.streamRetentionMs, log, ...sweeper })
   housekeeper?.start()
   registerConsumerMetrics(metrics, () => consumer.health())
+  // Nodes sharing a MongoDB stamp expiries and Last-Modified with their own clocks: measured against the server's.
+  const clockSkew = store.clockSkew === undefined ? null : new ClockSkewWatch(store as Required<Pick<BatchingStore, 'clockSkew'>>, log)
+  if (clockSkew !== null) {
+    registerClockSkewMetric(metrics, () => clockSkew.skewMs)
+    clockSkew.start()
+  }
   // The admin API's diagnostics and audit log (issue 22); it samples the feeds once they exist.
   const journal = new AdminJournal({ store, log, bounds: journalBounds({ keepMs: config.batchJournalRetentionMs, maxPerPartition: config.batchJournalMax }) })
+  const appendHealth = new AppendHealth()
   const ingester = new SignalIngester({
     stream: store.stream,
+    health: appendHealth,
     onBatch: journal.recordBatch,
     checks: { asnExists: (asn) => geo.hasAsn(asn), checkExpressions: true },
     onAppended: (batch) => { consumer.offer(batch) },
@@ -131,6 +146,19 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   })
   // Before the feeds start: the journal samples the snapshots they publish, those built at start too.
   journal.start(feeds)
+  // Every snapshot served is a version feed deltas can start from (docs/deltas.md).
+  const deltaHistory = new DeltaHistory({ versions: config.deltaHistory, maxAgeMs: config.deltaMaxAgeMs })
+  const deltaRenders = metrics.counter('threatfeed_feed_delta_renders_total', 'Delta bodies rendered: in the pool per build (one and two versions behind), or while a request waited', ['where'])
+  const renderedInPool = deltaRenders.labels('pool')
+  const renderedForRequest = deltaRenders.labels('request')
+  feeds.onSwap((workspaceId, feedId, snapshot) => {
+    const now = Date.now()
+    deltaHistory.record(workspaceId, feedId, snapshot, now)
+    if (snapshot === null) return
+    prerenderDeltas(snapshot, deltaHistory, (task) => pool.renderDeltas(task), now).then((n) => { renderedInPool.inc(n) }, (e: unknown) => {
+      log.warn({ err: e, workspaceId, feedId }, 'deltas not rendered ahead; requests render them')
+    })
+  })
   await feeds.start()
   const geoWatcher = watchGeo(paths, (next) => {
     geo = next
@@ -160,6 +188,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     } catch (e) {
       checks.store = (e as Error).message
     }
+    checks.signals = appendHealth.readiness(store.streamFreeBytes?.() ?? null, 2 * config.maxBodyBytes)
     return { ready: Object.values(checks).every((v) => v === true), checks }
   }
 
@@ -172,8 +201,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst),
     readiness,
   }
-  const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs }) : null
-  if (tracker !== null) registerFeedConsumerMetrics(metrics, () => tracker.counts())
+  const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs, perKey: config.consumersPerKey }) : null
+  if (tracker !== null) registerFeedConsumerMetrics(metrics, tracker)
   tracker?.start()
   const explain = { feeds, lists, geo: () => explainGeoOf(paths, geo), heldBy: (workspaceId: string, feedId: string) => feeds.holdOf(workspaceId, feedId) }
   let lostThread: (e: Error) => void = () => {}
@@ -181,7 +210,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const http = await startHttpServer(ctx, [
     adminRoutes({ journal, explain }),
     signalRoutes({ ingester, consumer }),
-    feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
+    feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) }, deltas: { history: deltaHistory, rendered: () => { renderedForRequest.inc() } } }),
     explainRoutes(explain),
     openapiRoutes(buildOpenApiDocument()),
   ], { threads: { feeds, catalog, tracker }, onThreadLost: (e) => { lostThread(e) } })
@@ -205,6 +234,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
         await http.close(config.shutdownMs)
         await tracker?.stop()
         await journal.stop()
+        clockSkew?.stop()
         await housekeeper?.stop()
         geoWatcher.close()
         catalog.stop()
@@ -242,7 +272,9 @@ export async function runServer (env: NodeJS.ProcessEnv): Promise<number> {
     server = await startServer(config, log)
   } catch (e) {
     log.fatal({ err: e, code: isThreatfeedError(e) ? e.code : undefined }, `cannot start: ${(e as Error).message}`)
-    process.stderr.write(`threatfeed: cannot start: ${(e as Error).message}\n`)
+    // The cause too, as the CLI says it: "rule store unavailable" alone does not say where or why.
+    const cause = isThreatfeedError(e) && e.cause instanceof Error ? ` (${e.cause.message})` : ''
+    process.stderr.write(`threatfeed: cannot start: ${(e as Error).message}${cause}\n`)
     return 1
   } finally {
     process.off('SIGTERM', onEarly)

@@ -56,6 +56,10 @@ const bad: Array<{ description: string, env: Record<string, string>, message: Re
   { description: 'batch journal retention without unit', env: { THREATFEED_BATCH_JOURNAL_RETENTION: '7' }, message: /THREATFEED_BATCH_JOURNAL_RETENTION must be a duration such as 90s, 15m, 12h or 7d, got "7"/ },
   { description: 'batch journal retention shorter than a minute', env: { THREATFEED_BATCH_JOURNAL_RETENTION: '30s' }, message: /THREATFEED_BATCH_JOURNAL_RETENTION must be between 1m and 3650d, got 30s/ },
   { description: 'batch journal retention off', env: { THREATFEED_BATCH_JOURNAL_RETENTION: 'off' }, message: /THREATFEED_BATCH_JOURNAL_RETENTION must be a duration/ },
+  { description: 'delta history negative', env: { THREATFEED_DELTA_HISTORY: '-1' }, message: /THREATFEED_DELTA_HISTORY must be a whole number, got "-1"/ },
+  { description: 'delta history too long', env: { THREATFEED_DELTA_HISTORY: '1025' }, message: /THREATFEED_DELTA_HISTORY must be between 0 and 1024, got 1025/ },
+  { description: 'delta max age without unit', env: { THREATFEED_DELTA_MAX_AGE: '24' }, message: /THREATFEED_DELTA_MAX_AGE must be a duration such as 90s, 15m, 12h or 7d, got "24"/ },
+  { description: 'delta max age under a second', env: { THREATFEED_DELTA_MAX_AGE: '500ms' }, message: /THREATFEED_DELTA_MAX_AGE must be between 1s and 30d, got 500ms/ },
 ]
 
 t.test('durations: the sweep interval and the stream retention', async (t) => {
@@ -86,6 +90,9 @@ t.test('the batch journal\'s bounds', async (t) => {
   t.equal(loadConfig({ THREATFEED_BATCH_JOURNAL_MAX: '1000000' }).batchJournalMax, 1_000_000)
   t.equal(loadConfig({ THREATFEED_BATCH_JOURNAL_RETENTION: '1m' }).batchJournalRetentionMs, 60_000)
   t.equal(loadConfig({ THREATFEED_BATCH_JOURNAL_RETENTION: '365d' }).batchJournalRetentionMs, 365 * 86_400_000)
+  t.equal(loadConfig({}).deltaHistory, 32, 'delta history default')
+  t.equal(loadConfig({}).deltaMaxAgeMs, 86_400_000, 'delta max age default')
+  t.equal(loadConfig({ THREATFEED_DELTA_HISTORY: '0', THREATFEED_DELTA_MAX_AGE: '2h' }).deltaMaxAgeMs, 7_200_000)
 })
 
 t.test('a bad value names the variable', async (t) => {

@@ -10,10 +10,12 @@ import { parentPort, threadId, workerData } from 'node:worker_threads'
 import { GeoIndex } from '../src/geo/geo-index.js'
 import { computeNetworks, needsGeo, networksKey, shareResult, withMeta } from '../src/feed/render/compute-networks.js'
 import { renderStream } from '../src/feed/render/render-stream.js'
+import { renderDelta } from '../src/feed/render/delta-text.js'
+import { gzipBytes } from '../src/feed/render/gzip.js'
 import { niceThisThread } from '../src/pool/thread-priority.js'
 import {
   GEO_MISSING, transferOutcome,
-  type ComputeResult, type ComputeTask, type GeoRef, type PoolWorkerData, type RenderResult, type RenderTask, type TaskEnvelope, type TaskOutcome, type TaskStarted,
+  type ComputeResult, type ComputeTask, type DeltaResult, type DeltaTask, type GeoRef, type PoolWorkerData, type RenderResult, type RenderTask, type TaskEnvelope, type TaskOutcome, type TaskStarted,
 } from '../src/pool/protocol.js'
 
 let geo: { version: number, index: GeoIndex } | null = null
@@ -107,6 +109,22 @@ export async function render (task: RenderTask & Partial<TaskEnvelope>): Promise
     const value = renderStream(task)
     collectAfterTask()
     return transferOutcome({ ok: true, value }, [value.text, value.local, value.fresh.bytes.buffer])
+  } catch (e) {
+    return failure(e)
+  }
+}
+
+/** Delta bodies of one build (src/http/feed-delta.ts prerenderDeltas): small, many, one task. */
+export async function deltas (task: DeltaTask & Partial<TaskEnvelope>): Promise<TaskOutcome<DeltaResult>> {
+  announce(task)
+  try {
+    const bodies = task.jobs.map((job) => {
+      // Copies into buffers of their own: a small Buffer is a view of Node's shared pool, which
+      // must not be transferred.
+      const identity = new Uint8Array(renderDelta(job.format, job.removed, job.added, job.names))
+      return { identity, gzip: new Uint8Array(gzipBytes(identity)) }
+    })
+    return transferOutcome({ ok: true, value: { bodies } }, bodies.flatMap((b) => [b.identity.buffer, b.gzip.buffer]))
   } catch (e) {
     return failure(e)
   }

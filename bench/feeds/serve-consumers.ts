@@ -21,7 +21,7 @@ const lists = new ListDirectory(store, { pollMs: config.pollMs })
 await lists.start()
 const metrics = new Metrics()
 const tracker = config.consumerTracking ? new ConsumerTracker({ store, log, staleMs: config.consumerStaleMs }) : null
-if (tracker !== null) registerFeedConsumerMetrics(metrics, () => tracker.counts())
+if (tracker !== null) registerFeedConsumerMetrics(metrics, tracker)
 tracker?.start()
 const http = await startHttpServer({
   config,

@@ -35,6 +35,21 @@ export class CliError extends Error {
   }
 }
 
+/** Rows under a header line, each column as wide as its widest cell (the last one left ragged). */
+export function writeColumns (io: CliIo, headings: readonly string[], rows: ReadonlyArray<readonly string[]>): void {
+  const lines = [headings, ...rows]
+  const widths = headings.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)))
+  for (const l of lines) io.stdout.write(l.map((cell, i) => i === l.length - 1 ? cell : cell.padEnd(widths[i]!)).join('  ') + '\n')
+}
+
+/** Something a command looked for in the store and did not find: runCli says which store (exit 1). */
+export class NotInStoreError extends CliError {
+  constructor (message: string) {
+    super(message, 1)
+    this.name = 'NotInStoreError'
+  }
+}
+
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>
 
 /**

@@ -6,7 +6,7 @@ import { loadConfig, parseDuration } from '../config.js'
 import { CONSUMER_FORGET_MS, consumerStatus, currentVersions, versionId, type ConsumerStatus } from '../feed/consumer-status.js'
 import type { FeedConsumer, Store } from '../store/types.js'
 import { CliError, parseVerb, writeJson, type CliIo, type Command } from './command.js'
-import { requireWorkspace, withStore } from './open-store.js'
+import { requireWorkspace, storeLocation, withStore } from './open-store.js'
 
 const help = `Usage: threatfeed consumers ls [--workspace ID] [--stale DURATION] [--json]
 
@@ -20,7 +20,9 @@ const help = `Usage: threatfeed consumers ls [--workspace ID] [--stale DURATION]
                             median intervals, and one whose last three polls got 4xx is stale
         --json: one JSON array of {id, workspace, key, address, userAgent, client, list,
         listName, variant, state, staleReason, lastSeen, lastStatus, last200, pollsPerHour,
-        medianIntervalSeconds, version, versionsBehind, firstSeen, polls}`
+        medianIntervalSeconds, version, versionsBehind, firstSeen, polls}
+        The table ends with what the per-key bound (THREATFEED_CONSUMERS_PER_KEY) let go, if
+        anything: consumers evicted from a server's memory, refused, and removed from the store.`
 
 const options = {
   workspace: { type: 'string' },
@@ -89,7 +91,7 @@ function toCells ({ c, s, listName }: Row): string[] {
 
 function writeTable (io: CliIo, rows: readonly Row[]): void {
   if (rows.length === 0) {
-    io.stdout.write('no feed consumers seen in the last 30 days\n')
+    io.stdout.write(`no feed consumers seen in the last 30 days in ${storeLocation(loadConfig(io.env))}\n`)
     return
   }
   const lines = [[...HEADINGS], ...rows.map(toCells)]
@@ -130,12 +132,17 @@ export const consumersCommand: Command = {
       if (ms === null || ms < 1000) throw new CliError(`--stale must be a duration of at least 1s such as 90s, 15m, 12h or 7d, got ${JSON.stringify(values.stale)}`)
       staleMs = ms
     }
-    const rows = await withStore(io, async (store) => {
+    const [rows, drops] = await withStore(io, async (store) => {
       if (values.workspace !== undefined) await requireWorkspace(store, values.workspace)
-      return readRows(store, values.workspace, staleMs, Date.now())
+      return [await readRows(store, values.workspace, staleMs, Date.now()), await store.consumers.drops(values.workspace)] as const
     })
     if (values.json === true) writeJson(io, rows.map(toJson))
-    else writeTable(io, rows)
+    else {
+      writeTable(io, rows)
+      if (drops.evicted + drops.refused + drops.removed > 0) {
+        io.stdout.write(`dropped by the consumer bounds: ${drops.evicted} evicted from memory, ${drops.refused} refused, ${drops.removed} removed from the store\n`)
+      }
+    }
     return 0
   },
 }

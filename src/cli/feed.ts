@@ -4,7 +4,7 @@
  * (feed/build-snapshot.ts, with the worker tasks run in-process) from the configured store and geo
  * databases. It records Last-Modified the way the server does, so both agree.
  */
-import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command } from './command.js'
+import { CliError, parseOptions, requireOption, writeHelp, writeJson, type CliIo, type Command, NotInStoreError } from './command.js'
 import { withStore } from './open-store.js'
 import { ThreatfeedError } from '../errors.js'
 import { feedHoldOf } from '../feed/explain.js'
@@ -71,7 +71,7 @@ export async function findList (store: Store, workspaceId: string, nameOrId: str
   }
   const named = await store.lists.findByName(workspaceId, nameOrId)
   if (named.length > 1) throw new CliError(`list name ${JSON.stringify(nameOrId)} matches ${named.length} lists; give its UUID`, 1)
-  if (named.length === 0) throw new CliError(`no list ${JSON.stringify(nameOrId)} in workspace ${workspaceId}`, 1)
+  if (named.length === 0) throw new NotInStoreError(`no list ${JSON.stringify(nameOrId)} in workspace ${workspaceId}`)
   return named[0]!
 }
 
@@ -112,7 +112,7 @@ export const feedCommand: Command = {
     const workspaceId = requireOption(values, 'workspace')
     return withStore(io, async (store) => {
       const workspace = await store.workspaces.get(workspaceId)
-      if (workspace === null || workspace.deletedAt !== null) throw new CliError(`no workspace with id ${workspaceId}`, 1)
+      if (workspace === null || workspace.deletedAt !== null) throw new NotInStoreError(`no workspace with id ${workspaceId}`)
       const list = values.list === undefined ? null : await findList(store, workspaceId, values.list)
       let params: VariantParams
       try {

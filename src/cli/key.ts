@@ -1,6 +1,6 @@
 /** `threatfeed key create|revoke|ls` (DECISIONS §2): keys are shown once and stored only as hashes. */
-import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
-import { requireWorkspace, withStore } from './open-store.js'
+import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb, NotInStoreError, writeColumns } from './command.js'
+import { requireWorkspace, withStore, writeNoneFound } from './open-store.js'
 import { SCOPES, type ApiKey, type Scope } from '../store/types.js'
 import { generateApiKey, hashApiKey } from '../store/api-key.js'
 
@@ -59,7 +59,7 @@ export const keyCommand: Command = {
           if (key.revokedAt !== null) return 'already revoked'
           return await s.keys.revoke(id) ? 'revoked' : 'already revoked'
         })
-        if (outcome === 'unknown') throw new CliError(`no API key with id ${id}`, 1)
+        if (outcome === 'unknown') throw new NotInStoreError(`no API key with id ${id}`)
         const already = outcome === 'already revoked'
         if (values.json === true) writeJson(io, { id, revoked: true, alreadyRevoked: already })
         else io.stdout.write(already ? `key ${id} was already revoked\n` : `revoked key ${id}\n`)
@@ -68,7 +68,8 @@ export const keyCommand: Command = {
       case 'ls': {
         const keys = await withStore(io, (s) => s.keys.list(values.workspace))
         if (values.json === true) writeJson(io, keys.map(show))
-        else for (const k of keys) io.stdout.write(`${k.id}  ${k.workspaceId}  ${k.scopes.join(',')}${k.revokedAt !== null ? '  revoked' : ''}\n`)
+        else if (keys.length === 0) writeNoneFound(io, values.workspace === undefined ? 'API keys' : `API keys of workspace ${values.workspace}`)
+        else writeColumns(io, ['ID', 'WORKSPACE', 'STATE', 'CREATED', 'SCOPES'], keys.map((k) => [k.id, k.workspaceId, k.revokedAt === null ? 'active' : 'revoked', new Date(k.createdAt).toISOString(), k.scopes.join(',')]))
         return 0
       }
       default:

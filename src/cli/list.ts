@@ -1,6 +1,6 @@
 /** `threatfeed list create|update|delete|show|ls` (DECISIONS §4): named feeds with stored defaults and a label selector. */
-import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
-import { checkText, requireWorkspace, withStore } from './open-store.js'
+import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb, NotInStoreError, writeColumns } from './command.js'
+import { checkText, requireWorkspace, withStore, writeNoneFound } from './open-store.js'
 import { GUARD_HELP, GUARD_OPTIONS, mergeGuards, readGuards } from './guard-flags.js'
 import { MAX_SHARDS } from '../feed/render/shard-networks.js'
 import { CONFIDENCES, FAMILIES, FEED_ACTIONS, FORMATS, SEVERITIES, type AccessList, type ListDefaults } from '../store/types.js'
@@ -144,7 +144,7 @@ export const listCommand: Command = {
         const guardUpdate = readGuards(values)
         const l = await withStore(io, async (s) => {
           const current = await s.lists.get(id)
-          if (current === null) throw new CliError(`no list with id ${id}`, 1)
+          if (current === null) throw new NotInStoreError(`no list with id ${id}`)
           if (Object.keys(defaults).length > 0 || guardUpdate.clear || Object.keys(guardUpdate.guards).length > 0) {
             patch.defaults = { ...current.defaults, ...defaults }
             const guards = mergeGuards(current.defaults.guards, guardUpdate)
@@ -157,7 +157,7 @@ export const listCommand: Command = {
           if (Object.keys(patch).length === 0) throw new CliError('nothing to update')
           return s.lists.update(id, patch)
         })
-        if (l === null) throw new CliError(`no list with id ${id}`, 1)
+        if (l === null) throw new NotInStoreError(`no list with id ${id}`)
         if (json) writeJson(io, showList(l))
         else io.stdout.write(`updated list ${l.id} (${l.name})\n`)
         return 0
@@ -165,7 +165,7 @@ export const listCommand: Command = {
       case 'delete': {
         const id = requireOption(values, 'id')
         const ok = await withStore(io, (s) => s.lists.delete(id))
-        if (!ok) throw new CliError(`no list with id ${id}`, 1)
+        if (!ok) throw new NotInStoreError(`no list with id ${id}`)
         if (json) writeJson(io, { id, deleted: true })
         else io.stdout.write(`deleted list ${id}\n`)
         return 0
@@ -173,25 +173,31 @@ export const listCommand: Command = {
       case 'show': {
         const id = requireOption(values, 'id')
         const l = await withStore(io, (s) => s.lists.get(id))
-        if (l === null) throw new CliError(`no list with id ${id}`, 1)
+        if (l === null) throw new NotInStoreError(`no list with id ${id}`)
         if (json) writeJson(io, showList(l))
         else io.stdout.write(JSON.stringify(showList(l), null, 2) + '\n')
         return 0
       }
       case 'accept': {
         const id = requireOption(values, 'id')
-        const digest = await withStore(io, async (s) => {
+        const { digest, already } = await withStore(io, async (s) => {
           const current = await s.lists.get(id)
-          if (current === null) throw new CliError(`no list with id ${id}`, 1)
+          if (current === null) throw new NotInStoreError(`no list with id ${id}`)
           const held = current.publishState?.held ?? null
+          const accepted = current.defaults.guards?.accepted ?? null
+          // Run twice (or after the server published it): said so, not an error.
+          if (accepted !== null && (held === null || held.digest === accepted) && (values.digest === undefined || values.digest === accepted)) {
+            return { digest: accepted, already: true }
+          }
           if (held === null) throw new CliError(`list ${id} has no held build`, 1)
           if (values.digest !== undefined && values.digest !== held.digest) throw new CliError(`the held build of list ${id} is ${held.digest}, not ${values.digest}; nothing accepted`, 1)
           // Recorded by digest: every node publishes this build, and a newer one is judged anew.
           await s.lists.update(id, { defaults: { ...current.defaults, guards: { ...current.defaults.guards, accepted: held.digest } } })
-          return held.digest
+          return { digest: held.digest, already: false }
         })
-        if (json) writeJson(io, { id, accepted: digest })
-        else io.stdout.write(`accepted build ${digest} of list ${id}\n`)
+        if (json) writeJson(io, { id, accepted: digest, ...(already ? { alreadyAccepted: true } : {}) })
+        else if (already) io.stdout.write(`build ${digest} of list ${id} was already accepted; nothing to do\n`)
+        else io.stdout.write(`accepted build ${digest} of list ${id}; the server publishes it within a second\n`)
         return 0
       }
       case 'ls': {
@@ -201,7 +207,8 @@ export const listCommand: Command = {
           return s.lists.list(workspaceId)
         })
         if (json) writeJson(io, lists.map(showList))
-        else for (const l of lists) io.stdout.write(`${l.id}  ${l.name}\n`)
+        else if (lists.length === 0) writeNoneFound(io, `lists in workspace ${workspaceId}`)
+        else writeColumns(io, ['ID', 'NAME'], lists.map((l) => [l.id, l.name]))
         return 0
       }
       default:

@@ -7,8 +7,9 @@ import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { CliIo, Command } from './command.js'
-import { CliError } from './command.js'
+import { CliError, NotInStoreError } from './command.js'
 import { isThreatfeedError } from '../errors.js'
+import { unknownVariableWarnings } from '../config-variables.js'
 
 /**
  * The command groups, each loaded only when it runs: a command pays for its own modules, not for
@@ -34,7 +35,7 @@ export const commands: readonly CommandEntry[] = [
   { name: 'rules', summary: 'list the rules of a workspace', load: async () => (await import('./rules.js')).rulesCommand },
   { name: 'stream', summary: 'show the message stream of accepted signals', load: async () => (await import('./stream.js')).streamCommand },
   { name: 'import', summary: 'bulk-load signals from a JSON array or NDJSON file', load: async () => (await import('./import.js')).importCommand },
-  { name: 'store', summary: 'maintain the embedded store (compact its files)', load: async () => (await import('./store.js')).storeCommand },
+  { name: 'store', summary: 'inspect and maintain the embedded store (stats, compact)', load: async () => (await import('./store.js')).storeCommand },
   { name: 'backup', summary: 'copy the store while the server runs (see README: Backup and restore)', load: async () => (await import('./backup.js')).backupCommand },
   { name: 'consumers', summary: 'list the appliances that poll the feeds, stale ones first', load: async () => (await import('./consumers.js')).consumersCommand },
 ]
@@ -82,8 +83,17 @@ export async function runCli (argv: string[], io: CliIo): Promise<number> {
   const cmd = commands.find((c) => c.name === name)
   try {
     if (cmd === undefined) throw new CliError(`unknown command ${JSON.stringify(name)}; see threatfeed --help`)
+    // Before the command reads its configuration (`serve` included): a mistyped variable is
+    // otherwise a default taken silently.
+    for (const line of unknownVariableWarnings(io.env)) io.stderr.write(`threatfeed: warning: ${line}\n`)
     return await (await cmd.load()).run(rest, io)
   } catch (e) {
+    if (e instanceof NotInStoreError) {
+      // Loaded here only: the store's modules are the heaviest a command can load.
+      const [{ storeLocation }, { loadConfig }] = await Promise.all([import('./open-store.js'), import('../config.js')])
+      io.stderr.write(`threatfeed: ${e.message} in ${storeLocation(loadConfig(io.env))}\n`)
+      return e.exitCode
+    }
     if (e instanceof CliError) {
       io.stderr.write(`threatfeed: ${e.message}\n`)
       return e.exitCode

@@ -1,6 +1,6 @@
 /** `threatfeed rules ls`: the rules a workspace holds, as the stream consumer applied them. */
-import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
-import { withStore } from './open-store.js'
+import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb, NotInStoreError } from './command.js'
+import { withStore, writeNoneFound } from './open-store.js'
 import { RULE_KINDS, type Rule, type RuleKind } from '../store/types.js'
 
 const help = `Usage: threatfeed rules ls --workspace ID [--kind K] [--all] [--json]
@@ -54,12 +54,13 @@ export const rulesCommand: Command = {
     const now = values.all === true ? undefined : Date.now()
     const rules = await withStore(io, async (s) => {
       const w = await s.workspaces.get(workspaceId)
-      if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${workspaceId}`, 1)
+      if (w === null || w.deletedAt !== null) throw new NotInStoreError(`no workspace with id ${workspaceId}`)
       const out: Rule[] = []
       for (const kind of kinds) out.push(...await s.rules.list(workspaceId, kind, now))
       return out
     })
     if (values.json === true) writeJson(io, rules.map(showRule))
+    else if (rules.length === 0) writeNoneFound(io, `${values.all === true ? '' : 'live '}rules of workspace ${workspaceId}`)
     else for (const r of rules) io.stdout.write(ruleLine(r))
     return 0
   },

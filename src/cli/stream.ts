@@ -13,8 +13,9 @@ const help = `Usage: threatfeed stream <tail|status|forget> [options]
   tail [--from SEQ] [--limit N] [--json]
         records with seq >= SEQ (default: the last N), at most N (default 100, at most 100000);
         a SEQ already trimmed is an error naming the first position still kept
-        --json: one JSON array of {seq, workspace, schemaVersion?, acceptedAt, payload};
-        schemaVersion is absent for v1 records, as on the stream
+        --json: one JSON array of {seq, workspace, schemaVersion?, batch?, acceptedAt, payload};
+        schemaVersion is absent for v1 records, as on the stream; batch is the id of the
+        signal batch that appended the record, as its 200/206 answer named it
   status [--json]
         the stream head, the rule consumer's checkpoint, every consumer's checkpoint and the
         positions still kept (the stream is trimmed to THREATFEED_STREAM_RETENTION, never past
@@ -46,6 +47,7 @@ function wholeNumber (option: string, v: string | undefined, dflt: number, min: 
 export function showRecord (r: StreamRecord): Record<string, unknown> {
   const out: Record<string, unknown> = { seq: r.seq, workspace: r.workspaceId }
   if (r.schemaVersion !== undefined) out.schemaVersion = r.schemaVersion
+  if (r.batchId !== undefined) out.batch = r.batchId
   out.acceptedAt = new Date(r.acceptedAt).toISOString()
   out.payload = r.payload
   return out

@@ -1,6 +1,6 @@
 /** `threatfeed workspace create|update|delete|ls` (DECISIONS §2). */
-import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb } from './command.js'
-import { checkText, withStore } from './open-store.js'
+import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb, NotInStoreError, writeColumns } from './command.js'
+import { checkText, withStore, writeNoneFound } from './open-store.js'
 import { GUARD_HELP, GUARD_OPTIONS, mergeGuards, readGuards } from './guard-flags.js'
 import { SUBSCRIPTIONS, type GuardSettings, type Subscription, type Workspace } from '../store/types.js'
 
@@ -48,7 +48,8 @@ export const workspaceCommand: Command = {
       case 'create': {
         const name = checkText('name', requireOption(values, 'name'))
         const sub = subscription(values.subscription) ?? 'active'
-        const w = await withStore(io, (s) => s.workspaces.create({ name, subscription: sub }))
+        // The first command of an installation: it alone creates the store.
+        const w = await withStore(io, (s) => s.workspaces.create({ name, subscription: sub }), { create: true })
         if (values.json === true) writeJson(io, { id: w.id, name: w.name })
         else io.stdout.write(`created workspace ${w.id} (${w.name})\n`)
         return 0
@@ -70,7 +71,7 @@ export const workspaceCommand: Command = {
           }
           return s.workspaces.update(id, patch)
         })
-        if (w === null || w.deletedAt !== null) throw new CliError(`no workspace with id ${id}`, 1)
+        if (w === null || w.deletedAt !== null) throw new NotInStoreError(`no workspace with id ${id}`)
         if (values.json === true) writeJson(io, show(w))
         else io.stdout.write(`updated workspace ${w.id}: subscription ${w.subscription}\n`)
         return 0
@@ -78,7 +79,7 @@ export const workspaceCommand: Command = {
       case 'delete': {
         const id = requireOption(values, 'workspace')
         const ok = await withStore(io, (s) => s.workspaces.delete(id))
-        if (!ok) throw new CliError(`no workspace with id ${id}`, 1)
+        if (!ok) throw new NotInStoreError(`no workspace with id ${id}`)
         if (values.json === true) writeJson(io, { id, deleted: true })
         else io.stdout.write(`deleted workspace ${id}\n`)
         return 0
@@ -87,7 +88,8 @@ export const workspaceCommand: Command = {
         const all = await withStore(io, (s) => s.workspaces.list())
         const live = all.filter((w) => w.deletedAt === null)
         if (values.json === true) writeJson(io, live.map(show))
-        else for (const w of live) io.stdout.write(`${w.id}  ${w.subscription.padEnd(8)}  ${w.name}\n`)
+        else if (live.length === 0) writeNoneFound(io, 'workspaces')
+        else writeColumns(io, ['ID', 'SUBSCRIPTION', 'NAME'], live.map((w) => [w.id, w.subscription, w.name]))
         return 0
       }
       default:

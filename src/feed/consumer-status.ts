@@ -10,7 +10,7 @@ import { FEED_VERSION_HISTORY, type FeedConsumer, type FeedKey, type FeedVersion
 export const CONSUMER_FORGET_MS = 30 * 86_400_000
 /** THREATFEED_CONSUMER_STALE's default. */
 export const DEFAULT_CONSUMER_STALE_MS = 15 * 60_000
-/** A consumer whose last this many polls got 4xx is stale however recently it polled. */
+/** A consumer whose last this many polls got 4xx or 5xx is stale however recently it polled. */
 const FAILED_POLLS = 3
 /** A consumer is silent after this many of its own median poll intervals without a poll. */
 const SILENT_INTERVALS = 3
@@ -72,7 +72,7 @@ export function versionsBehind (held: { readonly etag: string, readonly since: n
 /**
  * The consumer's status at `now` under THREATFEED_CONSUMER_STALE (`staleMs`): stale when it has
  * not polled for the larger of `staleMs` and three of its median intervals (an hourly EDL is
- * not stale after 15 minutes), or when its last three polls got 4xx.
+ * not stale after 15 minutes), or when its last three polls failed (4xx or 5xx).
  */
 export function consumerStatus (c: FeedConsumer, current: FeedVersion | null, now: number, staleMs: number): ConsumerStatus {
   const median = medianInterval(c.intervals)

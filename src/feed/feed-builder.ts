@@ -15,7 +15,7 @@
  * counts, guards) are those of the newest snapshot and no rule of them lapses before the cut: the
  * same content would come out.
  */
-import { ThreatfeedError } from '../errors.js'
+import { ThreatfeedError, isThreatfeedError } from '../errors.js'
 import type { GeoIndex, GeoIndexData } from '../geo/geo-index.js'
 import type { Logger } from '../log.js'
 import type { PublishState, Store } from '../store/types.js'
@@ -139,6 +139,8 @@ export class FeedBuilder {
       // Backoff doubles from 100 ms up to the rebuild interval; the last good snapshot keeps serving.
       f.retryAt = Date.now() + Math.min(Math.max(this.#o.feedRebuildMs, RETRY_MIN_MS), RETRY_MIN_MS * 2 ** Math.min(f.failures - 1, 16))
       this.#o.metrics?.observeBuild(reason, 'failed', (performance.now() - started) / 1000)
+      // A first build held by its guard is no failure: the guard's own line said so (#guardState).
+      if (isThreatfeedError(e) && e.code === 'TF_ERR_FEED_HELD') return
       this.#o.log.error({ err: e, workspace: f.workspaceId, feed: f.feedId, failures: f.failures }, 'feed build failed; serving the last good snapshot')
     }).finally(() => {
       f.building = null
@@ -194,7 +196,7 @@ export class FeedBuilder {
     const released = hasGuards(settings) ? undefined : f.guard.reset()
     if (released !== undefined) this.#guardState(f, released)
     const result = hasGuards(settings)
-      ? await guardedBuild({ guard: f.guard, settings, list, meta: metaOf(def), now: at, cutoff, read: (fn) => ws.rules.read(fn), compute: (t) => pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) }, restore: () => store.feedVersions.loadPublished({ workspaceId: f.workspaceId, listId: f.feedId }), geo: this.#geo ?? undefined })
+      ? await guardedBuild({ workspaceId: f.workspaceId, guard: f.guard, settings, list, meta: metaOf(def), now: at, cutoff, read: (fn) => ws.rules.read(fn), compute: (t) => pool.compute(t), build, shards: f.shards.counts(), onState: (s) => { this.#guardState(f, s) }, restore: () => store.feedVersions.loadPublished({ workspaceId: f.workspaceId, listId: f.feedId }), geo: this.#geo ?? undefined })
       : await build(await ws.rules.read((table) => runSliced(feedTargets(table, list, cutoff))))
     f.selectMs = nextEstimate(f.selectMs, performance.now() - selected)
     const built: NextSnapshot = { snapshot: result.snapshot, versions: keeper.built()! }

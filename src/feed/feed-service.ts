@@ -23,7 +23,7 @@
  * successor built ahead when there is one, else null and starts the rebuild, which
  * `awaitSnapshot` waits for.
  */
-import { ThreatfeedError } from '../errors.js'
+import { ThreatfeedError, isThreatfeedError } from '../errors.js'
 import type { GeoIndex } from '../geo/geo-index.js'
 import type { Logger } from '../log.js'
 import type { Store } from '../store/types.js'
@@ -218,7 +218,8 @@ export class FeedService {
   /**
    * The current snapshot, waiting for a build if needed. Rejects with TF_ERR_LIST_NOT_FOUND for a
    * list that does not exist in the workspace, TF_ERR_FEED_UNAVAILABLE (a 500: SPEC §7.2 has no
-   * 503) when no valid snapshot could be built in time.
+   * 503) when no valid snapshot could be built in time, TF_ERR_FEED_HELD (503) at once when a
+   * publish guard holds the feed's first build.
    */
   async awaitSnapshot (workspaceId: string, feedId: FeedId, now?: number): Promise<FeedSnapshot> {
     const deadline = Date.now() + this.#awaitMs
@@ -229,6 +230,9 @@ export class FeedService {
       const s = this.#scheduler.current(feed, now ?? Date.now())
       if (s !== null) return s
       if (feed.missing) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+      // Held before it ever published, and no build under way that could change that: waiting
+      // would bring nothing until an operator accepts the build (a 503 that says so).
+      if (feed.building === null && isThreatfeedError(feed.lastError) && feed.lastError.code === 'TF_ERR_FEED_HELD') throw feed.lastError
       const left = deadline - Date.now()
       if (this.#scheduler.stopped) throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: feed.lastError ?? undefined })
       if (left <= 0) {

@@ -116,7 +116,9 @@ export class FeedSync {
       workspace: (id) => registry.workspace(id),
       dropWorkspace: (ws) => { this.#dropWorkspace(ws) },
       dropFeed: (ws, f) => { this.#dropFeed(ws, f) },
-      markDirty: (f, reason) => { scheduler.markDirty(f, reason) },
+      // A changed list or workspace (a build accepted, guards changed) may be what a failing or
+      // held build lacked: built now, not after the failure backoff (up to the rebuild interval).
+      markDirty: (f, reason) => { f.retryAt = 0; scheduler.markDirty(f, reason) },
       tick: (f) => { scheduler.tick(f) },
     })
   }

@@ -31,6 +31,7 @@ export async function buildAsServed (
   if (!hasGuards(settings)) return { ...await buildSnapshot(def, table, opts), publish: null }
   const guard = new FeedGuard()
   const result = await guardedBuild({
+    workspaceId: def.workspaceId,
     guard,
     settings,
     list: def.list,

@@ -14,6 +14,8 @@ import { allTargeting, grouping, selecting, type RuleTable } from './rule-table.
 import { runSliced, runWhole } from './slices.js'
 
 export interface GuardedBuildIo {
+  /** The feed's workspace (a held first build names how to accept it). */
+  workspaceId: string
   guard: FeedGuard
   settings: GuardSettings
   list: AccessList | null
@@ -49,6 +51,14 @@ function * candidateOf (table: RuleTable, list: AccessList | null, cutoff: numbe
   return { targets, frozen: freezeRows(table, [s.block, s.allow, s.carve]) }
 }
 
+/** What a feed whose first build is held answers (a 503): the guard, and how an operator publishes it. */
+function heldFirstBuild (io: GuardedBuildIo, guards: string, digest: string | null): ThreatfeedError {
+  const accept = io.list === null
+    ? `POST /v1/admin/workspaces/${io.workspaceId}/accept`
+    : `threatfeed list accept --id ${io.list.id}`
+  return new ThreatfeedError('TF_ERR_FEED_HELD', [guards, accept], { details: { held: guards, digest, accept } })
+}
+
 /**
  * @example
  *   const result = await guardedBuild({ guard: f.guard, settings, list, meta, now, read, compute, build, onState })
@@ -71,8 +81,7 @@ export async function guardedBuild (io: GuardedBuildIo): Promise<BuildResult> {
   if (decision.state !== undefined) io.onState(decision.state)
   if (decision.targets === null) {
     // Never published: nothing good to fall back on, and serving the tripped build is what the guard is for.
-    const guards = Object.values(decision.held).join(', ')
-    throw new ThreatfeedError('TF_ERR_FEED_UNAVAILABLE', [], { cause: new Error(`first build held by publish guard ${guards}`) })
+    throw heldFirstBuild(io, [...new Set(Object.values(decision.held))].join(', '), io.guard.state.held?.digest ?? null)
   }
   const result = await io.build(decision.targets, specialMode(io.settings))
   const held = decision.held as Partial<Record<'block' | 'allow', GuardName>>

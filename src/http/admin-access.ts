@@ -46,18 +46,39 @@ export interface FailureLimit {
 
 export const DEFAULT_FAILURE_LIMIT: FailureLimit = { burst: 10, perSecond: 1 }
 
+/**
+ * Failures are counted per address and key prefix, so that ten bad keys from an address do not
+ * lock out a good key from it — behind a proxy without THREATFEED_TRUSTED_PROXIES every admin
+ * shares the proxy's address (issue 35). Keys guessed at random each have a prefix of their own,
+ * so the address as a whole has a budget too, this many times larger.
+ */
+export const ADDRESS_BURST_FACTOR = 10
+/** Characters of the presented key that make its prefix: `tf_` and 8 of its random part. */
+const KEY_PREFIX_LENGTH = 11
+
+/** The limiter's buckets of a request: its address with its key's prefix, and its address. */
+function failureBuckets (facts: AdminRequestFacts): [string, string] {
+  const auth = facts.authorization
+  const space = auth.indexOf(' ')
+  const prefix = (space < 0 ? auth : auth.slice(space + 1).trimStart()).slice(0, KEY_PREFIX_LENGTH)
+  return [`k ${facts.address} ${prefix}`, `a ${facts.address}`]
+}
+
 export class AdminGate {
   readonly #auth: Authenticator
   readonly #addresses: ClientAddresses
-  /** One token per failed authentication, per address. */
+  /** One token per failed authentication, per address and key prefix (see failureBuckets). */
   readonly #failures: RateLimiter
-  /** Address → when (performance.now()) it may try again, once its tokens ran out. */
+  /** One token per failed authentication, per address: ADDRESS_BURST_FACTOR times the burst. */
+  readonly #addressFailures: RateLimiter
+  /** Bucket → when (performance.now()) it may try again, once its tokens ran out. */
   readonly #blockedUntil = new Map<string, number>()
 
   constructor (auth: Authenticator, addresses: ClientAddresses, limit: FailureLimit = DEFAULT_FAILURE_LIMIT) {
     this.#auth = auth
     this.#addresses = addresses
     this.#failures = new RateLimiter(limit.perSecond, limit.burst)
+    this.#addressFailures = new RateLimiter(limit.perSecond, limit.burst * ADDRESS_BURST_FACTOR)
   }
 
   /** Reloads keys, workspaces and lists now: a change made here holds on this node when answered. */
@@ -76,10 +97,12 @@ export class AdminGate {
    */
   async check (facts: AdminRequestFacts, needAll = false): Promise<AdminCaller> {
     const now = performance.now()
-    const until = this.#blockedUntil.get(facts.address)
-    if (until !== undefined) {
+    const [keyBucket, addressBucket] = failureBuckets(facts)
+    for (const bucket of [keyBucket, addressBucket]) {
+      const until = this.#blockedUntil.get(bucket)
+      if (until === undefined) continue
       if (now < until) throw rateLimited(Math.ceil((until - now) / 1000))
-      this.#blockedUntil.delete(facts.address)
+      this.#blockedUntil.delete(bucket)
     }
     const scope: Scope = needAll ? 'admin:all' : 'admin'
     const decision = await this.#auth.authenticateFresh(facts.authorization, scope, 'v1')
@@ -88,15 +111,28 @@ export class AdminGate {
       return { key, workspace, all: key.scopes.includes('admin:all'), address: facts.address }
     }
     if (decision.error.status === 401) {
-      const wait = this.#failures.take(facts.address, now)
-      if (wait > 0) {
+      const keyWait = this.#failures.take(keyBucket, now)
+      const addressWait = this.#addressFailures.take(addressBucket, now)
+      if (keyWait > 0 || addressWait > 0) {
         if (this.#blockedUntil.size > 100_000) this.#blockedUntil.clear()
-        this.#blockedUntil.set(facts.address, now + wait * 1000)
-        throw rateLimited(wait)
+        // Only the bucket that ran out is blocked: a prefix's failures leave the address's other keys alone.
+        if (keyWait > 0) this.#blockedUntil.set(keyBucket, now + keyWait * 1000)
+        if (addressWait > 0) this.#blockedUntil.set(addressBucket, now + addressWait * 1000)
+        throw rateLimited(Math.max(keyWait, addressWait))
       }
+    }
+    if (decision.principal !== undefined) {
+      refusedKeys.set(decision.error, { keyId: decision.principal.key.id, workspaceId: decision.principal.workspace.id })
     }
     throw decision.error
   }
+}
+
+/** The live key behind a refusal thrown by AdminGate#check (its scope fell short), for the audit. */
+const refusedKeys = new WeakMap<ThreatfeedError, { readonly keyId: string, readonly workspaceId: string }>()
+
+export function refusedKeyOf (e: unknown): { readonly keyId: string, readonly workspaceId: string } | null {
+  return e instanceof ThreatfeedError ? refusedKeys.get(e) ?? null : null
 }
 
 function rateLimited (seconds: number): ThreatfeedError {

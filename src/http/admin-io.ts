@@ -3,14 +3,17 @@
  * src/json/admin-schemas.ts, query parameters, cursor paging, and the one writer of admin answers
  * (every one with ADMIN_HEADERS, errors as SPEC 2.6 bodies).
  */
+import type { HttpRequest } from 'uWebSockets.js'
 import { ThreatfeedError, toThreatfeedError } from '../errors.js'
 import * as validators from '../json/generated/admin-validators.js'
 import type { AdminSchemaName } from '../json/admin-schemas.js'
 import { checkContentType } from '../ingest/parse-body.js'
 import type { Logger } from '../log.js'
-import { ADMIN_HEADERS, type AdminGate, type AdminCaller, type AdminRequestFacts } from './admin-access.js'
+import { ADMIN_HEADERS, refusedKeyOf, type AdminGate, type AdminCaller, type AdminRequestFacts } from './admin-access.js'
+import type { AdminJournal } from './admin-journal.js'
 import type { Method, Router } from './app.js'
 import { readBody } from './body.js'
+import { isRawTarget, rawTargetError } from './request-target.js'
 import { sendError, sendJson, sendBody, type Exchange, type Headers } from './respond.js'
 
 /** Admin bodies are small objects: a list with a 64-pair selector is a few KiB. */
@@ -170,6 +173,11 @@ export interface AdminRoute {
   readonly route: string
   /** Creating, updating and deleting workspaces take `admin:all`. */
   readonly needAll?: boolean
+  /**
+   * A write: its audit action (`list.create` …). The route audits what it changed; a refusal with
+   * 403, 404 or 409 is audited here, with the path's id (or '') as the target.
+   */
+  readonly audit?: string
   readonly handle: (call: AdminCall) => Promise<void>
 }
 
@@ -185,7 +193,7 @@ export function sendAdminText (ex: Exchange, status: number, body: string, conte
  * Registers the routes: each checks the caller first, then runs; every answer, error or not,
  * carries ADMIN_HEADERS. Other methods on a pattern answer 405 with `Allow`.
  */
-export function registerAdminRoutes (router: Router, gate: AdminGate, routes: readonly AdminRoute[], log: Logger): void {
+export function registerAdminRoutes (router: Router, gate: AdminGate, routes: readonly AdminRoute[], log: Logger, journal?: Pick<AdminJournal, 'audit'>): void {
   const report = (e: ThreatfeedError): void => { log.error({ err: e, cause: e.cause, code: e.code }, e.message) }
   const fail = (ex: Exchange, e: unknown): void => {
     const err = toThreatfeedError(e)
@@ -201,6 +209,7 @@ export function registerAdminRoutes (router: Router, gate: AdminGate, routes: re
     const paramCount = (r.pattern.match(/:/g) ?? []).length
     router.on(r.method, r.pattern, r.route, 'signal', (ex, req) => {
       const facts: AdminRequestFacts = gate.facts(ex.res, req)
+      const rawTarget = isRawTarget(req)
       const params: string[] = []
       for (let i = 0; i < paramCount; i++) params.push(decodeParameter(req.getParameter(i) ?? ''))
       const query = req.getQuery() ?? ''
@@ -209,23 +218,44 @@ export function registerAdminRoutes (router: Router, gate: AdminGate, routes: re
       // A body the route never reads (refused caller, aborted client) must not become an unhandled rejection.
       body.catch(() => {})
       return (async () => {
+        let caller: AdminCaller | null = null
         try {
-          const caller = await gate.check(facts, r.needAll === true)
+          caller = await gate.check(facts, r.needAll === true)
+          // After the gate: a target that is not ASCII is no way around the login limiter.
+          if (rawTarget) throw rawTargetError()
           await r.handle({ ex, caller, params, query, contentType, body, changed: () => gate.changed() })
         } catch (e) {
+          if (r.audit !== undefined && journal !== undefined) await auditRefusal(journal, r.audit, params[0] ?? '', facts, caller, e, log)
           if (!ex.aborted && !ex.ended) fail(ex, e)
         }
       })()
-    })
+    }, { checksTarget: true })
   }
   for (const [pattern, methods] of byPattern) {
     if (methods.includes('GET')) methods.push('HEAD')
     const allow = methods.join(', ')
-    const refuse = (ex: Exchange): void => {
-      sendError(ex, new ThreatfeedError('TF_ERR_METHOD_NOT_ALLOWED', [allow]), 'signal', report, [...ADMIN_HEADERS, ['Allow', allow]])
+    const refuse = (ex: Exchange, req: HttpRequest): void => {
+      if (isRawTarget(req)) fail(ex, rawTargetError())
+      else sendError(ex, new ThreatfeedError('TF_ERR_METHOD_NOT_ALLOWED', [allow]), 'signal', report, [...ADMIN_HEADERS, ['Allow', allow]])
     }
-    router.on('any', pattern, 'admin_method', 'signal', refuse)
-    if (!methods.includes('HEAD')) router.on('head', pattern, 'admin_method', 'signal', refuse)
+    // Every admin answer carries the admin headers, a 400 for the target too.
+    router.on('any', pattern, 'admin_method', 'signal', refuse, { checksTarget: true })
+    if (!methods.includes('HEAD')) router.on('head', pattern, 'admin_method', 'signal', refuse, { checksTarget: true })
+  }
+}
+
+/** Refusals of a write that an audit should show: who tried to change what, and was told no. */
+const AUDITED_REFUSALS = new Set([403, 404, 409])
+
+async function auditRefusal (journal: Pick<AdminJournal, 'audit'>, action: string, target: string, facts: AdminRequestFacts, caller: AdminCaller | null, e: unknown, log: Logger): Promise<void> {
+  const status = toThreatfeedError(e).status
+  if (!AUDITED_REFUSALS.has(status)) return
+  const who = caller === null ? refusedKeyOf(e) : { keyId: caller.key.id, workspaceId: caller.workspace.id }
+  if (who === null) return // no live key: nobody to name (401s are the login limiter's)
+  try {
+    await journal.audit({ keyId: who.keyId, address: facts.address, action, target, workspaceId: who.workspaceId, status })
+  } catch (err) {
+    log.warn({ err, action, status }, 'the audit line of a refused admin write was not written')
   }
 }
 

@@ -152,6 +152,7 @@ export class AdminJournal {
         status: r.status,
         errors: r.errors.slice(0, MAX_BATCH_ERRORS),
         errors_truncated: Math.max(0, r.errors.length - MAX_BATCH_ERRORS),
+        batch: r.receipt,
       },
     })
   }

@@ -58,7 +58,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
       },
     },
     {
-      method: 'post', pattern: LISTS, route: 'admin_lists',
+      method: 'post', pattern: LISTS, route: 'admin_lists', audit: 'list.create',
       async handle (call) {
         const body = validateBody<ListCreate>('admin-list-create', await readJson(call))
         const w = await workspaceFor(store, call.caller, body.workspace)
@@ -71,7 +71,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
       },
     },
     {
-      method: 'patch', pattern: `${LISTS}/:id`, route: 'admin_list',
+      method: 'patch', pattern: `${LISTS}/:id`, route: 'admin_list', audit: 'list.update',
       async handle (call) {
         const body = validateBody<ListUpdate>('admin-list-update', await readJson(call))
         const current = await listOf(store, call)
@@ -95,7 +95,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
       },
     },
     {
-      method: 'del', pattern: `${LISTS}/:id`, route: 'admin_list',
+      method: 'del', pattern: `${LISTS}/:id`, route: 'admin_list', audit: 'list.delete',
       async handle (call) {
         const l = await listOf(store, call)
         if (!await store.lists.delete(l.id)) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
@@ -105,7 +105,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
       },
     },
     {
-      method: 'post', pattern: `${LISTS}/:id/accept`, route: 'admin_list_accept',
+      method: 'post', pattern: `${LISTS}/:id/accept`, route: 'admin_list_accept', audit: 'list.accept',
       async handle (call) {
         const body = validateBody<{ digest?: string }>('admin-list-accept', await readJson(call))
         const current = await listOf(store, call)

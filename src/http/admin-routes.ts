@@ -37,6 +37,6 @@ export function adminRoutes (deps: AdminRouteDeps): RouteModule {
       ...listRoutes(ctx.store, deps.journal),
       ...viewRoutes(ctx.store, { staleMs: ctx.config.consumerStaleMs }),
       ...(deps.explain === undefined ? [] : [explainAdminRoute(ctx.store, deps.explain)]),
-    ], ctx.log)
+    ], ctx.log, deps.journal)
   }
 }

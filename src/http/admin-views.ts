@@ -115,6 +115,8 @@ export function viewRoutes (store: Store, options: { staleMs: number }): AdminRo
         const q = readQuery(call.query, ['workspace', 'list'])
         const w = await workspaceFor(store, call.caller, q.get('workspace') ?? undefined)
         const list = q.get('list')
+        // A list of another workspace, or none, is a 404 as on every other route (issue 35); '*' is the workspace feed.
+        if (list !== null && list !== '*' && !(await store.lists.list(w.id)).some((l) => l.id === list)) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
         const consumers = (await store.consumers.list(w.id)).filter((c) => list === null || c.listId === list)
         const versions = await currentVersions(store, consumers)
         const now = Date.now()
@@ -129,7 +131,8 @@ export function viewRoutes (store: Store, options: { staleMs: number }): AdminRo
         })
         // Stale first, then behind, then the most recently seen.
         rows.sort((a, b) => Number(b.stale) - Number(a.stale) || Number(b.behind === true) - Number(a.behind === true) || (b.last_seen ?? '').localeCompare(a.last_seen ?? ''))
-        sendAdmin(call.ex, 200, { items: rows })
+        // What the per-key bounds let go in this workspace (docs/consumers.md), every node's.
+        sendAdmin(call.ex, 200, { items: rows, dropped: await store.consumers.drops(w.id) })
       },
     },
     {

@@ -44,7 +44,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
     {
       // `list accept` for the workspace feed (/v1/threat/feeds), whose guards `workspace update`
       // sets: an `admin` key accepts its own workspace's, `admin:all` any workspace's.
-      method: 'post', pattern: `${WORKSPACES}/:id/accept`, route: 'admin_workspace_accept',
+      method: 'post', pattern: `${WORKSPACES}/:id/accept`, route: 'admin_workspace_accept', audit: 'workspace.accept',
       async handle (call) {
         const body = validateBody<{ digest?: string }>('admin-list-accept', await readJson(call))
         const w = await liveWorkspace(store, (await workspaceFor(store, call.caller, call.params[0])).id)
@@ -61,7 +61,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       },
     },
     {
-      method: 'post', pattern: WORKSPACES, route: 'admin_workspaces', needAll: true,
+      method: 'post', pattern: WORKSPACES, route: 'admin_workspaces', needAll: true, audit: 'workspace.create',
       async handle (call) {
         const body = validateBody<{ name: string, subscription?: Subscription }>('admin-workspace-create', await readJson(call))
         const w = await store.workspaces.create({ name: body.name, subscription: body.subscription ?? 'active' })
@@ -71,7 +71,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       },
     },
     {
-      method: 'patch', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace', needAll: true,
+      method: 'patch', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace', needAll: true, audit: 'workspace.update',
       async handle (call) {
         const id = call.params[0]!
         const body = validateBody<{ name?: string, subscription?: Subscription, guards?: GuardsBody | null }>('admin-workspace-update', await readJson(call))
@@ -93,7 +93,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       },
     },
     {
-      method: 'del', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace', needAll: true,
+      method: 'del', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace', needAll: true, audit: 'workspace.delete',
       async handle (call) {
         const id = call.params[0]!
         if (!await store.workspaces.delete(id)) throw new ThreatfeedError('TF_ERR_WORKSPACE_NOT_FOUND', [id])
@@ -112,7 +112,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       },
     },
     {
-      method: 'post', pattern: KEYS, route: 'admin_keys',
+      method: 'post', pattern: KEYS, route: 'admin_keys', audit: 'key.create',
       async handle (call) {
         const body = validateBody<{ workspace?: string, scopes: Scope[] }>('admin-key-create', await readJson(call))
         // admin:all crosses workspaces: made only on the server's machine (`threatfeed key create`).
@@ -126,7 +126,7 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       },
     },
     {
-      method: 'del', pattern: `${KEYS}/:id`, route: 'admin_key',
+      method: 'del', pattern: `${KEYS}/:id`, route: 'admin_key', audit: 'key.revoke',
       async handle (call) {
         const id = call.params[0]!
         const k = await store.keys.get(id)

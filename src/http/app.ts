@@ -18,8 +18,10 @@ import { ThreatfeedError } from '../errors.js'
 import { Listeners } from './tls-listeners.js'
 import { turnMonotonic } from './turn-clock.js'
 import { consoleRoutes } from './console-routes.js'
+import { checkListenAddresses } from './listen-check.js'
 import { FrontEndThreads, sharedPorts, threadToken, type ThreadSources } from './front-threads.js'
 import { handedOverRequest, portableRequest, type HandOverClient, type HandOverRequest, type HandOverRoute, type PortableHandler } from './handover.js'
+import { isRawTarget, rawTargetError } from './request-target.js'
 
 export interface Readiness {
   ready: boolean
@@ -42,12 +44,22 @@ export type Method = 'get' | 'post' | 'head' | 'put' | 'del' | 'patch' | 'option
 /** A handler gets the exchange (aborted flag, status) and the request; it may be sync or async. */
 export type Handler = (ex: Exchange, req: HttpRequest) => void | Promise<void>
 
+export interface RouteOptions {
+  /**
+   * The handler refuses a target that is not ASCII itself (request-target.ts), after the checks
+   * that must come first (the admin API's login limiter); otherwise the router answers it 400
+   * before the handler runs.
+   */
+  readonly checksTarget?: boolean
+}
+
 export interface Router {
   /**
    * Registers a handler. `route` is the metrics label; `shape` picks the error body for anything
-   * the handler throws (or rejects with).
+   * the handler throws (or rejects with). A request whose target is not ASCII is answered 400
+   * in that shape (see RouteOptions).
    */
-  on (method: Method, pattern: string, route: string, shape: ErrorShape, handler: Handler): void
+  on (method: Method, pattern: string, route: string, shape: ErrorShape, handler: Handler, options?: RouteOptions): void
   /**
    * Every other method on `pattern` answers 405 with `Allow`, HEAD included when `allow` does not
    * name it (uWS routes HEAD apart from other methods). A GET route without a HEAD route of its
@@ -101,8 +113,21 @@ export interface HttpServerOptions {
   readonly handOver?: { readonly routes: readonly HandOverRoute[], readonly client: HandOverClient }
 }
 
+/** GET /: the service's own pages, and where its documentation is. */
+const ROOT_ANSWER = Object.freeze({
+  service: 'threatfeed',
+  console: '/console',
+  openapi: '/openapi.json',
+  health: '/healthz',
+  readiness: '/readyz',
+  metrics: '/metrics',
+  docs: 'README.md and docs/ of the threatfeed repository: signals, feeds, the admin API (docs/admin-api.md), configuration',
+})
+
 export async function startHttpServer (ctx: HttpContext, modules: RouteModule[], options: HttpServerOptions = {}): Promise<HttpServer> {
   const threaded = options.threads !== undefined && ctx.config.httpThreads > 1 && options.forward === undefined
+  // The front-end threads share the ports the main thread checked; nobody else may hold them.
+  if (options.forward === undefined) await checkListenAddresses(ctx.config)
   const config = threaded ? await sharedPorts(ctx.config) : ctx.config
   const token = threaded ? threadToken() : null
   const listeners = await Listeners.open(config, ctx.log, options.forward === undefined ? ctx.metrics : null, token)
@@ -118,12 +143,13 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
     if (inflight === 0 && drained !== null) drained()
   }
 
-  const getRoutes = new Map<string, { route: string, shape: ErrorShape, handler: Handler }>()
+  const getRoutes = new Map<string, { route: string, shape: ErrorShape, handler: Handler, options: RouteOptions | undefined }>()
   const portables = new Map<string, { readonly route: HandOverRoute, readonly shape: ErrorShape, readonly handler: PortableHandler, readonly observe: (status: number, start: number) => void }>()
   const headPatterns = new Set<string>()
   const router: Router = {
-    on (method, pattern, route, shape, handler) {
-      if (method === 'get') getRoutes.set(pattern, { route, shape, handler })
+    on (method, pattern, route, shape, handler, options) {
+      if (method === 'get') getRoutes.set(pattern, { route, shape, handler, options })
+      const checksTarget = options?.checksTarget === true
       if (method === 'head') headPatterns.add(pattern)
       const observe = ctx.metrics.route(route)
       listeners.route(method, pattern, (res: HttpResponse, req: HttpRequest, gate) => {
@@ -135,6 +161,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
         let result: void | Promise<void> = undefined
         try {
           gate?.(res)
+          if (!checksTarget && isRawTarget(req)) throw rawTargetError()
           result = handler(ex, req)
         } catch (e) {
           sendError(ex, e, shape, report)
@@ -197,7 +224,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
     const forward = options.forward
     for (const m of modules) m(router, ctx)
     for (const [pattern, get] of getRoutes) {
-      if (!headPatterns.has(pattern)) router.on('head', pattern, get.route, get.shape, get.handler)
+      if (!headPatterns.has(pattern)) router.on('head', pattern, get.route, get.shape, get.handler, get.options)
     }
     const passOn = (method: Method, pattern: string, handler: Handler): void => {
       listeners.route(method, pattern, (res, req, gate) => {
@@ -219,8 +246,15 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
         else pending.then(done, (e: unknown) => { sendError(ex, e, 'signal', report); done() })
       })
     }
-    // The other methods on a handed-over pattern (405) go the forwarded way with the rest.
-    for (const route of options.handOver?.routes ?? []) passOn('post', route.pattern, options.handOver!.client.handler(route))
+    // The other methods on a handed-over pattern (405) go the forwarded way with the rest. A
+    // target that is not ASCII is refused here: the hand-over carries no target to check.
+    for (const route of options.handOver?.routes ?? []) {
+      const handOver = options.handOver!.client.handler(route)
+      passOn('post', route.pattern, (ex, req) => {
+        if (isRawTarget(req)) throw rawTargetError()
+        return handOver(ex, req)
+      })
+    }
     for (const method of ['any', 'head'] as const) passOn(method, '/*', forward)
     const { port, tlsPort } = await listeners.listen()
     return {
@@ -235,9 +269,12 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
   }
 
   router.on('get', '/healthz', 'healthz', 'signal', (ex) => { sendJson(ex, 200, { status: 'ok' }) })
-  router.on('get', '/readyz', 'readyz', 'signal', async (ex) => {
+  router.on('get', '/readyz', 'readyz', 'signal', async (ex, req) => {
+    const part = readinessPart(req.getQuery('for'))
     const r = await ctx.readiness()
-    sendJson(ex, r.ready ? 200 : 503, { status: r.ready ? 'ready' : 'not ready', checks: r.checks })
+    const can = { signals: partReady(r, 'signals'), feeds: partReady(r, 'feeds') }
+    const ready = part === null ? r.ready : can[part]
+    sendJson(ex, ready ? 200 : 503, { status: ready ? 'ready' : 'not ready', can, checks: r.checks })
   })
   const authCacheName = 'threatfeed_auth_cache_bytes'
   const authCache = ctx.metrics.registry.getSingleMetric(authCacheName) as ReturnType<typeof ctx.metrics.gauge> | undefined ??
@@ -248,10 +285,13 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
     sendBody(ex, 200, m.body, m.contentType)
   })
   for (const p of ['healthz', 'readyz', 'metrics']) router.onlyAllow(`/${p}`, p, 'signal', 'GET, HEAD')
+  // Where an operator who opens the server's address lands: what there is to read (issue 36).
+  router.on('get', '/', 'root', 'signal', (ex) => { sendJson(ex, 200, ROOT_ANSWER) })
+  router.onlyAllow('/', 'root', 'signal', 'GET, HEAD')
   // The operator console (/console) is part of every server, beside the modules main composes.
   for (const m of [...modules, consoleRoutes()]) m(router, ctx)
   for (const [pattern, get] of getRoutes) {
-    if (!headPatterns.has(pattern)) router.on('head', pattern, get.route, get.shape, get.handler)
+    if (!headPatterns.has(pattern)) router.on('head', pattern, get.route, get.shape, get.handler, get.options)
   }
   // An unknown path, any method: 404 (to HEAD without the body, keeping the connection usable).
   router.on('any', '/*', 'unknown', 'signal', (ex) => { sendError(ex, new ThreatfeedError('TF_ERR_NOT_FOUND'), 'signal', report) })
@@ -307,6 +347,28 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
     }
     listeners.close()
   }
+}
+
+/**
+ * The checks each part of the node needs (docs/operations.md, "Readiness"): signals need the
+ * store, a stream that takes appends and a consumer that applies them; feeds need the store, the
+ * geo databases, the catalog and the feeds built. A check a node does not run counts as passed.
+ */
+const PART_CHECKS = {
+  signals: ['store', 'signals', 'consumer'],
+  feeds: ['store', 'geo', 'lists', 'feeds'],
+} as const
+
+type ReadinessPart = keyof typeof PART_CHECKS
+
+function readinessPart (value: string | undefined): ReadinessPart | null {
+  if (value === undefined || value === '') return null
+  if (value === 'signals' || value === 'feeds') return value
+  throw new ThreatfeedError('TF_ERR_VALIDATION', [], { details: [{ field: 'for', message: 'must be signals or feeds', value }] })
+}
+
+function partReady (r: Readiness, part: ReadinessPart): boolean {
+  return PART_CHECKS[part].every((name) => r.checks[name] === undefined || r.checks[name] === true)
 }
 
 export { RateLimiter }

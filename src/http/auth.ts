@@ -36,8 +36,11 @@ export interface Principal {
 
 export type AccessDecision =
   | { readonly ok: true, readonly principal: Principal }
-  /** `unknownKey`: well-formed credentials naming no live key this node holds (see authenticateFresh). */
-  | { readonly ok: false, readonly error: ThreatfeedError, readonly unknownKey?: boolean }
+  /**
+   * `unknownKey`: well-formed credentials naming no live key this node holds (see authenticateFresh).
+   * `principal`: a live key refused for its scope or subscription (the admin API audits who).
+   */
+  | { readonly ok: false, readonly error: ThreatfeedError, readonly unknownKey?: boolean, readonly principal?: Principal }
 
 const BEARER = 'bearer'
 const BASIC = 'basic'
@@ -126,7 +129,7 @@ export function decideAccess (principal: Principal | null, scope: Scope, api: Ap
     return { ok: false, error: unauthorized() }
   }
   if (!holdsScope(principal.key.scopes, scope)) {
-    return { ok: false, error: new ThreatfeedError(api === 'v2' ? 'TF_ERR_UNAUTHORIZED_SCOPE' : 'TF_ERR_FORBIDDEN', [scope]) }
+    return { ok: false, error: new ThreatfeedError(api === 'v2' ? 'TF_ERR_UNAUTHORIZED_SCOPE' : 'TF_ERR_FORBIDDEN', [scope]), principal }
   }
   // Administration goes on with the subscription inactive, so that it can be reactivated (issue 22).
   if (principal.workspace.subscription !== 'active' && !ADMIN_SCOPES.has(scope)) {

@@ -51,5 +51,9 @@ export function consoleRoutes (files: ConsoleAssets = loadConsoleAssets()): Rout
       else send(ex, req, asset)
     })
     router.onlyAllow('/console/assets/:name', 'console', 'signal', 'GET, HEAD')
+    // Any other path under /console (index.html, a typo): the 404 carries the console's headers
+    // too (nosniff among them), not the plain 404 of an unknown path.
+    router.on('any', '/console/*', 'console', 'signal', notFound)
+    router.on('head', '/console/*', 'console', 'signal', notFound)
   }
 }

@@ -6,8 +6,10 @@
  * the first untrusted hop was written by a trusted proxy. A client that is not a trusted proxy
  * cannot spoof an address at all: its header is not read.
  *
- * An address is returned as a map key that costs no allocation for IPv4: the u32 itself. IPv6
- * keys are their RFC 5952 text. `addressText` turns a key into text, once per new consumer.
+ * An address is returned as a map key that costs no allocation for IPv4: its 32 bits as a signed
+ * int32, which V8 keeps as a small integer (an unsigned value of 2^31 and above would be a heap
+ * number, boxed on every poll). IPv6 keys are their RFC 5952 text. `addressText` turns a key into
+ * text, once per new consumer.
  */
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js'
 import { FIRST, INTERVAL_WORDS, LAST, scanAddress, scanCidr } from '../net/cidr.js'
@@ -75,17 +77,18 @@ export class ClientAddresses {
   /** The connection's peer: uWS gives 4 bytes, or 16 (IPv4-mapped when it listens on IPv6). */
   #peer (res: HttpResponse): AddressKey {
     const b = new Uint8Array(res.getRemoteAddress())
-    if (b.length === 4) return ((b[0]! << 24) | (b[1]! << 16) | (b[2]! << 8) | b[3]!) >>> 0
+    if (b.length === 4) return (b[0]! << 24) | (b[1]! << 16) | (b[2]! << 8) | b[3]!
     if (b.length !== 16) return ''
     const w = this.#scratch
     for (let k = 0; k < 4; k++) w[k] = ((b[4 * k]! << 24) | (b[4 * k + 1]! << 16) | (b[4 * k + 2]! << 8) | b[4 * k + 3]!) >>> 0
-    return isIpv4Mapped(w) ? w[3]! : formatIpv6(w)
+    return isIpv4Mapped(w) ? w[3]! | 0 : formatIpv6(w)
   }
 
   #trusted (key: AddressKey): boolean {
     if (typeof key === 'number') {
       const v4 = this.#v4
-      for (let i = 0; i < v4.length; i += 2) if (key >= v4[i]! && key <= v4[i + 1]!) return true
+      const a = key >>> 0
+      for (let i = 0; i < v4.length; i += 2) if (a >= v4[i]! && a <= v4[i + 1]!) return true
       return false
     }
     if (key === '') return false
@@ -118,7 +121,7 @@ export class ClientAddresses {
       const w = this.#scratch
       const family = scanAddress(header, a, z, w, 0)
       if (family === 0) return hop
-      hop = family === 4 ? w[0]! : formatIpv6(w)
+      hop = family === 4 ? w[0]! | 0 : formatIpv6(w)
       if (!(family === 4 ? this.#trusted(hop) : this.#trustedV6(w))) return hop
       end = start - 1
     }
@@ -128,5 +131,5 @@ export class ClientAddresses {
 
 /** The text of an address key. */
 export function addressText (key: AddressKey): string {
-  return typeof key === 'number' ? formatIpv4(key) : key
+  return typeof key === 'number' ? formatIpv4(key >>> 0) : key
 }

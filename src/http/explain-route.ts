@@ -69,6 +69,11 @@ export function explainRoutes (deps: ExplainRouteDeps): RouteModule {
 async function answer (ex: Exchange, ctx: HttpContext, deps: ExplainRouteDeps, authorization: string, rawQuery: string): Promise<void> {
   const decision = await ctx.auth.authenticateFresh(authorization, 'rules:read', 'feeds')
   if (!decision.ok) throw decision.error
+  // A key explains its own workspace: one named here is refused rather than silently not used
+  // (issue 35), which would answer for another workspace than the caller meant.
+  if (new URLSearchParams(rawQuery).has('workspace')) {
+    throw new ThreatfeedError('TF_ERR_INVALID_ARGUMENT', ['workspace is not a parameter of /v1/threat/explain: a key explains its own workspace (an admin key names one at /v1/admin/explain)'], { details: { parameter: 'workspace' } })
+  }
   const explanation = await explainIn(ctx.store, deps, decision.principal.workspace, parseExplainQuery(rawQuery))
   sendJson(ex, 200, explanation, NO_STORE)
 }

@@ -9,6 +9,10 @@
  *   parameter always wins. nftables with family `both` is a 400 once defaults are applied, since a
  *   set holds one family.
  *
+ * - Feed deltas (docs/deltas.md): `since` (an ETag), the answer formats `ipset` and `json`, which
+ *   are the plain variant's networks in another syntax, and the names an nftables or ipset answer
+ *   writes (`table`, `set`). ipset, like nftables, is one family.
+ *
  * Pollers send the same query string every time, so parsed queries are memoised (bounded), and
  * each keeps its resolution without list defaults: the workspace feed then costs one Map lookup.
  */
@@ -19,12 +23,16 @@ import { MAX_SHARDS } from '../feed/render/shard-networks.js'
 import { FAMILIES, FEED_ACTIONS, FORMATS, type FeedAction, type FeedFormat, type Family, type ListDefaults } from '../store/types.js'
 
 const FORMAT_ALIASES: Readonly<Record<string, FeedFormat>> = { txt: 'plain', alias_c: 'plain', alias_d: 'plain' }
-const FORMAT_VALUES: readonly string[] = [...FORMATS, ...Object.keys(FORMAT_ALIASES)]
+/** Formats that answer the plain variant's networks in another syntax (feed/render/delta-text.ts). */
+export const ANSWER_FORMATS = ['ipset', 'json'] as const
+export type AnswerFormat = (typeof ANSWER_FORMATS)[number]
+const FORMAT_VALUES: readonly string[] = [...FORMATS, ...ANSWER_FORMATS, ...Object.keys(FORMAT_ALIASES)]
 const CHECKSUM_VALUES: readonly string[] = ['md5']
 const NFTABLES_FAMILIES: readonly string[] = ['v4', 'v6']
 
-const PARAMETERS = ['format', 'family', 'action', 'checksum', 'client', 'shard', 'of'] as const
+const PARAMETERS = ['format', 'family', 'action', 'checksum', 'client', 'shard', 'of', 'since', 'table', 'set'] as const
 type Parameter = (typeof PARAMETERS)[number]
+type RuleParameter = 'client' | 'since' | 'table' | 'set'
 
 /**
  * `client`: a name for a consumer (issue 20), for appliances that share an address and a
@@ -34,9 +42,28 @@ type Parameter = (typeof PARAMETERS)[number]
 const CLIENT_NAME = /^[A-Za-z0-9._:@-]{1,64}$/
 const CLIENT_RULE = '1 to 64 letters, digits, ".", "_", "-", ":" or "@"'
 
+/**
+ * `since`: an entity tag (RFC 9110 §8.8.3), quoted or not — one this server sent, else the answer
+ * is the full feed; anything that is not an entity tag at all is a 400.
+ */
+const ENTITY_TAG = /^(W\/)?("[\x21\x23-\x7e\x80-\xff]{1,256}"|[\x21\x23-\x7e\x80-\xff]{1,256})$/
+/**
+ * `table` (nftables) and `set` (nftables, ipset): what both tools accept as a name, short enough
+ * for ipset's 31 characters with the `-new` of a full ipset body's swap.
+ */
+const SET_NAME = /^[A-Za-z][A-Za-z0-9_.-]{0,26}$/
+const SET_NAME_RULE = 'a letter, then up to 26 letters, digits, "_", "." or "-"'
+
+const RULES: Readonly<Record<RuleParameter, { readonly pattern: RegExp, readonly expected: string }>> = {
+  client: { pattern: CLIENT_NAME, expected: CLIENT_RULE },
+  since: { pattern: ENTITY_TAG, expected: 'an ETag of this feed, with or without its quotes' },
+  table: { pattern: SET_NAME, expected: SET_NAME_RULE },
+  set: { pattern: SET_NAME, expected: SET_NAME_RULE },
+}
+
 const SHARD_VALUES = shardValues(MAX_SHARDS)
 
-const SUPPORTED: Readonly<Record<Exclude<Parameter, 'client'>, readonly string[]>> = {
+const SUPPORTED: Readonly<Record<Exclude<Parameter, RuleParameter>, readonly string[]>> = {
   format: FORMAT_VALUES,
   family: FAMILIES,
   action: FEED_ACTIONS,
@@ -62,6 +89,15 @@ export interface FeedQuery {
   /** `shard` (1-based) and `of`, as sent; null where absent. */
   readonly shard: number | null
   readonly of: number | null
+  /** `since`, without its quotes; null when absent (W/ tags are kept whole: they never match). */
+  readonly since: string | null
+  /** `format=ipset` or `format=json` (then `format` is plain); null otherwise. */
+  readonly answer: AnswerFormat | null
+  /** `table` and `set` as given; null where absent. */
+  readonly table: string | null
+  readonly set: string | null
+  /** The feed-delta module answers (since or an answer format): the feed route's one branch. */
+  readonly delta: boolean
   /** Resolution with no list defaults, computed on first use. */
   base: ResolvedVariant | null
   /** Why that resolution failed, kept and rethrown (a poll then skips an instanceof). */
@@ -82,7 +118,7 @@ let emptyQuery: FeedQuery | null = null
 
 /** What details say is accepted: the values, or for `client` the rule. */
 function accepted (parameter: Parameter): { supported: readonly string[] } | { expected: string } {
-  return parameter === 'client' ? { expected: CLIENT_RULE } : { supported: SUPPORTED[parameter] }
+  return parameter in RULES ? { expected: RULES[parameter as RuleParameter].expected } : { supported: SUPPORTED[parameter as Exclude<Parameter, RuleParameter>] }
 }
 
 function badValue (parameter: Parameter, value: string): ThreatfeedError {
@@ -99,7 +135,7 @@ function repeated (parameter: Parameter): ThreatfeedError {
 }
 
 function isValid (parameter: Parameter, value: string): boolean {
-  return parameter === 'client' ? CLIENT_NAME.test(value) : SUPPORTED[parameter].includes(value)
+  return parameter in RULES ? RULES[parameter as RuleParameter].pattern.test(value) : SUPPORTED[parameter as Exclude<Parameter, RuleParameter>].includes(value)
 }
 
 /** application/x-www-form-urlencoded decoding of one name or value; null when malformed. */
@@ -130,6 +166,10 @@ function parse (raw: string): FeedQuery {
   let client = ''
   let shard: number | null = null
   let of: number | null = null
+  let since: string | null = null
+  let answer: AnswerFormat | null = null
+  let table: string | null = null
+  let set: string | null = null
   const seen = new Set<Parameter>()
   let i = 0
   while (i <= raw.length) {
@@ -145,7 +185,12 @@ function parse (raw: string): FeedQuery {
         const value = eq < end ? decodeComponent(raw, eq + 1, end) : ''
         if (value === null || !isValid(parameter, value)) throw badValue(parameter, value ?? raw.slice(eq + 1, end))
         if (parameter === 'client') client = value
-        else if (parameter === 'format') format = FORMAT_ALIASES[value] ?? value as FeedFormat
+        else if (parameter === 'format') {
+          if ((ANSWER_FORMATS as readonly string[]).includes(value)) answer = value as AnswerFormat
+          format = answer !== null ? 'plain' : FORMAT_ALIASES[value] ?? value as FeedFormat
+        } else if (parameter === 'since') since = value.startsWith('"') ? value.slice(1, -1) : value
+        else if (parameter === 'table') table = value
+        else if (parameter === 'set') set = value
         else if (parameter === 'family') family = value as Family
         else if (parameter === 'action') action = value as FeedAction
         else if (parameter === 'shard') shard = Number(value)
@@ -156,7 +201,7 @@ function parse (raw: string): FeedQuery {
     i = end + 1
     if (raw.charCodeAt(end) !== AMP) break
   }
-  return { format, family, action, checksum, client, shard, of, base: null, baseError: null }
+  return { format, family, action, checksum, client, shard, of, since, answer, table, set, delta: since !== null || answer !== null, base: null, baseError: null }
 }
 
 /**
@@ -190,6 +235,16 @@ function resolve (query: FeedQuery, defaults: ListDefaults | null): ResolvedVari
   }
   if (params.format === 'nftables' && params.family === 'both') {
     throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', ['family "both" with format nftables: an nftables set holds one family'], {
+      details: { parameter: 'family', value: 'both', supported: NFTABLES_FAMILIES },
+    })
+  }
+  if (query.answer !== null && query.checksum) {
+    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', [`checksum with format ${query.answer}: a checksum is of a plain, dialect or nftables body`], {
+      details: { parameter: 'checksum', value: 'md5', supported: [] },
+    })
+  }
+  if (query.answer === 'ipset' && params.family === 'both') {
+    throw new ThreatfeedError('TF_ERR_FEED_BAD_PARAM', ['family "both" with format ipset: an ipset set holds one family'], {
       details: { parameter: 'family', value: 'both', supported: NFTABLES_FAMILIES },
     })
   }

@@ -18,19 +18,20 @@
  */
 import type { HttpRequest } from 'uWebSockets.js'
 import { ThreatfeedError, toThreatfeedError } from '../errors.js'
-import { WORKSPACE_FEED, type FeedId, type FeedSnapshot } from '../feed/snapshot-types.js'
+import { WORKSPACE_FEED, type FeedId, type FeedSnapshot, type Variant } from '../feed/snapshot-types.js'
 import type { ListDefaults } from '../store/types.js'
 import type { HttpContext, RouteModule, Router } from './app.js'
 import type { Exchange } from './respond.js'
 import { prefersGzip } from './accept-encoding.js'
 import { isNotModified } from './conditional.js'
-import { parseFeedQuery, resolveVariant, type ResolvedVariant } from './feed-params.js'
+import { parseFeedQuery, resolveVariant, type FeedQuery, type ResolvedVariant } from './feed-params.js'
 import { turnWallClock } from './turn-clock.js'
 import { uwsBytes } from './uws-bytes.js'
 import { prepareVariant, closesAfter, writeBody, writeHead, writeHeadError, writeNotModified } from './feed-write.js'
 import { decodeListRef, ListDirectory } from './list-resolve.js'
 import type { AddressKey, ClientAddresses } from './consumer-address.js'
 import type { ConsumerTracker, PollFacts } from './consumers.js'
+import { answerDelta, type DeltaDeps, type DeltaSource } from './feed-delta.js'
 
 /**
  * How close to a snapshot's lapse a poll reads its own clock instead of its turn's: far longer
@@ -60,6 +61,11 @@ export interface FeedRouteDeps {
   readonly lists?: ListDirectory
   /** Counts every authenticated request for its consumer (issue 20); absent: tracking is off. */
   readonly consumers?: { readonly tracker: Pick<ConsumerTracker, 'count'>, readonly addresses: ClientAddresses }
+  /**
+   * Feed deltas (`?since=`, docs/deltas.md): the history on the main thread; on a front-end
+   * thread, which keeps none, the request is forwarded to the main thread instead.
+   */
+  readonly deltas?: { readonly history: DeltaSource, readonly rendered?: () => void } | { readonly forward: (ex: Exchange, req: HttpRequest) => Promise<void> }
 }
 
 export const FEEDS_PATH = '/v1/threat/feeds'
@@ -87,6 +93,8 @@ interface FeedRequest extends PollFacts {
   feedId: FeedId
   /** Set once the list's defaults are known. */
   variant: ResolvedVariant | null
+  /** Set with the variant: the parsed query (its `delta` sends the answer to feed-delta.ts). */
+  query: FeedQuery | null
   gzip: boolean
   ifNoneMatch: string
   ifModifiedSince: string
@@ -103,6 +111,7 @@ function emptyRequest (): FeedRequest {
     rawQuery: '',
     feedId: WORKSPACE_FEED,
     variant: null,
+    query: null,
     gzip: false,
     ifNoneMatch: '',
     ifModifiedSince: '',
@@ -163,7 +172,8 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
   const counters = feedCounters(ctx)
   const consumers = deps.consumers ?? null
   const polled = (ex: Exchange, r: FeedRequest, status: number, etag: string | null, since: number): void => {
-    if (consumers !== null && !ex.aborted) consumers.tracker.count(r, status, etag, since)
+    // A list that did not resolve ('' until serve) is nobody's: a name that names nothing creates nothing.
+    if (consumers !== null && !ex.aborted && r.listRef !== '') consumers.tracker.count(r, status, etag, since)
   }
 
   const answer = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, retried = false, checked = false): void | Promise<void> => {
@@ -174,6 +184,7 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
       if (shard == null || retried || feeds.awaitShards === undefined) throw missingVariant(r)
       return feeds.awaitShards(r.workspaceId, r.feedId, shard.of).then((s) => ex.aborted ? undefined : answer(ex, r, s, true, checked))
     }
+    if (r.query!.delta) return delta(ex, r, snapshot, variant, retried, checked)
     const prepared = prepareVariant(variant)
     const rep = r.gzip ? prepared.gzip : prepared.identity
     if (rep.notModified !== null && isNotModified(r.ifNoneMatch, r.ifModifiedSince, rep.etag, variant.lastModifiedHttp, variant.lastModified)) {
@@ -194,6 +205,22 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     return writeBody(ex, rep, r.close)
   }
 
+  const history = deps.deltas !== undefined && 'history' in deps.deltas ? deps.deltas.history : null
+  const rendered = deps.deltas !== undefined && 'history' in deps.deltas ? deps.deltas.rendered ?? noop : noop
+  const forwardDelta = deps.deltas !== undefined && 'forward' in deps.deltas ? deps.deltas.forward : null
+  const delta = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, variant: Variant, retried: boolean, checked: boolean): void | Promise<void> => {
+    const deltaDeps: DeltaDeps = {
+      history,
+      rendered,
+      polled: (status, etag, since) => { polled(ex, r, status, etag, since) },
+      sent: counters.bytes,
+    }
+    const fresher = checked || feeds.fresher === undefined
+      ? null
+      : () => feeds.fresher!(r.workspaceId, r.feedId, snapshot).then((s) => ex.aborted ? undefined : answer(ex, r, s, retried, true))
+    return answerDelta(ex, r, r.query!, snapshot, variant, deltaDeps, fresher)
+  }
+
   const wait = async (ex: Exchange, r: FeedRequest): Promise<void> => {
     counters.waits.inc()
     const snapshot = await feeds.awaitSnapshot(r.workspaceId, r.feedId, Date.now())
@@ -204,6 +231,7 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
   const serve = (ex: Exchange, r: FeedRequest, feedId: FeedId, defaults: ListDefaults | null): void | Promise<void> => {
     r.feedId = r.listRef = feedId
     const query = parseFeedQuery(r.rawQuery)
+    r.query = query
     r.client = query.client
     r.variant = resolveVariant(query, defaults)
     // One wall-clock read per turn of the event loop, not per poll (turn-clock.ts) — except near
@@ -237,6 +265,7 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     r.rawQuery = req.getQuery() ?? ''
     r.feedId = WORKSPACE_FEED
     r.variant = null
+    r.query = null
     r.gzip = prefersGzip(req.getHeader(ACCEPT_ENCODING))
     r.ifNoneMatch = ifNoneMatch
     r.ifModifiedSince = ifNoneMatch === '' ? req.getHeader(IF_MODIFIED_SINCE) : ''
@@ -245,9 +274,12 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     r.address = consumers === null ? '' : consumers.addresses.of(ex.res, req)
     r.userAgent = consumers === null ? '' : req.getHeader(USER_AGENT)
     r.client = ''
-    r.listRef = isList ? req.getParameter(0) ?? '' : WORKSPACE_FEED
+    // Set once the list resolves (serve); until then the request counts for no consumer.
+    r.listRef = isList ? '' : WORKSPACE_FEED
     r.at = 0
-    const listParam = isList ? r.listRef : null
+    // A front-end thread keeps no delta history: the main thread answers those.
+    if (forwardDelta !== null && r.rawQuery !== '' && wantsDelta(r.rawQuery)) return forwardDelta(ex, req)
+    const listParam = isList ? req.getParameter(0) ?? '' : null
     const pending = !decision.ok ? afterRecheck(ex, r, authorization, listParam) : consumers === null ? route(ex, r, listParam) : tracked(ex, r, listParam)
     // The continuations of a pending answer hold `r`: it is theirs now.
     if (pending !== undefined) scratch = emptyRequest()
@@ -289,6 +321,17 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     }
     // Only right after start-up, before the first list load finished.
     return lists.resolveLoaded(r.workspaceId, ref).then((list) => ex.aborted ? undefined : serve(ex, r, list.id, list.defaults))
+  }
+}
+
+function noop (): void {}
+
+/** The query asks for a delta or an answer format; a bad query is left to the usual path (authentication first). */
+function wantsDelta (rawQuery: string): boolean {
+  try {
+    return parseFeedQuery(rawQuery).delta
+  } catch {
+    return false
   }
 }
 

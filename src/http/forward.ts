@@ -16,6 +16,7 @@ import { Agent, request, type IncomingHttpHeaders } from 'node:http'
 import type { HttpRequest } from 'uWebSockets.js'
 import { ThreatfeedError } from '../errors.js'
 import { readBody } from './body.js'
+import { asLatin1Bytes } from './request-target.js'
 import { statusLine, writeCorked, type Exchange } from './respond.js'
 
 /** The header a front-end thread's forwarded request carries; its value is a secret of the process. */
@@ -39,11 +40,14 @@ export function forwarder (target: ForwardTarget): { handle: (ex: Exchange, req:
     // Everything is copied out of `req` before the first await (it is invalid after).
     const method = req.getCaseSensitiveMethod()
     const query = req.getQuery()
-    const path = req.getUrl() + (query === undefined || query === '' ? '' : `?${query}`)
+    // As bytes (request-target.ts): node:http throws on a character above U+00FF — a raw byte
+    // uWS decoded — and the main thread is to see the request as this thread did.
+    const path = asLatin1Bytes(req.getUrl() + (query === undefined || query === '' ? '' : `?${query}`))
     const headers: Record<string, string> = {}
     req.forEach((name, value) => {
       if (NOT_FORWARDED.has(name)) return
-      headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`
+      const v = asLatin1Bytes(value)
+      headers[name] = headers[name] === undefined ? v : `${headers[name]}, ${v}`
     })
     const lower = method.toLowerCase()
     const body = lower === 'get' || lower === 'head' ? null : await readBody(ex, target.maxBodyBytes)

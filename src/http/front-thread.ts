@@ -1,7 +1,8 @@
 /**
  * One front-end thread (front-threads.ts): the feed routes over the catalog and snapshot
  * replicas, answered here from shared memory; every other request forwarded to the main thread.
- * Feed polls are relayed to the main thread's consumer tracker, counts to its /metrics.
+ * Feed polls are counted by the thread's own consumer tracker, which hands each flush to the
+ * main thread's (nothing crosses threads per poll); counts go to its /metrics.
  */
 import type { MessagePort } from 'node:worker_threads'
 import { createLogger } from '../log.js'
@@ -13,44 +14,14 @@ import type { Store } from '../store/types.js'
 import { startHttpServer, type HttpContext } from './app.js'
 import { Authenticator } from './auth.js'
 import { ClientAddresses } from './consumer-address.js'
-import type { PollFacts } from './consumers.js'
+import { ConsumerTracker } from './consumers.js'
 import { feedRoutes } from './feed-routes.js'
 import { forwarder } from './forward.js'
 import { HandOverClient } from './handover.js'
-import type { FromThread, RelayedPoll, ThreadData, ToThread } from './front-threads.js'
+import type { FromThread, ThreadData, ToThread } from './front-threads.js'
 import { ListDirectory } from './list-resolve.js'
 import { Metrics } from './metrics.js'
 import { RateLimiter } from './rate-limit.js'
-
-/** How often relayed polls go to the main thread's tracker (which flushes to the store every few seconds). */
-const RELAY_MS = 250
-
-/** Feed polls counted on this thread, posted to the main thread's ConsumerTracker in batches. */
-class PollRelay {
-  #polls: RelayedPoll[] = []
-  readonly #timer: NodeJS.Timeout
-
-  constructor (readonly port: MessagePort) {
-    this.#timer = setInterval(() => { this.flush() }, RELAY_MS)
-    this.#timer.unref()
-  }
-
-  count (p: PollFacts, status: number, etag: string | null, since: number): void {
-    // A copy: the request object is the route's, and posting clones it later.
-    this.#polls.push([{ workspaceId: p.workspaceId, keyId: p.keyId, address: p.address, userAgent: p.userAgent, client: p.client, listRef: p.listRef, variant: p.variant, at: p.at }, status, etag, since])
-  }
-
-  flush (): void {
-    if (this.#polls.length === 0) return
-    this.port.postMessage({ type: 'polls', polls: this.#polls } satisfies FromThread)
-    this.#polls = []
-  }
-
-  stop (): void {
-    clearInterval(this.#timer)
-    this.flush()
-  }
-}
 
 /** The thread has no store: whatever would read it is forwarded to the main thread instead. */
 const NO_STORE = new Proxy({}, {
@@ -69,7 +40,16 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
   const lists = new ListDirectory(catalog, { pollMs: config.pollMs })
   await lists.start()
   const feeds = new SnapshotReplica(data, (m) => { port.postMessage(m) })
-  const relay = data.tracking ? new PollRelay(port) : null
+  const tracker = data.tracking
+    ? new ConsumerTracker({
+      store: NO_STORE,
+      log,
+      staleMs: config.consumerStaleMs,
+      perKey: config.consumersPerKey,
+      handOver: (flush) => { port.postMessage({ type: 'consumers', flush } satisfies FromThread) },
+    })
+    : null
+  tracker?.start()
   const forward = forwarder({ port: data.internalPort, token: data.token, maxBodyBytes: config.maxBodyBytes })
   const handOver = new HandOverClient(data.handOver, config.maxBodyBytes)
   const metrics = new Metrics({ processMetrics: false })
@@ -82,8 +62,8 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, config.rateLimitBurst),
     readiness: () => Promise.reject(new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('readiness is answered by the main thread') })),
   }
-  const consumers = relay === null ? undefined : { tracker: relay, addresses: new ClientAddresses(config.trustedProxies) }
-  const http = await startHttpServer(ctx, [feedRoutes({ feeds, lists, consumers })], { forward: forward.handle, handOver: { routes: data.handOverRoutes, client: handOver } })
+  const consumers = tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) }
+  const http = await startHttpServer(ctx, [feedRoutes({ feeds, lists, consumers, deltas: { forward: forward.handle } })], { forward: forward.handle, handOver: { routes: data.handOverRoutes, client: handOver } })
 
   port.on('message', (m: ToThread) => {
     switch (m.type) {
@@ -95,8 +75,8 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
         void http.reloadTls(m.reason).then((changed) => { port.postMessage({ type: 'reloaded', id: m.id, changed } satisfies FromThread) })
         return
       case 'close':
-        void http.close(m.graceMs).then(() => {
-          relay?.stop()
+        void http.close(m.graceMs).then(async () => {
+          await tracker?.stop()
           feeds.close()
           catalog.close()
           auth.stop()

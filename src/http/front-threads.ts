@@ -7,7 +7,7 @@
  *   ─────────────                                     ────────────────────────────────────────────
  *   StoreCatalog ──── catalog port (catalog-port) ──► CatalogReplica → Authenticator, ListDirectory
  *   FeedService ──── SnapshotExporter (snapshot-port) ► SnapshotReplica → feed routes (304 / 200)
- *   ConsumerTracker ◄──────────── polls, batched ───── PollRelay
+ *   ConsumerTracker ◄──── each flush (5 s) ─────────── ConsumerTracker (its own polls)
  *   /metrics ◄───────────── each thread's counts ────── Metrics.export
  *   signal routes ◄──── hand-over port (handover.ts) ──── POST /v1/signal, /v2/signal: body transferred
  *   internal listener (127.0.0.1) ◄── every other request, forwarded (forward.ts): explain, /healthz, …
@@ -24,7 +24,7 @@ import { ThreatfeedError } from '../errors.js'
 import { shareCatalog } from '../feed/catalog-port.js'
 import type { StoreCatalog } from '../feed/catalog.js'
 import { SnapshotExporter, type ReplicaReply, type ReplicaRequest, type SnapshotSource } from '../feed/snapshot-port.js'
-import type { ConsumerTracker, PollFacts } from './consumers.js'
+import type { ConsumerFlush, ConsumerTracker } from './consumers.js'
 import { serveHandOvers, type HandOverRequest, type HandOverRoute } from './handover.js'
 import type { JsonAnswer } from './respond.js'
 import type { Metrics, ThreadMetrics } from './metrics.js'
@@ -36,11 +36,8 @@ export interface ThreadSources {
   readonly feeds: SnapshotSource
   readonly catalog: Pick<StoreCatalog, 'view' | 'onChange' | 'refresh'>
   /** Feed polls answered on a thread are counted here; null: tracking is off. */
-  readonly tracker: Pick<ConsumerTracker, 'count'> | null
+  readonly tracker: Pick<ConsumerTracker, 'count' | 'absorb'> | null
 }
-
-/** A poll as a thread relays it: the facts and count()'s arguments. */
-export type RelayedPoll = readonly [PollFacts, number, string | null, number]
 
 /** Posted by a thread to the main thread. */
 export type FromThread =
@@ -48,7 +45,8 @@ export type FromThread =
   /** Listening; `tid`: the thread's OS id (pool/thread-priority.ts `threadId`), null where unknown. */
   | { readonly type: 'ready', readonly tid: number | null }
   | { readonly type: 'failed', readonly message: string }
-  | { readonly type: 'polls', readonly polls: readonly RelayedPoll[] }
+  /** A flush of the thread's consumer tracker, for the main thread's to write. */
+  | { readonly type: 'consumers', readonly flush: ConsumerFlush }
   | { readonly type: 'metrics', readonly id: number, readonly metrics: ThreadMetrics }
   | { readonly type: 'reloaded', readonly id: number, readonly changed: boolean }
   | { readonly type: 'closed' }
@@ -82,6 +80,9 @@ export interface ThreadData {
 
 const entry = threadEntry(import.meta.url, './front-thread-entry')
 
+/** The thread's message is often a TF_ERR_CONFIG one already: not said twice. */
+const CONFIG_PREFIX = /^invalid configuration: /
+
 /** How long a thread may take to start (load the code, get the catalog, listen). */
 const START_MS = 30_000
 
@@ -113,6 +114,8 @@ interface ThreadHandle {
   readonly worker: Worker
   readonly closed: Promise<void>
   exited: boolean
+  /** It said it listens ('ready'). */
+  ready: boolean
   /** The thread's OS id, once it said it listens (null: not yet, or unknown). */
   tid: number | null
 }
@@ -201,7 +204,13 @@ export class FrontEndThreads {
   /** Each thread stops listening, lets its requests finish (up to graceMs) and exits. */
   async close (graceMs: number): Promise<void> {
     this.#closing = true
-    for (const t of this.#threads) if (!t.exited) t.worker.postMessage({ type: 'close', graceMs } satisfies ToThread)
+    for (const t of this.#threads) {
+      if (t.exited) continue
+      // A thread that failed or is still starting has no handler for 'close' and would be waited
+      // for in vain (a start that failed hung for good, issue 36): it has no listener to drain.
+      if (!t.ready) void t.worker.terminate()
+      else t.worker.postMessage({ type: 'close', graceMs } satisfies ToThread)
+    }
     await Promise.all(this.#threads.map((t) => t.closed))
     for (const stop of this.#closers) stop()
     this.#exporter.close()
@@ -258,6 +267,7 @@ export class FrontEndThreads {
       index: index + 1,
       worker,
       exited: false,
+      ready: false,
       tid: null,
       closed: new Promise<void>((resolve) => {
         worker.once('exit', (code) => {
@@ -276,11 +286,11 @@ export class FrontEndThreads {
       worker.once('exit', (code) => { clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [`front-end thread ${index + 1} exited (${code}) while starting`])) })
       worker.on('message', (m: FromThread) => {
         switch (m.type) {
-          case 'ready': started = true; handle.tid = m.tid; clearTimeout(timer); resolve(); return
+          case 'ready': started = true; handle.ready = true; handle.tid = m.tid; clearTimeout(timer); resolve(); return
           case 'died': died = m.message; return
-          case 'failed': clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [m.message])); return
-          case 'polls':
-            if (tracker !== null) for (const [facts, status, etag, since] of m.polls) tracker.count(facts, status, etag, since)
+          case 'failed': clearTimeout(timer); reject(new ThreatfeedError('TF_ERR_CONFIG', [m.message.replace(CONFIG_PREFIX, '')])); return
+          case 'consumers':
+            tracker?.absorb(index + 1, m.flush)
             return
           case 'metrics':
           case 'reloaded': {

@@ -11,7 +11,8 @@ import { performance } from 'node:perf_hooks'
 import { AggregatorRegistry, Counter, Histogram, Registry, collectDefaultMetrics, Gauge, type MetricObjectWithValues, type MetricValue } from 'prom-client'
 import type { ConsumerHealth } from '../stream/consumer-health.js'
 import type { CertificateInfo } from './tls-material.js'
-import type { ConsumerCounts } from './consumers.js'
+import type { ConsumerCounts, ConsumerTracker } from './consumers.js'
+import type { ConsumerDrops } from '../store/types.js'
 
 /** Upper bounds of the latency buckets, in seconds. */
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5] as const
@@ -54,7 +55,13 @@ export class Metrics {
 
   /** `processMetrics: false` on a front-end thread: the process's figures come from the main thread. */
   constructor (options: { processMetrics?: boolean } = {}) {
-    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'threatfeed_' })
+    if (options.processMetrics !== false) {
+      collectDefaultMetrics({ register: this.registry, prefix: 'threatfeed_' })
+      // prom-client adds each nodejs_active_{handles,requests,resources} gauge twice: by type, and
+      // summed as `…_total`, a name Prometheus keeps for counters (promtool check metrics fails on
+      // it). The sum is `sum(threatfeed_nodejs_active_handles)`: only the gauges by type stay.
+      for (const what of ['handles', 'requests', 'resources']) this.registry.removeSingleMetric(`threatfeed_nodejs_active_${what}_total`)
+    }
   }
 
   /**
@@ -232,15 +239,44 @@ export function registerCertificateMetrics (metrics: Metrics, certificates: () =
 
 /**
  * Feed consumers by state (issue 20), as the consumer tracker last evaluated them from the store
- * (every process's polls). Three plain gauges: no label names a consumer or a list, so a scrape
- * stays the same size however large the fleet.
+ * (every process's polls), how many this process tracks in memory, and what its bounds let go
+ * (issue 35). Plain gauges and a counter by reason: no label names a consumer or a list, so a
+ * scrape stays the same size however large the fleet.
  *
  * @example
- *   registerFeedConsumerMetrics(metrics, () => tracker.counts())
+ *   registerFeedConsumerMetrics(metrics, tracker)
  */
-export function registerFeedConsumerMetrics (metrics: Metrics, counts: () => ConsumerCounts): void {
+export function registerFeedConsumerMetrics (metrics: Metrics, tracker: Pick<ConsumerTracker, 'counts' | 'dropped' | 'size'>): void {
   const registers = [metrics.registry]
+  const counts = (): ConsumerCounts => tracker.counts()
+  const dropped = (): Readonly<ConsumerDrops> => tracker.dropped()
+  new Gauge({ name: 'threatfeed_feed_consumers_tracked', help: 'Feed consumers this process tracks in memory (bounded per key by THREATFEED_CONSUMERS_PER_KEY)', registers, collect () { this.set(tracker.size) } })
+  // A counter read at each scrape: the tracker keeps the totals (a label per reason, never per consumer).
+  new Counter({
+    name: 'threatfeed_feed_consumers_dropped_total',
+    help: 'Feed consumers the per-key and total bounds let go: evicted from memory, refused, or removed from the store',
+    labelNames: ['reason'],
+    registers,
+    collect () {
+      const d = dropped()
+      this.reset()
+      this.labels('evicted').inc(d.evicted)
+      this.labels('refused').inc(d.refused)
+      this.labels('removed').inc(d.removed)
+    },
+  })
   new Gauge({ name: 'threatfeed_feed_consumers_fresh', help: 'Feed consumers that polled within their stale threshold and whose polls succeed', registers, collect () { this.set(counts().fresh) } })
   new Gauge({ name: 'threatfeed_feed_consumers_stale', help: 'Feed consumers silent past their stale threshold or whose last three polls got 4xx', registers, collect () { this.set(counts().stale) } })
   new Gauge({ name: 'threatfeed_feed_consumers_behind', help: 'Feed consumers whose last version is not the current one', registers, collect () { this.set(counts().behind) } })
+}
+
+/**
+ * This node's clock against the store server's (store/clock-skew.ts), in seconds (0 until first
+ * measured): an alert on its absolute value names the node whose NTP is off.
+ *
+ * @example
+ *   registerClockSkewMetric(metrics, () => watch.skewMs)
+ */
+export function registerClockSkewMetric (metrics: Metrics, skewMs: () => number | null): void {
+  new Gauge({ name: 'threatfeed_store_clock_skew_seconds', help: 'The store server\'s clock less this node\'s (MongoDB), measured every minute', registers: [metrics.registry], collect () { this.set((skewMs() ?? 0) / 1000) } })
 }

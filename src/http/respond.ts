@@ -154,8 +154,15 @@ export function errorAnswer (thrown: unknown, shape: ErrorShape, report: ErrorRe
   if (e.fault !== 'caller') report(e)
   const headers: Array<readonly [string, string]> = [...extraHeaders]
   if (e.status === 401) headers.push(['WWW-Authenticate', AUTH_CHALLENGES[shape]])
+  if (e.code === 'TF_ERR_FEED_HELD') headers.push(['X-Feed-Held', (e.details as { held: string }).held], ['Retry-After', String(HELD_RETRY_AFTER_S)])
   return { status: e.status, body: errorBody(e, shape), headers }
 }
+
+/**
+ * A feed held before it ever published waits for an operator: asked again this often, a poller
+ * sees the accepted build within seconds of it (the server publishes it within one).
+ */
+const HELD_RETRY_AFTER_S = 10
 
 /** The error body of SPEC 2.6 (signal) or SPEC 2.9 (feed); only sendError writes it in src/http. */
 export function errorBody (e: ThreatfeedError, shape: ErrorShape): unknown {

@@ -55,7 +55,7 @@ export function signalRoutes (deps: SignalRouteDeps): RouteModule {
 }
 
 /** What the handler reads of a request's headers: a front-end thread hands over these alone. */
-const SIGNAL_HEADERS = ['authorization', 'content-type'] as const
+const SIGNAL_HEADERS = ['authorization', 'content-type', 'idempotency-key', 'x-api-key'] as const
 
 async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVersion, request: PortableRequest): Promise<JsonAnswer | null> {
   const authorization = request.headers.authorization!
@@ -72,7 +72,7 @@ async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVe
   }
   // Answering before the body is read is safe: uWS skips the unread body, it is never taken for
   // the next request on the connection (test/http/signal-auth.test.ts).
-  if (!decision.ok) throw decision.error
+  if (!decision.ok) throw wrongForm(decision.error, authorization, request.headers['x-api-key']!) ?? decision.error
   const wait = ctx.rateLimiter.take(decision.principal.key.id)
   if (wait > 0) return tooManyRequests(wait)
   checkContentType(contentType)
@@ -93,8 +93,24 @@ async function handleSignal (ctx: HttpContext, deps: SignalRouteDeps, api: ApiVe
     throw e
   }
   // The key's id goes with the batch's diagnostics (/v1/admin/batches); the key itself never does.
-  const outcome = await deps.ingester.ingest(api, decision.principal.workspace.id, body, decision.principal.key.id)
+  // Idempotency-Key (docs/signals.md): a retry of a stored batch gets its first answer again.
+  const outcome = await deps.ingester.ingest(api, decision.principal.workspace.id, body, decision.principal.key.id, request.headers['idempotency-key'])
   return { status: outcome.status, body: outcome.body, headers: [] }
+}
+
+/** Leading characters of a Basic Authorization header (the scheme is case-insensitive, RFC 9110 §11.1). */
+const BASIC_SCHEME = /^basic[ \t]/i
+
+/**
+ * A 401 that says which form of the key the signal routes take, when the request used another:
+ * Basic credentials (the feed routes' second form) or an X-API-Key header (read nowhere). Said
+ * whether or not the key is valid, so the answer tells nothing about the key.
+ */
+function wrongForm (error: ThreatfeedError, authorization: string, apiKeyHeader: string): ThreatfeedError | null {
+  if (error.code !== 'TF_ERR_UNAUTHORIZED') return null
+  if (BASIC_SCHEME.test(authorization)) return new ThreatfeedError('TF_ERR_UNAUTHORIZED_FORM', ['Basic credentials are taken by the feed routes only; send Authorization: Bearer <API key>'])
+  if (authorization === '' && apiKeyHeader !== '') return new ThreatfeedError('TF_ERR_UNAUTHORIZED_FORM', ['X-API-Key is not read; send Authorization: Bearer <API key>'])
+  return null
 }
 
 /** True at once when the backlog is under the limit; else once it falls under it, false after the wait. */

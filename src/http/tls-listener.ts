@@ -20,7 +20,8 @@
  *
  * Nothing here is global: each instance owns its apps, so each front-end thread can open one.
  */
-import type { AppOptions, HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
+import type { AppOptions, ListenOptions, HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
+import { isMainThread } from 'node:worker_threads'
 import uWS from './uws.js'
 import type { TlsConfig } from '../config.js'
 import type { Logger } from '../log.js'
@@ -169,9 +170,9 @@ export class TlsListener {
   }
 
   /** Listens on host:port (the TLS port of the settings); resolves with the port bound. */
-  async listen (host: string): Promise<number> {
+  async listen (host: string, options: ListenOptions): Promise<number> {
     const socket = await new Promise<us_listen_socket>((resolve, reject) => {
-      this.#acceptor.listen(host, this.#settings.port, (s) => {
+      this.#acceptor.listen(host, this.#settings.port, options, (s) => {
         if (s === false) reject(new ThreatfeedError('TF_ERR_CONFIG', [`THREATFEED_TLS_PORT: cannot listen on ${host}:${this.#settings.port}`]))
         else resolve(s)
       })
@@ -219,7 +220,7 @@ export class TlsListener {
     try {
       material = await loadTlsMaterial(this.#settings)
       if (material.digest === this.#current.material.digest) {
-        this.#log.info({ reason, serial: this.serial }, 'TLS files unchanged')
+        this.#note('info', { reason, serial: this.serial }, 'TLS files unchanged')
         return false
       }
       next = this.#generation(material)
@@ -232,7 +233,7 @@ export class TlsListener {
     } catch (e) {
       const err = toThreatfeedError(e)
       this.#failedDigest = await digestTlsFiles(this.#settings)
-      this.#log.error({ err, code: err.code, reason }, `${err.message}; keeping the TLS certificate in use (serial ${this.serial})`)
+      this.#note('error', { err, code: err.code, reason }, `${err.message}; keeping the TLS certificate in use (serial ${this.serial})`)
       return false
     }
     if (this.#closed) {
@@ -246,9 +247,19 @@ export class TlsListener {
     old.retiredAt = this.#now()
     this.#retired.push(old)
     this.#failedDigest = null
-    this.#log.info({ reason, serial: material.serial, previous: old.material.serial, notAfter: new Date(material.certificates[0]!.notAfter).toISOString() }, 'TLS certificate reloaded')
+    this.#note('info', { reason, serial: material.serial, previous: old.material.serial, notAfter: new Date(material.certificates[0]!.notAfter).toISOString() }, 'TLS certificate reloaded')
     this.#checkExpiry()
     return true
+  }
+
+  /**
+   * A line about the certificate. Every front-end thread holds a listener of its own and reloads
+   * with the main thread, which says it for the process; a thread's own line is a debug line
+   * (the reload was logged once per thread before).
+   */
+  #note (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void {
+    if (isMainThread) this.#log[level](fields, msg)
+    else this.#log.debug(fields, `thread: ${msg}`)
   }
 
   /** Closes the apps of earlier certificates once their last connection has gone. */
@@ -271,8 +282,8 @@ export class TlsListener {
       if (last !== undefined && now - last < DAY_MS) continue
       this.#warned.set(id, now)
       const fields = { file: c.file, role: c.role, subject: c.subject, serial: c.serial, notAfter: new Date(c.notAfter).toISOString() }
-      if (left <= 0) this.#log.error(fields, `TLS certificate ${c.subject} in ${c.file} has expired`)
-      else this.#log.warn({ ...fields, daysLeft: Math.floor(left / DAY_MS) }, `TLS certificate ${c.subject} in ${c.file} expires in ${Math.ceil(left / DAY_MS)} days`)
+      if (left <= 0) this.#note('error', fields, `TLS certificate ${c.subject} in ${c.file} has expired`)
+      else this.#note('warn', { ...fields, daysLeft: Math.floor(left / DAY_MS) }, `TLS certificate ${c.subject} in ${c.file} expires in ${Math.ceil(left / DAY_MS)} days`)
     }
   }
 

@@ -4,7 +4,7 @@
  * through `route` and never creates an App itself; one instance per front-end thread.
  */
 import { isMainThread } from 'node:worker_threads'
-import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
+import type { HttpRequest, HttpResponse, ListenOptions, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
 import uWS from './uws.js'
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
@@ -13,6 +13,16 @@ import { TlsListener, type RouteHandler } from './tls-listener.js'
 import type { Method } from './app.js'
 import { registerCertificateMetrics, type Metrics } from './metrics.js'
 import { THREAD_TOKEN_HEADER } from './forward.js'
+
+/**
+ * The main thread listens on the public ports only when it is the one front end: then without
+ * SO_REUSEPORT, so that no other process can join the port (listen-check.ts); front-end threads
+ * share theirs.
+ */
+function listenOptions (): ListenOptions {
+  // The enum is a type only: the library exports the values themselves (1 and the default 0).
+  return (isMainThread ? (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT : 0) as ListenOptions
+}
 
 export class Listeners {
   readonly #config: Config
@@ -89,7 +99,7 @@ export class Listeners {
     if (this.#plain !== null && port !== null) {
       const plain = this.#plain
       this.#plainSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-        plain.listen(host, port, (s) => {
+        plain.listen(host, port, listenOptions(), (s) => {
           if (s === false) reject(new ThreatfeedError('TF_ERR_CONFIG', [`cannot listen on ${host}:${port}`]))
           else resolve(s)
         })
@@ -101,7 +111,7 @@ export class Listeners {
     let tlsPort: number | null = null
     if (this.#tls !== null) {
       try {
-        tlsPort = await this.#tls.listen(host)
+        tlsPort = await this.#tls.listen(host, listenOptions())
       } catch (e) {
         this.close()
         throw e

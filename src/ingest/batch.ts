@@ -8,13 +8,20 @@
  * Nothing reaches the rule store from here: the stream is the write-ahead log and the consumer
  * (src/stream/) applies it. An entry that fails leaves no trace; an acknowledged entry is on
  * disk before the answer is written.
+ *
+ * Every 200/206 answer names its batch: a random id, stored with the append and read back on
+ * each of its records (`threatfeed stream tail --json`), and the seqs its entries took, so that
+ * a client can later show that what it was told was kept is in the stream (docs/signals.md).
  */
-import { ThreatfeedError } from '../errors.js'
+import { randomUUID } from 'node:crypto'
+import { ThreatfeedError, isThreatfeedError } from '../errors.js'
 import { CommitGate } from '../store/commit-gate.js'
-import type { SignalStream, StreamAppend, StreamRecordInput } from '../store/types.js'
+import type { AppendOnce, AppendOnceResult, SignalStream, StreamAppend, StreamRecordInput } from '../store/types.js'
 import { toV2Payload, type Command } from './commands.js'
 import type { EntryChecks, NormalizeResult } from './entry-rules.js'
 import { splitJsonArray } from '../json/array-splitter.js'
+import type { AppendHealth } from './append-health.js'
+import { parseIdempotencyKey, requestDigest } from './idempotency-key.js'
 import { normalizeV1 } from './normalize-v1.js'
 import { normalizeV2, RULE_TYPE_MESSAGE } from './normalize-v2.js'
 import { parseBatch } from './parse-body.js'
@@ -22,11 +29,19 @@ import type { EntryFailure } from './validators.js'
 
 export type ApiVersion = 'v1' | 'v2'
 
-/** SPEC 2.5. */
+/** SPEC 2.5, and `batch` (docs/signals.md, "Batch receipts"). */
 export interface BatchResponse {
   success: boolean
   message: string
   errors?: string[]
+  batch?: BatchReceipt
+}
+
+/** Where an acknowledged batch is in the stream: its id and its entries' seqs, first to last. */
+export interface BatchReceipt {
+  id: string
+  first_seq: number
+  last_seq: number
 }
 
 export interface BatchOutcome {
@@ -34,6 +49,8 @@ export interface BatchOutcome {
   readonly body: BatchResponse
   /** Stream seqs of the accepted entries, in entry order. */
   readonly seqs: readonly number[]
+  /** The id stored with the batch's append (the answer's `batch.id`). */
+  readonly batchId: string
 }
 
 /** One item of SPEC 2.6 `details`. */
@@ -67,6 +84,8 @@ export interface BatchReport {
   readonly failed: number
   readonly status: 200 | 206 | 400
   readonly errors: readonly string[]
+  /** The batch's receipt when it was appended (200, 206), else null. */
+  readonly receipt: BatchReceipt | null
 }
 
 export interface IngesterOptions {
@@ -88,6 +107,8 @@ export interface IngesterOptions {
    * failing anyway.
    */
   readonly commitMarginMs?: number
+  /** Told of every append's outcome (what /readyz says of signals). */
+  readonly health?: AppendHealth
 }
 
 /** `[3].asn`, `[0].rule.expression`, `[2]` for the entry itself. */
@@ -127,8 +148,10 @@ export class SignalIngester {
   readonly #now: () => number
   readonly #appendTimeoutMs: number
   readonly #commitMarginMs: number
+  readonly #health: AppendHealth | null
 
   constructor (options: IngesterOptions) {
+    this.#health = options.health ?? null
     this.#stream = options.stream
     this.#checks = options.checks
     this.#onAppended = options.onAppended ?? (() => {})
@@ -146,24 +169,29 @@ export class SignalIngester {
    *   const out = await ingester.ingest('v1', workspaceId, Buffer.from('[{"type":"access_rules","action":"block","ip":"192.0.2.1"}]'))
    *   // out.status === 200, out.body.message === 'Processed 1 entries, 0 failed'
    */
-  async ingest (api: ApiVersion, workspaceId: string, body: Buffer, keyId: string | null = null): Promise<BatchOutcome> {
+  async ingest (api: ApiVersion, workspaceId: string, body: Buffer, keyId: string | null = null, idempotencyKey?: string): Promise<BatchOutcome> {
+    const key = parseIdempotencyKey(idempotencyKey)
+    const digest = key === null ? '' : requestDigest(api, body)
     let accepted: Accepted
     try {
-      accepted = this.#accept(api, workspaceId, body)
+      accepted = this.#accept(api, workspaceId, body, key === null ? null : { key, digest })
     } catch (e) {
       if (this.#onBatch !== null) this.#reportRefused(api, workspaceId, keyId, e)
       throw e
     }
-    const seqs = await accepted.appended
+    const { seqs, earlier } = await accepted.appended
+    if (earlier !== null) {
+      // A retry of a batch stored under this key: its first answer again, nothing appended now.
+      if (earlier.digest !== digest) throw new ThreatfeedError('TF_ERR_IDEMPOTENCY_KEY_REUSED')
+      return answer(api, earlier.note.message as string, earlier.note.errors as string[], seqs, earlier.note.batchId as string)
+    }
     this.#onAppended({ workspaceId, acceptedAt: accepted.acceptedAt, seqs, commands: accepted.commands })
-    const { message, errors } = accepted
+    const { message, errors, batchId } = accepted
+    const batch: BatchReceipt = { id: batchId, first_seq: seqs[0]!, last_seq: seqs[seqs.length - 1]! }
     if (this.#onBatch !== null) {
-      this.#onBatch({ api, workspaceId, keyId, at: accepted.acceptedAt, entries: seqs.length + errors.length, accepted: seqs.length, failed: errors.length, status: errors.length === 0 ? 200 : 206, errors })
+      this.#onBatch({ api, workspaceId, keyId, at: accepted.acceptedAt, entries: seqs.length + errors.length, accepted: seqs.length, failed: errors.length, status: errors.length === 0 ? 200 : 206, errors, receipt: batch })
     }
-    if (errors.length === 0) {
-      return { status: 200, body: api === 'v2' ? { success: true, message, errors } : { success: true, message }, seqs }
-    }
-    return { status: 206, body: { success: false, message, errors }, seqs }
+    return answer(api, message, errors, seqs, batchId)
   }
 
   /** A batch refused whole (400): every entry failed, or the body was not a batch at all. */
@@ -172,14 +200,14 @@ export class SignalIngester {
     const details = Array.isArray(e.details) ? e.details as ErrorDetail[] : null
     const errors = details === null ? [e.message] : details.map((d) => `${d.field}: ${d.message}`)
     const entries = details === null ? 0 : new Set(details.map((d) => /^\[(\d+)\]/.exec(d.field)?.[1] ?? d.field)).size
-    this.#onBatch!({ api, workspaceId, keyId, at: this.#now(), entries, accepted: 0, failed: entries, status: 400, errors })
+    this.#onBatch!({ api, workspaceId, keyId, at: this.#now(), entries, accepted: 0, failed: entries, status: 400, errors, receipt: null })
   }
 
   /**
    * Everything up to the durable write, synchronously, so the parsed batch is garbage while the
    * append waits for the disk instead of surviving scavenges (bench/NOTES.md, "Ingest: the accept frame").
    */
-  #accept (api: ApiVersion, workspaceId: string, body: Buffer): Accepted {
+  #accept (api: ApiVersion, workspaceId: string, body: Buffer, once: { key: string, digest: string } | null): Accepted {
     const { text, entries } = parseBatch(body)
     if (api === 'v2') {
       const missing = findMissingRuleType(entries)
@@ -202,12 +230,13 @@ export class SignalIngester {
     }
 
     const acceptedAt = this.#now()
+    const batchId = randomUUID()
     const message = `Processed ${entries.length} entries, ${failed} failed`
     if (api === 'v1' && failed === 0) {
       // Every entry's own text, byte for byte (SPEC §9.3: the v1 stream format is unchanged): the
       // body is stored whole and split when read back (types.ts WholeV1Batch).
       const commands = results.map((r) => (r as { command: Command }).command)
-      return { appended: this.#append({ workspaceId, acceptedAt, body, count: entries.length }), acceptedAt, commands, message, errors: [] }
+      return { appended: this.#append({ workspaceId, acceptedAt, body, count: entries.length }, onceOf(workspaceId, acceptedAt, once, message, [], batchId), batchId), acceptedAt, batchId, commands, message, errors: [] }
     }
     // v1 with failures: the accepted entries' texts only (a failed entry leaves no trace).
     const texts = api === 'v1' ? splitJsonArray(text) : null
@@ -225,7 +254,7 @@ export class SignalIngester {
         ? { workspaceId, payload: texts[i]!, acceptedAt }
         : { workspaceId, schemaVersion: 2, payload: toV2Payload(r.command), acceptedAt })
     }
-    return { appended: this.#append(records), acceptedAt, commands, message, errors }
+    return { appended: this.#append(records, onceOf(workspaceId, acceptedAt, once, message, errors, batchId), batchId), acceptedAt, batchId, commands, message, errors }
   }
 
   /**
@@ -235,15 +264,17 @@ export class SignalIngester {
    * waited for, even past the deadline, so a 500 always means "not applied". Not an async
    * function: `records` must not be held by a suspended frame (see #accept).
    */
-  #append (records: StreamAppend): Promise<number[]> {
+  #append (records: StreamAppend, once: AppendOnce | null, batchId: string): Promise<AppendOnceResult> {
     const gate = new CommitGate(Date.now() + this.#appendTimeoutMs - this.#commitMarginMs)
-    let append: Promise<number[]>
+    let append: Promise<AppendOnceResult>
     try {
-      append = this.#stream.append(records, gate)
+      if (once === null) append = this.#stream.append(records, gate, batchId).then((seqs) => ({ seqs, earlier: null }))
+      else if (this.#stream.appendOnce === undefined) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('this stream keeps no idempotency keys') })
+      else append = this.#stream.appendOnce(records, once, gate, batchId)
     } catch (e) {
       return Promise.reject(e)
     }
-    return new Promise((resolve, reject) => {
+    return new Promise<AppendOnceResult>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (!gate.abandon()) return // the commit has started: its outcome is the answer
         reject(new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], {
@@ -251,15 +282,36 @@ export class SignalIngester {
         }))
       }, gate.cutoff - Date.now())
       // After an abandon the append still settles (rejected by the gate, as nobody awaits it now).
-      append.then((seqs) => { clearTimeout(timer); resolve(seqs) }, (e: unknown) => { clearTimeout(timer); reject(e) })
+      append.then((r) => { clearTimeout(timer); resolve(r) }, (e: unknown) => { clearTimeout(timer); reject(e) })
+    }).then((r) => {
+      this.#health?.succeeded()
+      return r
+    }, (e: unknown) => {
+      if (isThreatfeedError(e) && e.status >= 500) this.#health?.failed(e)
+      throw e
     })
   }
 }
 
+/** The 200 or 206 of a batch (SPEC 2.5): built the same way for its first answer and a retry's. */
+function answer (api: ApiVersion, message: string, errors: string[], seqs: readonly number[], batchId: string): BatchOutcome {
+  const batch: BatchReceipt = { id: batchId, first_seq: seqs[0]!, last_seq: seqs[seqs.length - 1]! }
+  if (errors.length === 0) {
+    return { status: 200, body: api === 'v2' ? { success: true, message, errors, batch } : { success: true, message, batch }, seqs, batchId }
+  }
+  return { status: 206, body: { success: false, message, errors, batch }, seqs, batchId }
+}
+
+/** The append-once request of a batch posted with an Idempotency-Key; what a retry is answered from. */
+function onceOf (workspaceId: string, at: number, once: { key: string, digest: string } | null, message: string, errors: string[], batchId: string): AppendOnce | null {
+  return once === null ? null : { workspaceId, key: once.key, digest: once.digest, at, note: { message, errors, batchId } }
+}
+
 /** A batch accepted by #accept: its answer, and the append under way. */
 interface Accepted {
-  readonly appended: Promise<number[]>
+  readonly appended: Promise<AppendOnceResult>
   readonly acceptedAt: number
+  readonly batchId: string
   readonly commands: Command[]
   readonly message: string
   readonly errors: string[]

@@ -16,6 +16,21 @@ function withoutId (schema: Record<string, unknown>): Record<string, unknown> {
   return rest
 }
 
+/**
+ * The expression rule body as the route takes it: `type` is required. The schema Ajv compiles
+ * leaves it out because the batch is checked for it first, whole (a missing or empty type rejects
+ * every entry: TF_ERR_RULE_TYPE_REQUIRED), but a client reading the document must see it required.
+ */
+function expressionRuleBody (): Record<string, unknown> {
+  const s = withoutId(schemas.ExpressionRuleBody)
+  const properties = s.properties as Record<string, Record<string, unknown>>
+  return {
+    ...s,
+    required: ['type', ...(s.required as string[])],
+    properties: { ...properties, type: { ...properties.type, description: `${String(properties.type!.description)}. Required: a missing or empty type on an upserted rule rejects the whole batch (400)` } },
+  }
+}
+
 const batchResponse = {
   type: 'object',
   required: ['success', 'message'],
@@ -23,6 +38,16 @@ const batchResponse = {
     success: { type: 'boolean', description: 'true when every entry was processed' },
     message: { type: 'string', description: 'Processed <n> entries, <m> failed' },
     errors: { type: 'array', items: { type: 'string' }, description: 'One `Entry <index>: <reason>` per failed entry (0-based). Present on 206; v2 always includes it' },
+    batch: {
+      type: 'object',
+      required: ['id', 'first_seq', 'last_seq'],
+      description: 'The receipt of an acknowledged batch: its id, stored with it, and the stream positions its accepted entries took (entry order, consecutive)',
+      properties: {
+        id: { type: 'string', format: 'uuid' },
+        first_seq: { type: 'integer', minimum: 1 },
+        last_seq: { type: 'integer', minimum: 1 },
+      },
+    },
   },
 }
 
@@ -109,10 +134,13 @@ function signalPath (version: 1 | 2) {
 }
 
 const feedParameters = [
-  { name: 'format', in: 'query', schema: { enum: [...FORMATS, 'txt', 'alias_c', 'alias_d'], default: 'plain' }, description: 'Output dialect; txt, alias_c and alias_d mean plain' },
+  { name: 'format', in: 'query', schema: { enum: [...FORMATS, 'ipset', 'json', 'txt', 'alias_c', 'alias_d'], default: 'plain' }, description: 'Output dialect; txt, alias_c and alias_d mean plain; ipset (`ipset restore` input) and json are the plain networks in another syntax (docs/deltas.md)' },
   { name: 'family', in: 'query', schema: { enum: [...FAMILIES], default: 'both' } },
   { name: 'action', in: 'query', schema: { enum: [...FEED_ACTIONS], default: 'block' }, description: 'block: the deny list; allow: the never-block list' },
   { name: 'checksum', in: 'query', schema: { enum: ['md5'] }, description: 'Return the MD5 of the feed body instead of the feed' },
+  { name: 'since', in: 'query', schema: { type: 'string' }, description: 'An ETag of this variant: answer what changed since that version (a delta), or the full feed with X-Feed-Delta: full (docs/deltas.md)' },
+  { name: 'table', in: 'query', schema: { type: 'string', default: 'threatfeed' }, description: 'The nftables table (family inet) a delta script names' },
+  { name: 'set', in: 'query', schema: { type: 'string' }, description: 'The nftables set (default blocklist_v4 / blocklist_v6) or ipset set (default threatfeed) a body names' },
   { name: 'If-None-Match', in: 'header', schema: { type: 'string' } },
   { name: 'If-Modified-Since', in: 'header', schema: { type: 'string' } },
   { name: 'Accept-Encoding', in: 'header', schema: { type: 'string' }, description: 'gzip for a gzip-encoded body' },
@@ -292,7 +320,7 @@ export function buildOpenApiDocument (version = '0.1.0') {
       url: '{scheme}://{host}:{port}',
       description: 'A threatfeed server; `npm start` listens on port 8080 (PORT)',
       variables: {
-        scheme: { enum: ['http', 'https'], default: 'http', description: 'https through a TLS-terminating proxy in front' },
+        scheme: { enum: ['http', 'https'], default: 'http', description: 'https: the server\'s own TLS listener (THREATFEED_TLS_CERT and THREATFEED_TLS_KEY; THREATFEED_TLS_PORT, default 8443), or a proxy in front that terminates TLS' },
         host: { default: 'localhost' },
         port: { default: '8080' },
       },
@@ -308,6 +336,7 @@ export function buildOpenApiDocument (version = '0.1.0') {
     components: {
       schemas: {
         ...Object.fromEntries(Object.entries(schemas).map(([name, s]) => [name, withoutId(s)])),
+        ExpressionRuleBody: expressionRuleBody(),
         BatchResponse: batchResponse,
         ErrorBody: errorBody,
         FeedErrorBody: feedErrorBody,

@@ -22,6 +22,15 @@ const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
 const anyObject = { type: 'object' }
 const page = { type: 'object', required: ['items', 'next_cursor'], properties: { items: { type: 'array', items: anyObject }, next_cursor: { type: ['string', 'null'] } } }
 const items = { type: 'object', required: ['items'], properties: { items: { type: 'array', items: anyObject } } }
+const count = { type: 'integer', minimum: 0 }
+const consumers = {
+  type: 'object',
+  required: ['items', 'dropped'],
+  properties: {
+    items: { type: 'array', items: anyObject },
+    dropped: { type: 'object', required: ['evicted', 'refused', 'removed'], properties: { evicted: count, refused: count, removed: count } },
+  },
+}
 
 const ERRORS = {
   400: 'Invalid body or query (details name each problem)',
@@ -90,7 +99,7 @@ export const adminOpenApiPaths = {
       params: [workspace, q('kind', 'access_rule (default), waf_rule, smart_firewall_rule'), q('target', 'IP/CIDR, AS<n> or a country code'), q('rule_ref', 'exact rule_ref'), { ...q('label', 'key=value, repeatable', { type: 'array', items: { type: 'string' } }), explode: true }, ...paging],
     }),
   },
-  '/v1/admin/consumers': { get: operation('List feed consumers', [200, items], { params: [workspace, q('list', 'a list id, or * for the workspace feed')] }) },
+  '/v1/admin/consumers': { get: operation('List feed consumers', [200, consumers], { params: [workspace, q('list', 'a list id, or * for the workspace feed')] }) },
   '/v1/admin/batches': { get: operation('Recent signal batches', [200, page], { params: [workspace, q('failed', 'true: batches with failures only', { type: 'boolean' }), ...paging] }) },
   '/v1/admin/feed-versions': { get: operation('Feed sizes per variant, hourly over 30 days', [200, items], { params: [workspace, q('list', 'a list id, or * for the workspace feed')] }) },
   '/v1/admin/explain': {

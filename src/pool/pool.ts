@@ -20,7 +20,7 @@ import { ThreatfeedError } from '../errors.js'
 import type { GeoIndexData } from '../geo/geo-index.js'
 import {
   GEO_MISSING, isTaskStarted,
-  type ComputeResult, type ComputeTask, type PoolWorkerData, type RenderResult, type RenderTask, type TaskOutcome,
+  type ComputeResult, type ComputeTask, type DeltaResult, type DeltaTask, type PoolWorkerData, type RenderResult, type RenderTask, type TaskOutcome,
 } from './protocol.js'
 import { threadEntry } from '../threads/entry.js'
 
@@ -59,6 +59,8 @@ export interface FeedPool {
   setGeo (index: GeoIndexData): void
   compute (task: ComputeInput): Promise<ComputeResult>
   render (task: RenderTask): Promise<RenderResult>
+  /** Delta bodies rendered ahead of requests (feed deltas, docs/deltas.md). */
+  renderDeltas (task: DeltaTask): Promise<DeltaResult>
   readonly stats: Readonly<PoolStats>
   readonly threads: number
   destroy (): Promise<void>
@@ -104,7 +106,7 @@ export function createPool (opts: PoolOptions): FeedPool {
     if (isTaskStarted(m)) starts.get(m.tfTaskStarted)?.()
   })
 
-  async function run<T> (name: 'compute' | 'render', task: object): Promise<T> {
+  async function run<T> (name: 'compute' | 'render' | 'deltas', task: object): Promise<T> {
     const token = nextToken++
     const ac = new AbortController()
     let timer: NodeJS.Timeout | undefined
@@ -169,6 +171,9 @@ export function createPool (opts: PoolOptions): FeedPool {
     },
     render (task) {
       return run<RenderResult>('render', task)
+    },
+    renderDeltas (task) {
+      return run<DeltaResult>('deltas', task)
     },
     get stats () { return stats },
     get threads () { return piscina.threads.length },

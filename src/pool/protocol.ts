@@ -260,6 +260,27 @@ export interface RenderResult {
 }
 
 /**
+ * Delta bodies a build renders ahead of the polls that will ask for them (src/http/feed-delta.ts):
+ * each job is one variant's removed and added networks (already one family and shard) and the
+ * names its body writes; src/feed/render/delta-text.ts renders them.
+ */
+export interface DeltaJob {
+  format: 'plain' | 'nftables' | 'ipset' | 'json'
+  removed: WirePrefixes
+  added: WirePrefixes
+  names: { table: string, set: string }
+}
+
+export interface DeltaTask {
+  jobs: DeltaJob[]
+}
+
+/** Per job, the identity body and its gzip (transferred). */
+export interface DeltaResult {
+  bodies: Array<{ identity: Uint8Array, gzip: Uint8Array }>
+}
+
+/**
  * Marks a worker's answer so Piscina transfers (moves) the listed buffers instead of cloning them.
  * Buffers listed twice are listed once (a transfer list must not repeat one).
  */

@@ -9,10 +9,28 @@
  * runs mergeConsumer inside its write transaction.
  */
 import { createHash } from 'node:crypto'
-import type { FeedConsumer, FeedConsumerIdentity, FeedConsumerTally } from './types.js'
+import type { ConsumerDrops, FeedConsumer, FeedConsumerIdentity, FeedConsumerTally } from './types.js'
 
-/** Longest User-Agent kept: appliances send short ones, and a record must stay small. */
+/** Longest User-Agent kept (UTF-16 code units): appliances send short ones, and a record must stay small. */
 export const MAX_USER_AGENT = 256
+
+/** Consumers one key may have tracked by default (THREATFEED_CONSUMERS_PER_KEY). */
+export const DEFAULT_CONSUMERS_PER_KEY = 1000
+/** Consumers one server process tracks in memory at most, all keys together. */
+export const MAX_TRACKED_CONSUMERS = 100_000
+
+/** No drops. */
+export function noDrops (): ConsumerDrops {
+  return { evicted: 0, refused: 0, removed: 0 }
+}
+
+/** `into` with `d` added to it. */
+export function addDrops (into: ConsumerDrops, d: Readonly<ConsumerDrops>): ConsumerDrops {
+  into.evicted += d.evicted
+  into.refused += d.refused
+  into.removed += d.removed
+  return into
+}
 
 /**
  * Upper bounds of the poll-interval buckets: 1 s × 1.25^k up to about a day, so a median read

@@ -1,6 +1,8 @@
 /**
  * The one place that knows both store backends; everything else sees the Store contract.
  */
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import type { BatchingStore } from './batch-types.js'
 
 export type StoreOptions =
@@ -25,4 +27,12 @@ export async function openStore (opts: StoreOptions): Promise<BatchingStore> {
   const { openMongoStore } = await import('./mongo/mongo-store.js')
   const { kind: _kind, uri, ...rest } = opts
   return openMongoStore(uri, rest)
+}
+
+/**
+ * Whether the store was ever created: for the embedded one, its main LMDB file in the data
+ * directory (lmdb-env.ts). A MongoDB database is the server's to have; it counts as there.
+ */
+export function storeExists (opts: StoreOptions): boolean {
+  return opts.kind === 'mongodb' || existsSync(join(opts.dataDir, 'data.mdb'))
 }

@@ -333,9 +333,15 @@ export interface StreamRecord {
   /** The entry as accepted: for v1 byte-for-byte the v1 entry's JSON text. */
   payload: string
   acceptedAt: number
+  /**
+   * The id of the ingest batch whose append wrote the record (every record of one append has the
+   * same), as its 200/206 answer named it; absent for records appended without one (before batch
+   * ids existed, or not from ingest).
+   */
+  batchId?: string
 }
 
-export type StreamRecordInput = Omit<StreamRecord, 'seq'>
+export type StreamRecordInput = Omit<StreamRecord, 'seq' | 'batchId'>
 
 /**
  * A whole v1 batch as one append: each element of `body` (a JSON array in UTF-8, parsed by the
@@ -353,6 +359,29 @@ export interface WholeV1Batch {
   readonly count: number
 }
 
+/** How long an idempotency key is remembered (SignalStream#appendOnce): a client's retries of
+ *  one batch come within minutes; a day covers a client that was down meanwhile. */
+export const IDEMPOTENCY_WINDOW_MS = 86_400_000
+
+/** An append made once per key (SignalStream#appendOnce). */
+export interface AppendOnce {
+  readonly workspaceId: string
+  /** The client's key (1–255 visible ASCII characters). */
+  readonly key: string
+  /** Digest of the request the key came with: the same key with another request is refused by the caller. */
+  readonly digest: string
+  /** What the caller needs to answer a retry the same way; stored as JSON. */
+  readonly note: Record<string, unknown>
+  /** When (ms): the window of the entry starts here. */
+  readonly at: number
+}
+
+export interface AppendOnceResult {
+  readonly seqs: number[]
+  /** The entry of a key seen within the window (nothing was appended now); null when this call appended. */
+  readonly earlier: { readonly digest: string, readonly note: Record<string, unknown>, readonly at: number } | null
+}
+
 /** What one append takes: records, or a whole v1 batch (whole-v1-batch.ts). */
 export type StreamAppend = StreamRecordInput[] | WholeV1Batch
 
@@ -362,9 +391,18 @@ export interface SignalStream {
    * increasing. A reader never observes seq n+1 before seq n is readable (commit order = seq order),
    * also with several processes appending at once. With a `gate`, the write transaction calls
    * `gate.begin()` as its last step before the commit and rolls back if it throws: an append
-   * abandoned before its commit started is never written (commit-gate.ts).
+   * abandoned before its commit started is never written (commit-gate.ts). A `batchId` (a
+   * canonical UUID) is stored with the append and read back on each of its records.
    */
-  append (input: StreamAppend, gate?: CommitGate): Promise<number[]>
+  append (input: StreamAppend, gate?: CommitGate, batchId?: string): Promise<number[]>
+  /**
+   * `append` at most once per (workspace, key) within IDEMPOTENCY_WINDOW_MS (docs/signals.md,
+   * "Idempotency-Key"): in the append's own transaction, an entry of that key accepted within
+   * the window is answered as `earlier`, with its seqs, and nothing is appended; otherwise the
+   * records and the entry are written together. An older entry is replaced. Both stores have
+   * it (StoredSignalStream); a test double without it refuses a key (SignalIngester).
+   */
+  appendOnce? (input: StreamAppend, once: AppendOnce, gate?: CommitGate, batchId?: string): Promise<AppendOnceResult>
   /** Records with seq >= from, ascending, at most `limit`. */
   read (from: number, limit: number): Promise<StreamRecord[]>
   /** Highest assigned seq, 0 when empty. */
@@ -375,6 +413,7 @@ export interface SignalStream {
 
 /** The stream as a store keeps it: also trimmed (the ingest path needs only SignalStream). */
 export interface StoredSignalStream extends SignalStream {
+  appendOnce (input: StreamAppend, once: AppendOnce, gate?: CommitGate): Promise<AppendOnceResult>
   /**
    * One bounded pass of the trim: removes, from the start of the stream, records that every
    * consumer's checkpoint has passed — the record a checkpoint names is kept, so no checkpoint
@@ -577,6 +616,16 @@ export interface Store {
   readonly housekeeping: HousekeepingCounters
   /** Resolves when the store answers; rejects with TF_ERR_STORE_UNAVAILABLE otherwise. */
   ping (): Promise<void>
+  /**
+   * Bytes free on the file system that holds the signal stream, for readiness; absent where the
+   * store cannot tell (MongoDB: the server's disks are its own), null when the check failed.
+   */
+  streamFreeBytes? (): number | null
+  /**
+   * The store server's clock less this process's, in ms (clock-skew.ts), on stores shared by
+   * several machines (MongoDB); absent where every process shares one clock (LMDB).
+   */
+  clockSkew? (): Promise<number>
   close (): Promise<void>
 }
 
@@ -625,7 +674,7 @@ export interface FeedConsumerTally {
    * `at`; null until it had one.
    */
   held: { at: number, etag: string, since: number } | null
-  /** The latest (at most three) times a poll got a 4xx, most recent first. */
+  /** The latest (at most three) times a poll got a 4xx or 5xx, most recent first. */
   recentFails: number[]
   /** Poll intervals seen, as counts per bucket of consumer-record.ts INTERVAL_BUCKETS_MS (index → count). */
   intervals: Record<string, number>
@@ -633,18 +682,38 @@ export interface FeedConsumerTally {
 
 export type FeedConsumer = FeedConsumerIdentity & FeedConsumerTally
 
+/**
+ * Consumers the bounds let go (src/http/consumers.ts), per workspace: `evicted` from a server's
+ * memory as their key's least recently seen one when the key reached its bound (their counts
+ * since the last flush lost), `refused` because the server tracked as many as it may in all,
+ * `removed` from the store as their key's least recently seen beyond the bound.
+ */
+export interface ConsumerDrops {
+  evicted: number
+  refused: number
+  removed: number
+}
+
 /** Consumers, as every server process flushes them (src/http/consumers.ts). */
 export interface ConsumerStore {
   /**
    * Adds each tally to its consumer's record, creating it when missing, in one write (one bulk
-   * write on MongoDB). Merging is commutative: processes may flush the same consumer in any
-   * order and the record is the same.
+   * write on MongoDB), and `drops` (workspace id → counts) to the workspaces' drop counts.
+   * Merging is commutative: processes may flush the same consumer in any order and the record
+   * is the same.
    */
-  merge (tallies: ReadonlyArray<FeedConsumerIdentity & FeedConsumerTally>): Promise<void>
+  merge (tallies: ReadonlyArray<FeedConsumerIdentity & FeedConsumerTally>, drops?: ReadonlyMap<string, ConsumerDrops>): Promise<void>
   /** Every consumer of one workspace, or of all. */
   list (workspaceId?: string): Promise<FeedConsumer[]>
   /** Removes consumers last seen before `before`; returns how many. */
   forget (before: number): Promise<number>
+  /**
+   * Keeps a key's `keep` most recently seen consumers and removes the others, counting them as
+   * `removed`; returns how many it removed.
+   */
+  trim (workspaceId: string, keyId: string, keep: number): Promise<number>
+  /** What the bounds let go, summed over one workspace or all. */
+  drops (workspaceId?: string): Promise<ConsumerDrops>
 }
 
 /**

@@ -223,6 +223,8 @@ export class StreamConsumer<Own = never> implements Consumer {
   /** No sweep pass of its own before this (performance.now()): the pause after the last. */
   #sweepPausedUntil = 0
   #sweepTimer: NodeJS.Timeout | null = null
+  /** The last pass found another process holding the applier lease. */
+  #following = false
 
   constructor (store: BatchingStore<RuleOp | Own>, options: ConsumerOptions) {
     this.#store = store
@@ -283,6 +285,9 @@ export class StreamConsumer<Own = never> implements Consumer {
    * it). Records arriving meanwhile are applied, their passes sweeping as they go.
    */
   async #sweepAlone (): Promise<void> {
+    // Only the applier sweeps (issue 33): on MongoDB a follower's sweep transactions conflicted
+    // with the applier's on the revision documents, and won, starving the apply.
+    if (this.#following) return
     const due = this.#sweepDue(0, false)
     if (due === undefined) return
     const paused = Math.max(this.#sweepPausedUntil, this.#appliedAt + IDLE_MS) - performance.now()
@@ -484,10 +489,13 @@ export class StreamConsumer<Own = never> implements Consumer {
 
   /** Applies the next slice; false when there was nothing to apply. */
   async #pass (): Promise<boolean> {
-    if (this.#lease !== null && !await this.#lease.mayApply()) {
+    this.#following = this.#lease !== null && !await this.#lease.mayApply()
+    if (this.#following) {
       // Another node applies: follow the shared checkpoint (read-your-writes waits on it).
       const checkpoint = await this.#store.stream.getCheckpoint(this.#name)
-      if (checkpoint > this.#position) this.#moved(checkpoint, checkpoint)
+      // Back too (issue 33): after a MongoDB failover with rollback the applier's last slices may
+      // be gone, and a follower that kept its position would wait for seqs that are reused.
+      if (checkpoint !== this.#position) this.#moved(checkpoint, checkpoint)
       return false
     }
     const from = this.#position + 1

@@ -85,7 +85,7 @@ export interface FeedServerOptions {
   listSource?: (store: EmbeddedStore) => CatalogStore
   listAwaitMs?: number
   /** Consumer tracking (issue 20): what counts each answered poll, on every thread. */
-  tracker?: Pick<ConsumerTracker, 'count'>
+  tracker?: Pick<ConsumerTracker, 'count' | 'absorb'>
   /** Front-end threads, in place of the test run's (threadsFromEnv): 1 for a test that watches the main thread's lookups. */
   threads?: number
 }

@@ -25,7 +25,8 @@ export interface RealServer {
   postBlocks (ips: readonly string[]): Promise<{ status: number, code: string | undefined, ms: number }>
   /** The workspace feed's body, or its status when not 200. */
   feed (): Promise<{ status: number, body: string }>
-  readyz (): Promise<{ status: number, body: { status: string, checks: Record<string, unknown> } }>
+  /** /readyz, or /readyz?for=PART. */
+  readyz (part?: 'signals' | 'feeds'): Promise<{ status: number, body: { status: string, can?: Record<string, boolean>, checks: Record<string, unknown> } }>
   /** The value of an unlabelled metric in a /metrics scrape (NaN when absent). */
   metric (name: string): Promise<number>
 }
@@ -67,9 +68,9 @@ export async function startRealServer (dataDir: string, env: Record<string, stri
       const r = await fetch(`${base}/v1/threat/feeds`, { headers })
       return { status: r.status, body: await r.text() }
     },
-    async readyz () {
-      const r = await fetch(`${base}/readyz`)
-      return { status: r.status, body: await r.json() as { status: string, checks: Record<string, unknown> } }
+    async readyz (part) {
+      const r = await fetch(`${base}/readyz${part === undefined ? '' : `?for=${part}`}`)
+      return { status: r.status, body: await r.json() as { status: string, can?: Record<string, boolean>, checks: Record<string, unknown> } }
     },
     async metric (name) {
       const text = await (await fetch(`${base}/metrics`)).text()

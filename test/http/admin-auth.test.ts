@@ -121,21 +121,38 @@ t.test('wrong methods answer 405 with Allow and the headers', async (t) => {
   }
 })
 
-t.test('failed authentication is limited per client address', async (t) => {
+t.test('failed authentication is limited per client address and key prefix, and per address', async (t) => {
   const own = srv
+  /** Sends failures until a 429: how many 401s came first, and the seconds it took (1 token a second refills meanwhile). */
+  const untilLimited = async (key: (i: number) => string, from: Record<string, string>): Promise<{ failures: number, seconds: number }> => {
+    const start = Date.now()
+    let failures = 0
+    for (let i = 0; i < 1000; i++) {
+      const status = (await own.call('GET', '/v1/admin/lists', null, undefined, { authorization: `Bearer ${key(i)}`, ...from })).status
+      if (status === 429) break
+      t.equal(status, 401)
+      failures++
+    }
+    return { failures, seconds: (Date.now() - start) / 1000 }
+  }
   const from = { 'x-forwarded-for': '203.0.113.77' }
-  const statuses: number[] = []
-  for (let i = 0; i < 12; i++) statuses.push((await own.call('GET', '/v1/admin/lists', null, undefined, { authorization: 'Bearer tf_wrong', ...from })).status)
-  t.same(statuses.slice(0, 10), Array(10).fill(401), 'a burst of 10 failures is answered 401')
-  t.same(statuses.slice(10), [429, 429], 'then 429')
-  const limited = await own.call('GET', '/v1/admin/lists', 'admin', undefined, from)
-  t.equal(limited.status, 429, 'even a good key from that address waits')
+  const one = await untilLimited(() => 'tf_wrongkey', from)
+  t.ok(one.failures >= 10 && one.failures <= 10 + Math.ceil(one.seconds), `a burst of 10 failures of one prefix, then 429 (${one.failures} in ${one.seconds} s)`)
+  const limited = await own.call('GET', '/v1/admin/lists', null, undefined, { authorization: 'Bearer tf_wrongkey_again', ...from })
+  t.equal(limited.status, 429, 'a key of that prefix from that address waits')
   t.equal(limited.body.error, 'TooManyRequestsError')
   t.ok(Number(limited.headers.get('retry-after')) >= 1, 'Retry-After')
   checkHeaders(t, limited.headers, '429')
+  t.equal((await own.call('GET', '/v1/admin/lists', 'admin', undefined, from)).status, 200, 'a good key from that address is not refused (issue 35)')
   t.equal((await own.call('GET', '/v1/admin/lists', 'admin', undefined, { 'x-forwarded-for': '203.0.113.78' })).status, 200, 'another address is not limited')
   await new Promise((resolve) => setTimeout(resolve, 1100))
-  t.equal((await own.call('GET', '/v1/admin/lists', 'admin', undefined, from)).status, 200, 'after Retry-After the good key gets in')
+  t.equal((await own.call('GET', '/v1/admin/lists', null, undefined, { authorization: 'Bearer tf_wrongkey', ...from })).status, 401, 'after Retry-After the prefix may try again')
+
+  // Keys guessed at random each have a prefix of their own: the address's budget is ten bursts.
+  const guesser = { 'x-forwarded-for': '203.0.113.79' }
+  const many = await untilLimited((i) => `tf_${String(i).padStart(8, '0')}x`, guesser)
+  t.ok(many.failures >= 100 && many.failures <= 100 + Math.ceil(many.seconds), `100 failures of distinct prefixes, then 429 (${many.failures} in ${many.seconds} s)`)
+  t.equal((await own.call('GET', '/v1/admin/lists', 'admin', undefined, guesser)).status, 429, 'and then every key from that address waits')
   // Signals and feeds are not touched by the admin limit.
   t.equal((await own.call('GET', '/v1/threat/feeds', 'feeds')).status, 200)
 })

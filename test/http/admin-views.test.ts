@@ -111,6 +111,11 @@ t.test('batches: recent batches with counts and the failed entries\' reasons', a
     { api: 'v2', status: 206, entries: 4, accepted: 3, failed: 1, errors: ['Entry 1: rule.target.country: must be an ISO-3166 alpha-2 code'], errors_truncated: 0 },
     { api: 'v1', status: 200, entries: 5, accepted: 5, failed: 0, errors: [] },
   ])
+  // The receipt its answer carried, for an appended batch (issue 35); null for a refused one.
+  t.equal(items[0]!.batch, null, 'a refused batch has no receipt')
+  t.match(items[1]!.batch, { id: /^[0-9a-f-]{36}$/, first_seq: Number, last_seq: Number }, 'a 206 batch has its receipt')
+  t.equal((items[1]!.batch as { last_seq: number }).last_seq - (items[1]!.batch as { first_seq: number }).first_seq, 2, 'the 3 accepted entries')
+  t.match(items[2]!.batch, { id: /^[0-9a-f-]{36}$/, first_seq: 1, last_seq: 5 }, 'a 200 batch has its receipt')
   // Which key posted each batch, refused ones too: its id, never the key itself.
   t.same(items.map((b) => b.key_id), [srv.keyIds.signals, srv.keyIds.signals, srv.keyIds.signals], 'each batch names the posting key\'s id')
   const raw = (await srv.call('GET', '/v1/admin/batches', 'root')).text

@@ -88,7 +88,8 @@ t.test('keys: shown once, usable at once, revoked at once; admin:all is not gran
   t.equal(all.status, 403)
   t.same(all.body, { error: 'ForbiddenError', message: 'admin:all keys are made only on the server: threatfeed key create --scopes admin:all', code: 403 })
   const lines = await auditLines(srv.main.id)
-  t.match(lines.slice(0, 3).map((l) => [l.action, l.target, l.key_id]), [
+  t.match(lines.slice(0, 4).map((l) => [l.action, l.target, l.key_id]), [
+    ['key.create', '', srv.keyIds.root], // refused (403), audited all the same
     ['key.revoke', created.body.id, srv.keyIds.admin],
     ['key.revoke', created.body.id, srv.keyIds.admin],
     ['key.create', created.body.id, srv.keyIds.admin],

@@ -42,13 +42,45 @@ t.test('healthz and readyz', async (t) => {
   t.ok(ready, 'ready once the first snapshot is built')
 })
 
+t.test('readyz?for=PART: what each part of the node can do; another part is refused', async (t) => {
+  const all = await (await fetch(`${base}/readyz`)).json() as { can: { signals: boolean, feeds: boolean } }
+  t.same(Object.keys(all.can), ['signals', 'feeds'], 'the answer says what the node can do')
+  for (const part of ['signals', 'feeds'] as const) {
+    const r = await fetch(`${base}/readyz?for=${part}`)
+    t.equal(r.status, all.can[part] ? 200 : 503, part)
+  }
+  const cases = [
+    { description: 'an unknown part', query: 'for=nodes', value: 'nodes' },
+    { description: 'upper case', query: 'for=SIGNALS', value: 'SIGNALS' },
+  ]
+  for (const c of cases) {
+    const r = await fetch(`${base}/readyz?${c.query}`)
+    t.equal(r.status, 400, c.description)
+    t.same(await r.json(), { error: 'ValidationError', message: 'Validation failed', code: 400, details: [{ field: 'for', message: 'must be signals or feeds', value: c.value }] }, c.description)
+  }
+})
+
 t.test('unknown routes answer 404 JSON', async (t) => {
-  for (const [method, path] of [['GET', '/nope'], ['POST', '/v3/signal'], ['DELETE', '/'], ['GET', '/v1/threat']] as const) {
+  for (const [method, path] of [['GET', '/nope'], ['POST', '/v3/signal'], ['GET', '/v1/threat']] as const) {
     const r = await fetch(`${base}${path}`, { method })
     t.equal(r.status, 404, `${method} ${path}`)
     t.match(r.headers.get('content-type'), /^application\/json/)
     t.same(await r.json(), { error: 'NotFoundError', message: 'not found', code: 404 })
   }
+})
+
+t.test('GET / says where the console, the OpenAPI document and the docs are (issue 36)', async (t) => {
+  const r = await fetch(`${base}/`)
+  t.equal(r.status, 200)
+  t.match(await r.json(), { service: 'threatfeed', console: '/console', openapi: '/openapi.json', health: '/healthz', docs: /README\.md and docs\// })
+  const head = await fetch(`${base}/`, { method: 'HEAD' })
+  t.equal(head.status, 200)
+  t.equal(await head.text(), '')
+  const del = await fetch(`${base}/`, { method: 'DELETE' })
+  t.equal(del.status, 405)
+  t.equal(del.headers.get('allow'), 'GET, HEAD')
+  // Each link answers.
+  for (const path of ['/console', '/openapi.json', '/healthz']) t.not((await fetch(`${base}${path}`)).status, 404, path)
 })
 
 t.test('HEAD of an unknown route: 404 headers, no body, connection kept', async (t) => {
@@ -76,6 +108,16 @@ t.test('metrics in Prometheus text format count requests by route and status', a
   const buckets = [...text.matchAll(/threatfeed_http_request_duration_seconds_bucket\{le="[^"]+",route="healthz"\} (\d+)/g)].map((m) => Number(m[1]))
   t.same(buckets, [...buckets].sort((a, b) => a - b), 'cumulative buckets')
   t.match(text, /threatfeed_process_resident_memory_bytes \d+/)
+})
+
+t.test('metric names pass promtool check metrics: no gauge ends in _total, every counter does (issue 36)', async (t) => {
+  const text = await (await fetch(`${base}/metrics`)).text()
+  const types = [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => ({ name: m[1]!, type: m[2]! }))
+  t.ok(types.length > 20, `${types.length} metrics`)
+  t.same(types.filter((m) => m.type !== 'counter' && m.name.endsWith('_total')).map((m) => m.name), [], 'non-counters ending in _total')
+  t.same(types.filter((m) => m.type === 'counter' && !m.name.endsWith('_total')).map((m) => m.name), [], 'counters without _total')
+  // The handles by type are there; their sum is PromQL's to take.
+  t.match(text, /^# TYPE threatfeed_nodejs_active_handles gauge$/m)
 })
 
 t.test('a key revoked from the CLI in another process is refused by the running server within 1 s', async (t) => {

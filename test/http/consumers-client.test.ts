@@ -49,7 +49,7 @@ t.test('THREATFEED_CONSUMER_TRACKING=off counts nothing', async (t) => {
   t.equal((await poll(server.port, { key: f.key })).status, 200)
   await server.stop()
   t.same(await consumersLs(f.dir), [])
-  t.equal((await consumersCli(f.dir, ['ls'])).stdout, 'no feed consumers seen in the last 30 days\n')
+  t.equal((await consumersCli(f.dir, ['ls'])).stdout, `no feed consumers seen in the last 30 days in the store at ${f.dir}\n`)
 
   // Bad uses, in this process now that no server has the store open.
   const env = { THREATFEED_DATA_DIR: f.dir }

@@ -111,6 +111,15 @@ t.test('a list by name: its selector and stored defaults, explicit parameters on
   t.equal(plain.body.toString(), '198.51.100.0/24\n2001:db8::/32\n')
 })
 
+t.test('dialect_a of a list without a description: a bare `#` line, no trailing space (issue 36)', async (t) => {
+  await server.store.lists.create({ workspaceId: ws, name: 'bare', description: '', defaults: { format: 'dialect_a', family: 'v4' }, selector: { source: 'tor' } })
+  await syncLists(server)
+  const r = await rawRequest(server.base, '/v1/threat/feeds/bare', { headers: auth })
+  t.equal(r.status, 200)
+  t.match(r.body.toString(), /^# bare\n#\n# action: block\n/)
+  t.notMatch(r.body.toString(), / \n/, 'no line ends in a space')
+})
+
 t.test('a rule change ends the 304s', async (t) => {
   const before = await rawRequest(server.base, '/v1/threat/feeds', { headers: auth })
   await server.store.rules.upsertAccessRule(rule('192.0.2.77/32', 'block'))

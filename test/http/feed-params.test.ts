@@ -7,7 +7,7 @@ import { ThreatfeedError } from '../../src/errors.js'
 import { parseFeedQuery, resolveVariant } from '../../src/http/feed-params.js'
 import type { ListDefaults } from '../../src/store/types.js'
 
-const FORMATS = ['plain', 'dialect_a', 'dialect_b', 'nftables', 'txt', 'alias_c', 'alias_d']
+const FORMATS = ['plain', 'dialect_a', 'dialect_b', 'nftables', 'ipset', 'json', 'txt', 'alias_c', 'alias_d']
 
 function errorOf (f: () => unknown): ThreatfeedError {
   try {

@@ -64,7 +64,7 @@ t.test('a restart builds the feeds served in the hour before it ahead of ready, 
   t.teardown(() => second.server.stop())
   const ready = await readyz(second.base)
   t.equal(ready.status, 200)
-  t.same(ready.body, { status: 'ready', checks: { geo: true, lists: true, feeds: true, consumer: true, store: true } })
+  t.same(ready.body, { status: 'ready', can: { signals: true, feeds: true }, checks: { geo: true, lists: true, feeds: true, consumer: true, store: true, signals: true } })
   t.same(await samples(second.base, 'threatfeed_feed_builds_total', 'outcome="built"'), ['threatfeed_feed_builds_total{reason="start",outcome="built"} 1'],
     'one feed built before ready: the one served before the restart')
   t.equal((await samples(second.base, 'threatfeed_feed_entries', 'feed="*"')).length, 4, 'the workspace feed is in memory')

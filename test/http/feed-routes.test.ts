@@ -99,11 +99,11 @@ t.test('gzip: Content-Encoding, its own ETag, and gunzip(gzip) = identity', asyn
 
 t.test('400: details.supported for bad values, repeated parameters, nftables + both', async (t) => {
   const cases: Array<{ query: string, error: string, details: Record<string, unknown> }> = [
-    { query: 'format=xml', error: 'unsupported format: "xml"', details: { parameter: 'format', value: 'xml', supported: ['plain', 'dialect_a', 'dialect_b', 'nftables', 'txt', 'alias_c', 'alias_d'] } },
+    { query: 'format=xml', error: 'unsupported format: "xml"', details: { parameter: 'format', value: 'xml', supported: ['plain', 'dialect_a', 'dialect_b', 'nftables', 'ipset', 'json', 'txt', 'alias_c', 'alias_d'] } },
     { query: 'family=v5', error: 'unsupported family: "v5"', details: { parameter: 'family', value: 'v5', supported: ['v4', 'v6', 'both'] } },
     { query: 'action=deny', error: 'unsupported action: "deny"', details: { parameter: 'action', value: 'deny', supported: ['block', 'allow'] } },
     { query: 'checksum=sha256', error: 'unsupported checksum: "sha256"', details: { parameter: 'checksum', value: 'sha256', supported: ['md5'] } },
-    { query: 'format=plain&format=txt', error: 'unsupported repeated parameter: format', details: { parameter: 'format', supported: ['plain', 'dialect_a', 'dialect_b', 'nftables', 'txt', 'alias_c', 'alias_d'] } },
+    { query: 'format=plain&format=txt', error: 'unsupported repeated parameter: format', details: { parameter: 'format', supported: ['plain', 'dialect_a', 'dialect_b', 'nftables', 'ipset', 'json', 'txt', 'alias_c', 'alias_d'] } },
     { query: 'format=nftables', error: 'unsupported family "both" with format nftables: an nftables set holds one family', details: { parameter: 'family', value: 'both', supported: ['v4', 'v6'] } },
     { query: 'format=nftables&family=both', error: 'unsupported family "both" with format nftables: an nftables set holds one family', details: { parameter: 'family', value: 'both', supported: ['v4', 'v6'] } },
   ]

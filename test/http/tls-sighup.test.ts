@@ -81,6 +81,11 @@ t.test('SIGHUP reloads the certificate; the process keeps running', async (t) =>
   child.kill('SIGHUP')
   t.match(await unchanged, { reason: 'SIGHUP', serial: second.serial }, 'a SIGHUP with nothing new says so')
 
+  // Once for the process, not once per thread (issue 36): the threads' own lines are debug lines.
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  t.equal(logs.filter((l) => l.msg === 'TLS certificate reloaded').length, 1, 'the reload is logged once')
+  t.equal(logs.filter((l) => l.msg === 'TLS files unchanged').length, 1, 'so is a reload that found nothing new')
+
   child.kill('SIGTERM')
   t.equal(await exited, 0, 'still running until SIGTERM, then a clean exit')
 })

@@ -17,7 +17,9 @@ function setup (options: { appendTimeoutMs?: number } = {}) {
 async function run (ingester: SignalIngester, api: ApiVersion, body: string | Buffer): Promise<unknown> {
   try {
     const out = await ingester.ingest(api, 'ws1', typeof body === 'string' ? Buffer.from(body) : body)
-    return { status: out.status, body: out.body, seqs: out.seqs }
+    // The receipt's id, a fresh UUID, is shown as UUID when it is the one the outcome names.
+    const batch = out.body.batch === undefined ? undefined : { ...out.body.batch, id: out.body.batch.id === out.batchId && /^[0-9a-f-]{36}$/.test(out.batchId) ? 'UUID' : out.body.batch.id }
+    return { status: out.status, body: { ...out.body, batch }, seqs: out.seqs }
   } catch (e) {
     if (!(e instanceof ThreatfeedError)) throw e
     return { code: e.code, status: e.status, message: e.message, details: e.details }
@@ -52,11 +54,11 @@ t.test('request-level refusals (400, nothing appended)', async (t) => {
 t.test('batch outcomes and bodies', async (t) => {
   const { ingester, stream, appended } = setup()
   t.same(await run(ingester, 'v1', `[${V1('"ip":"10.0.0.1"')},${V1('"asn":"AS1221"')}]`), {
-    status: 200, body: { success: true, message: 'Processed 2 entries, 0 failed' }, seqs: [1, 2],
+    status: 200, body: { success: true, message: 'Processed 2 entries, 0 failed', batch: { id: 'UUID', first_seq: 1, last_seq: 2 } }, seqs: [1, 2],
   }, 'v1 200 has no errors')
   t.same(await run(ingester, 'v1', `[${V1('"ip":"10.0.0.2"')},${V1('"asn":"AS64512"')},${V1('"country":"xx"')}]`), {
     status: 206,
-    body: { success: false, message: 'Processed 3 entries, 2 failed', errors: ['Entry 1: asn: AS64512 is not in the ASN database', 'Entry 2: country: must be an ISO-3166 alpha-2 code'] },
+    body: { success: false, message: 'Processed 3 entries, 2 failed', errors: ['Entry 1: asn: AS64512 is not in the ASN database', 'Entry 2: country: must be an ISO-3166 alpha-2 code'], batch: { id: 'UUID', first_seq: 3, last_seq: 3 } },
     seqs: [3],
   }, 'v1 206, 0-based indexes')
   t.same(await run(ingester, 'v1', `[${V1('"asn":"AS64512"')},{"type":"access_rules"},7]`), {
@@ -70,8 +72,10 @@ t.test('batch outcomes and bodies', async (t) => {
     ],
   }, 'every entry failed → 400 ValidationError')
   t.same(await run(ingester, 'v2', '[{"kind":"access_rule","op":"delete","rule_ref":"a"}]'), {
-    status: 200, body: { success: true, message: 'Processed 1 entries, 0 failed', errors: [] }, seqs: [4],
+    status: 200, body: { success: true, message: 'Processed 1 entries, 0 failed', errors: [], batch: { id: 'UUID', first_seq: 4, last_seq: 4 } }, seqs: [4],
   }, 'v2 200 always has errors')
+  const ids = stream.records.map((r) => r.batchId)
+  t.ok(ids[0] !== undefined && ids[0] === ids[1] && new Set(ids).size === 3, 'each append is stored with its own batch id, on every record')
   t.same(appended, [2, 3, 4], 'the consumer is nudged with the last seq of each append')
   t.same(stream.records.map((r) => r.acceptedAt), [1_700_000_000_000, 1_700_000_000_000, 1_700_000_000_000, 1_700_000_000_000])
 })

@@ -9,12 +9,12 @@ export class MemoryStream implements SignalStream {
   /** When set, append waits for it (or rejects with it). */
   appendHook: (() => Promise<void>) | null = null
 
-  async append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
+  async append (input: StreamAppend, gate?: CommitGate, batchId?: string): Promise<number[]> {
     if (this.appendHook !== null) await this.appendHook()
     gate?.begin() // as a store's transaction does, right before its commit
     return appendRecords(input).map((r) => {
       const seq = this.records.length + 1
-      this.records.push({ ...r, seq })
+      this.records.push(batchId === undefined ? { ...r, seq } : { ...r, seq, batchId })
       return seq
     })
   }

@@ -166,8 +166,17 @@ if (!canMount) {
     t.comment(`statuses while filling: ${statuses.join(' ')}`)
     t.ok(statuses.includes(500), 'the full disk answers 500')
     t.equal((await srv.feed()).status, 200, 'feeds answer from memory while the disk is full')
+    // Readiness says what the node can do (issue 35: it said ready while every post answered 500).
+    const full = await srv.readyz()
+    t.equal(full.status, 503, '/readyz: not ready')
+    t.match(full.body, { status: 'not ready', can: { signals: false, feeds: true } }, 'signals cannot be taken, feeds can')
+    t.match(full.body.checks.signals, /^signal stream appends failing for \d+ s \(\d+ batches answered 500\): rule store unavailable: .+/, 'the check names the failing part')
+    t.equal((await srv.readyz('signals')).status, 503, '/readyz?for=signals: 503, a balancer for signals stops sending')
+    t.equal((await srv.readyz('feeds')).status, 200, '/readyz?for=feeds: 200, feeds are still served')
 
     unlinkSync(filler)
+    await until('/readyz to be 200 again once space returns', async () => (await srv.readyz()).status === 200, 20_000)
+    t.match((await srv.readyz()).body, { status: 'ready', can: { signals: true, feeds: true }, checks: { signals: true } })
     await until('the backlog to drain', async () => await srv.metric('threatfeed_stream_backlog_records') === 0, 30_000)
     const after = addresses(250)
     t.equal((await srv.postBlocks(after)).status, 200, 'signals are accepted again')

@@ -35,6 +35,23 @@ export function describeStreamContract (test: StoreTest): void {
     }
   })
 
+  test('stream: a batch id given to an append is read back on each of its records, whatever its form', async (t, store) => {
+    const ws = freshWorkspaceId()
+    const ids = ['0b6f3a52-7d0f-4f59-9b7e-7f2f3c1f0a01', 'c3d1e2f4-1111-4abc-8def-0123456789ab']
+    const body = Buffer.from('[{"ip":"192.0.2.1"},{"ip":"192.0.2.2"}]')
+    const whole = await store.stream.append({ workspaceId: ws, acceptedAt: 900, body, count: 2 }, undefined, ids[0])
+    const listed = await store.stream.append(records(ws, 3), undefined, ids[1])
+    const plain = await store.stream.append(records(ws, 1))
+    const read = await store.stream.read(whole[0]!, 10)
+    t.same(read.map((r) => [r.seq, r.batchId]), [
+      ...whole.map((seq) => [seq, ids[0]]),
+      ...listed.map((seq) => [seq, ids[1]]),
+      [plain[0], undefined],
+    ])
+    t.notOk('batchId' in read.at(-1)!, 'no batchId key on a record appended without one')
+    t.same((await store.stream.read(listed[1]!, 1))[0]?.batchId, ids[1], 'also when read from inside the append')
+  })
+
   test('stream: a whole v1 batch is appended as one record per element, each its text byte for byte', async (t, store) => {
     const ws = freshWorkspaceId()
     const head = await store.stream.head()

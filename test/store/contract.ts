@@ -10,6 +10,7 @@ import type { BatchingStore } from '../../src/store/batch-types.js'
 import { describeAdminContract } from './contract-admin.js'
 import { describeConsumerContract } from './contract-consumers.js'
 import { describeDeadlineContract } from './contract-deadline.js'
+import { describeIdempotencyContract } from './contract-idempotency.js'
 import { describePublishedContract } from './contract-published.js'
 import { describeClusterContract, describeLeaseContract } from './contract-cluster.js'
 import { describeRuleContract } from './contract-rules.js'
@@ -57,6 +58,7 @@ export function runStoreContract (t: Test, name: string, makeStore: MakeStore): 
   describeRuleContract(storeTest)
   describeStreamContract(storeTest)
   describeDeadlineContract(storeTest)
+  describeIdempotencyContract(storeTest)
   describeSweepContract(storeTest)
   describeConsumerContract(storeTest)
   describeClusterContract(storeTest)

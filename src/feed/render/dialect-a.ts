@@ -25,7 +25,9 @@ export function formatGenerated (ms: number): string {
  *   // '# edge\n# All access rules\n# action: block\n# family: v4\n# generated: 1970-01-01T00:00:00Z\n# entries: 2\n'
  */
 export function renderDialectAHeader (h: { name: string, description: string, action: WireAction, family: WireFamily, generated: number, entries: number, shard?: { index: number, of: number } | null }): Uint8Array {
-  let text = `# ${h.name.replace(CONTROL, ' ')}\n# ${h.description.replace(CONTROL, ' ')}\n# action: ${h.action}\n# family: ${h.family}\n# generated: ${formatGenerated(h.generated)}\n# entries: ${h.entries}\n`
+  // An empty description is a bare `#`: no trailing space on the line.
+  const description = h.description.replace(CONTROL, ' ')
+  let text = `# ${h.name.replace(CONTROL, ' ')}\n#${description === '' ? '' : ' ' + description}\n# action: ${h.action}\n# family: ${h.family}\n# generated: ${formatGenerated(h.generated)}\n# entries: ${h.entries}\n`
   // An extension (issue 21): one line after SPEC 4.5's six, on sharded bodies only.
   if (h.shard !== undefined && h.shard !== null) text += `# shard: ${h.shard.index}/${h.shard.of}\n`
   return Buffer.from(text, 'utf8')

@@ -5,6 +5,8 @@
  * and closes it. Both see each other's commits: revisions() renews the read snapshot first, so a
  * server polling it notices a key revoked from the command line at its next poll.
  */
+import { statfsSync } from 'node:fs'
+import { join } from 'node:path'
 import type { BatchingStore, RuleBatch, RuleBatchResult } from '../batch-types.js'
 import type { ConsumerThreadHandoff } from '../consumer-thread.js'
 import { ThreatfeedError } from '../../errors.js'
@@ -15,7 +17,7 @@ import { EmbeddedJournalStore } from './journal-store.js'
 import { EmbeddedKeyStore } from './key-store.js'
 import { EmbeddedLeaseStore } from './lease-store.js'
 import { EmbeddedListStore } from './list-store.js'
-import { META } from './layout.js'
+import { META, STREAM_DIR } from './layout.js'
 import { LmdbEnv, type LmdbEnvOptions } from './lmdb-env.js'
 import { migrateFormat } from './migrate-format.js'
 import type { EmbeddedRuleOp } from './packed-batch.js'
@@ -38,11 +40,13 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
   readonly housekeeping = newHousekeepingCounters()
   readonly consumerThread: ConsumerThreadHandoff
   readonly #env: LmdbEnv
+  readonly #streamDir: string
 
   /** `tombstoneMax`: tombstones kept at most (RuleStore#sweepLapsed); `changesKeptMs`: see change-log.ts. */
   constructor (env: LmdbEnv, dataDir: string, tombstoneMax = TOMBSTONE_MAX, changesKeptMs?: number) {
     this.#env = env
-    this.consumerThread = embeddedConsumerThread(dataDir)
+    this.#streamDir = join(dataDir, STREAM_DIR)
+    this.consumerThread = embeddedConsumerThread(dataDir, { tombstoneMax, ...(changesKeptMs === undefined ? {} : { changesKeptMs }) })
     this.workspaces = new EmbeddedWorkspaceStore(env)
     this.keys = new EmbeddedKeyStore(env)
     this.lists = new EmbeddedListStore(env)
@@ -66,6 +70,15 @@ export class EmbeddedStore implements BatchingStore<EmbeddedRuleOp> {
     if (this.#env.closed) throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new Error('the store is closed') })
     this.#env.read((dbs) => dbs.meta.get(META.adminRevision))
     this.#env.readStream((dbs) => dbs.meta.get(META.streamHead))
+  }
+
+  streamFreeBytes (): number | null {
+    try {
+      const st = statfsSync(this.#streamDir)
+      return st.bavail * st.bsize
+    } catch {
+      return null
+    }
   }
 
   applyRuleBatch (batch: RuleBatch<EmbeddedRuleOp>): Promise<RuleBatchResult> {

@@ -64,7 +64,14 @@ export interface StreamDatabases {
   readonly chunks: Database<Buffer, number>
   /** The stream head (META.streamHead). */
   readonly meta: Database<number, string>
+  /** `workspaceId NUL key` → its idempotency entry (SignalStream#appendOnce). */
+  readonly idempotency: Database<IdempotencyEntry, string>
+  /** [at, `workspaceId NUL key`] → null: the entries in the order they lapse, for pruning. */
+  readonly idempotencyByTime: Database<null, [number, string]>
 }
+
+/** An idempotency key's entry; `note` is the caller's JSON. */
+export interface IdempotencyEntry { digest: string, note: Record<string, unknown>, at: number, first: number, n: number }
 
 /** The meta key of one workspace's rules revision (RuleStore#revisionOf). */
 export function workspaceRulesRevision (workspaceId: string): string {

@@ -34,7 +34,7 @@
  * allows that with one writer at a time across processes (its lock file), so every process must
  * open it with the same options — which is why they live here and nowhere else.
  */
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { open, type RootDatabase, type Transaction } from 'lmdb'
 import { ThreatfeedError, isThreatfeedError } from '../../errors.js'
@@ -48,7 +48,7 @@ import { accessRuleTargetHash } from './rule-codec.js'
  *  itself only grows as pages are written (measured: a fresh store is 24 KiB on disk). */
 const MAP_SIZE = 2 ** 38
 const MAIN_MAX_DBS = 24
-const STREAM_MAX_DBS = 4
+const STREAM_MAX_DBS = 8
 /** Entries per transaction of rewriteTo. */
 const REWRITE_BATCH = 10_000
 
@@ -137,9 +137,11 @@ export class LmdbEnv {
   readonly #root: RootDatabase
   readonly #streamRoot: RootDatabase
   readonly #syncWrites: boolean
+  readonly #dataDir: string
   #closed = false
 
   constructor (dataDir: string, options: LmdbEnvOptions = {}) {
+    this.#dataDir = dataDir
     this.#syncWrites = options.syncWrites === true
     try {
       mkdirSync(dataDir, { recursive: true })
@@ -180,9 +182,13 @@ export class LmdbEnv {
       this.streamDbs = {
         chunks: streamRoot.openDB('stream-chunks', binary),
         meta: streamRoot.openDB('meta', json),
+        idempotency: streamRoot.openDB('idempotency', json),
+        idempotencyByTime: streamRoot.openDB('idempotency-by-time', json),
       }
     } catch (cause) {
-      throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause })
+      // The place and the reason: an operator reads "rule store unavailable" alone as the server's fault.
+      const reason = (cause as NodeJS.ErrnoException)?.code ?? (cause as Error)?.message ?? String(cause)
+      throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new Error(`cannot open the embedded store in ${dataDir} (THREATFEED_DATA_DIR): ${reason}`, { cause }) })
     }
   }
 
@@ -341,6 +347,21 @@ export class LmdbEnv {
     return [...pids].sort((a, b) => a - b)
   }
 
+  /**
+   * Each environment's pages by table, its free pages, and the snapshots readers hold: what
+   * `threatfeed store stats` shows. A page freed by a commit is reused only once no reader holds
+   * a snapshot from before that commit, so `txnsBehind` of the oldest reader is what to look at
+   * when the file grows while the tables do not.
+   */
+  stats (): EnvStats[] {
+    if (this.#closed) throw closedError()
+    try {
+      return [envStats(this.#root, this.#dataDir, 'data.mdb'), envStats(this.#streamRoot, this.#dataDir, join(STREAM_DIR, 'data.mdb'))]
+    } catch (e) {
+      throw toStoreError(e)
+    }
+  }
+
   /** A consistent copy of the main environment into `dir` (mdb_env_copy2; compacting: free
    *  pages are left out). The copy is a snapshot of one read transaction; writers go on. */
   copyMain (dir: string, compact: boolean): Promise<void> {
@@ -397,6 +418,46 @@ export class LmdbEnv {
       throw toStoreError(e)
     }
   }
+}
+
+/** One environment's use (LmdbEnv#stats). Bytes are pages times the page size. */
+export interface EnvStats {
+  /** The data file, relative to the data directory, and its size. */
+  readonly file: string
+  readonly fileBytes: number
+  /** Pages of the environment's own trees (the table list, the free list, the two meta pages). */
+  readonly overheadBytes: number
+  /** Pages up to the last one written that no tree holds: LMDB's free list, reused by later commits. */
+  readonly freeBytes: number
+  readonly lastTxnId: number
+  /** Every reader slot holding a snapshot: its process and how many commits behind the latest it is. */
+  readonly readers: ReadonlyArray<{ readonly pid: number, readonly txnsBehind: number }>
+  readonly tables: Readonly<Record<string, { readonly entries: number, readonly bytes: number }>>
+}
+
+interface TreeStat { treeBranchPageCount: number, treeLeafPageCount: number, overflowPages: number, entryCount: number }
+const pagesOf = (s: TreeStat): number => s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages
+
+function envStats (root: RootDatabase, dataDir: string, file: string): EnvStats {
+  root.resetReadTxn()
+  const all = root.getStats() as TreeStat & { pageSize: number, lastPageNumber: number, lastTxnId: number, root: TreeStat, free: TreeStat }
+  const page = all.pageSize
+  const tables: Record<string, { entries: number, bytes: number }> = {}
+  const overhead = pagesOf(all.root) + pagesOf(all.free) + 2
+  let used = overhead
+  for (const name of Array.from(root.getKeys({}), String)) {
+    const stat = root.openDB(name, { encoding: 'binary' }).getStats() as TreeStat
+    tables[name] = { entries: stat.entryCount, bytes: pagesOf(stat) * page }
+    used += pagesOf(stat)
+  }
+  // Our own slot, reset, holds no snapshot and is not listed.
+  root.resetReadTxn()
+  const readers: Array<{ pid: number, txnsBehind: number }> = []
+  for (const m of root.readerList().matchAll(/^\s*(\d+)\s+[0-9a-f]+\s+(\d+)\s*$/gm)) {
+    readers.push({ pid: Number(m[1]), txnsBehind: all.lastTxnId - Number(m[2]) })
+  }
+  const pages = all.lastPageNumber + 1
+  return { file, fileBytes: statSync(join(dataDir, file)).size, overheadBytes: overhead * page, freeBytes: (pages - used) * page, lastTxnId: all.lastTxnId, readers, tables }
 }
 
 /**

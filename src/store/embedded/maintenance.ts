@@ -11,7 +11,7 @@
 import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { ThreatfeedError } from '../../errors.js'
-import type { BackupReport, CompactReport, StoreFile, StoreMaintenance } from '../maintenance.js'
+import type { BackupReport, CompactReport, StatsReport, StoreFile, StoreMaintenance } from '../maintenance.js'
 import { newHousekeepingCounters } from '../types.js'
 import { STREAM_DIR } from './layout.js'
 import { LmdbEnv } from './lmdb-env.js'
@@ -29,6 +29,16 @@ export class EmbeddedMaintenance implements StoreMaintenance {
 
   constructor (dataDir: string) {
     this.#dataDir = resolve(dataDir)
+  }
+
+  async stats (): Promise<StatsReport> {
+    this.#requireStore()
+    const env = new LmdbEnv(this.#dataDir)
+    try {
+      return { dataDir: this.#dataDir, files: env.stats() }
+    } finally {
+      await env.close()
+    }
   }
 
   /**

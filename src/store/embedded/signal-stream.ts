@@ -7,9 +7,9 @@
  * their seqs and a reader can never see seq n+1 without seq n.
  */
 import type { CommitGate } from '../commit-gate.js'
-import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamCheckpoint, StreamRecord, StreamRetained, TrimPass } from '../types.js'
+import { IDEMPOTENCY_WINDOW_MS, type AppendOnce, type AppendOnceResult, type HousekeepingCounters, type StoredSignalStream, type StreamAppend, type StreamCheckpoint, type StreamRecord, type StreamRetained, type TrimPass } from '../types.js'
 import { appendCount, isWholeV1Batch } from '../whole-v1-batch.js'
-import { META } from './layout.js'
+import { META, type StreamDatabases } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
 import { chunkCount, chunkLatestAcceptedAt, decodeChunk, encodeChunk, encodeWholeV1Chunk } from './stream-codec.js'
 
@@ -27,31 +27,62 @@ export class EmbeddedSignalStream implements StoredSignalStream {
    *  not in the transaction, and this is not an async function: the records (a thousand strings
    *  and objects per batch) are garbage before the commit is awaited, instead of outliving a
    *  young-generation collection (see SignalIngester#accept). */
-  append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
+  append (input: StreamAppend, gate?: CommitGate, batchId?: string): Promise<number[]> {
     const count = appendCount(input)
     if (count === 0) return Promise.resolve([])
-    const w = this.#env.streamScratch
-    w.reset()
+    let chunk: Buffer
     try {
-      if (isWholeV1Batch(input)) encodeWholeV1Chunk(w, input)
-      else encodeChunk(w, input)
+      chunk = this.#encode(input, batchId)
     } catch (e) {
       return Promise.reject(e)
     }
-    return this.#put(Buffer.from(w.view()), count, gate)
+    return this.#put(chunk, count, gate)
+  }
+
+  appendOnce (input: StreamAppend, once: AppendOnce, gate?: CommitGate, batchId?: string): Promise<AppendOnceResult> {
+    const count = appendCount(input)
+    if (count === 0) return Promise.resolve({ seqs: [], earlier: null })
+    let chunk: Buffer
+    try {
+      chunk = this.#encode(input, batchId)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+    const id = `${once.workspaceId}\u0000${once.key}`
+    return this.#env.writeStream((dbs): AppendOnceResult => {
+      // One writer at a time (LMDB): the entry is read and written under the same lock.
+      const earlier = dbs.idempotency.get(id)
+      if (earlier !== undefined && earlier.at > once.at - IDEMPOTENCY_WINDOW_MS) {
+        gate?.begin()
+        return { seqs: range(earlier.first, earlier.n), earlier: { digest: earlier.digest, note: earlier.note, at: earlier.at } }
+      }
+      pruneIdempotency(dbs, once.at - IDEMPOTENCY_WINDOW_MS)
+      if (earlier !== undefined) dbs.idempotencyByTime.remove([earlier.at, id])
+      const first = putChunk(dbs, chunk, count)
+      dbs.idempotency.put(id, { digest: once.digest, note: once.note, at: once.at, first, n: count })
+      dbs.idempotencyByTime.put([once.at, id], null)
+      gate?.begin()
+      return { seqs: range(first, count), earlier: null }
+    })
+  }
+
+  #encode (input: StreamAppend, batchId: string | undefined): Buffer {
+    const w = this.#env.streamScratch
+    w.reset()
+    if (isWholeV1Batch(input)) encodeWholeV1Chunk(w, input, batchId)
+    else encodeChunk(w, input, batchId)
+    return Buffer.from(w.view())
   }
 
   async #put (chunk: Buffer, count: number, gate: CommitGate | undefined): Promise<number[]> {
     const first = await this.#env.writeStream((dbs) => {
-      const first = (dbs.meta.get(META.streamHead) ?? 0) + 1
-      dbs.chunks.put(first, chunk)
-      dbs.meta.put(META.streamHead, first + count - 1)
+      const first = putChunk(dbs, chunk, count)
       // Last, once the write lock is ours: a throw rolls this child transaction back, and after
       // it returns nothing is left but the commit (commit-gate.ts).
       gate?.begin()
       return first
     })
-    return Array.from({ length: count }, (_, i) => first + i)
+    return range(first, count)
   }
 
   async read (from: number, limit: number): Promise<StreamRecord[]> {
@@ -141,4 +172,27 @@ export class EmbeddedSignalStream implements StoredSignalStream {
       return { first, last, records: last - first + 1, bytes }
     })
   }
+}
+
+/** Stores one chunk after the head and moves the head; answers its first seq. */
+function putChunk (dbs: StreamDatabases, chunk: Buffer, count: number): number {
+  const first = (dbs.meta.get(META.streamHead) ?? 0) + 1
+  dbs.chunks.put(first, chunk)
+  dbs.meta.put(META.streamHead, first + count - 1)
+  return first
+}
+
+/** Lapsed entries removed per keyed append: more than one, so that the table shrinks after a burst. */
+const PRUNE_PER_APPEND = 4
+
+/** Drops a few of the entries older than `before`, oldest first (the window bounds the table). */
+function pruneIdempotency (dbs: StreamDatabases, before: number): void {
+  for (const key of dbs.idempotencyByTime.getKeys({ end: [before, ''], limit: PRUNE_PER_APPEND })) {
+    dbs.idempotency.remove(key[1])
+    dbs.idempotencyByTime.remove(key)
+  }
+}
+
+function range (first: number, n: number): number[] {
+  return Array.from({ length: n }, (_, i) => first + i)
 }

@@ -18,15 +18,27 @@
  *   u8 format (2) · u32 count · f64 acceptedAt · str workspaceId · u32 length · body
  *
  * and is split into its records when read (whole-v1-batch.ts).
+ *
+ * A chunk written with a batch id (the ingest batch that appended it) has BATCH_ID set in its
+ * format byte and the id's 16 bytes right after it; the rest is as above. Chunks written before
+ * batch ids existed have no such bit and read back without one.
  */
 import type { StreamRecord, StreamRecordInput, WholeV1Batch } from '../types.js'
 import { wholeBatchTexts } from '../whole-v1-batch.js'
 import { ByteReader, type ByteWriter } from './byte-writer.js'
+import { isUuid, readUuid, writeUuid } from './uuid-bytes.js'
 
 const RECORDS = 1
 const WHOLE_V1 = 2
+/** In the format byte: a 16-byte batch id follows it. */
+const BATCH_ID = 0x80
 const HAS_VERSION = 1
 const SAME_ORIGIN = 2
+
+/** A reader that keeps the chunk's batch id once readFormat has read it. */
+class ChunkReader extends ByteReader {
+  batchId: string | undefined = undefined
+}
 
 /**
  * Writes `records` as one chunk into `w` (from w.pos).
@@ -34,8 +46,8 @@ const SAME_ORIGIN = 2
  * @example
  *   w.reset(); encodeChunk(w, records); dbs.stream.put(firstSeq, w.view())
  */
-export function encodeChunk (w: ByteWriter, records: readonly StreamRecordInput[]): void {
-  w.u8(RECORDS)
+export function encodeChunk (w: ByteWriter, records: readonly StreamRecordInput[], batchId?: string): void {
+  writeFormat(w, RECORDS, batchId)
   w.u32(records.length)
   let workspaceId: string | null = null
   let acceptedAt = Number.NaN
@@ -58,8 +70,8 @@ export function encodeChunk (w: ByteWriter, records: readonly StreamRecordInput[
 }
 
 /** Writes a whole v1 batch as one chunk into `w` (from w.pos): a copy of its body. */
-export function encodeWholeV1Chunk (w: ByteWriter, batch: WholeV1Batch): void {
-  w.u8(WHOLE_V1)
+export function encodeWholeV1Chunk (w: ByteWriter, batch: WholeV1Batch, batchId?: string): void {
+  writeFormat(w, WHOLE_V1, batchId)
   w.u32(batch.count)
   w.f64(batch.acceptedAt)
   w.str(batch.workspaceId)
@@ -69,14 +81,14 @@ export function encodeWholeV1Chunk (w: ByteWriter, batch: WholeV1Batch): void {
 
 /** Records in a chunk (without decoding them). */
 export function chunkCount (buf: Buffer): number {
-  const r = new ByteReader(buf)
+  const r = new ChunkReader(buf)
   readFormat(r)
   return r.u32()
 }
 
 /** The latest acceptedAt of a chunk's records (the trim's age test), without their payloads. */
 export function chunkLatestAcceptedAt (buf: Buffer): number {
-  const r = new ByteReader(buf)
+  const r = new ChunkReader(buf)
   const format = readFormat(r)
   const count = r.u32()
   if (format === WHOLE_V1) return r.f64()
@@ -98,11 +110,12 @@ export function chunkLatestAcceptedAt (buf: Buffer): number {
  * until `out` holds `limit` records.
  */
 export function decodeChunk (buf: Buffer, firstSeq: number, from: number, limit: number, out: StreamRecord[]): void {
-  const r = new ByteReader(buf)
+  const r = new ChunkReader(buf)
   const format = readFormat(r)
+  const batchId = r.batchId
   const count = r.u32()
   if (format === WHOLE_V1) {
-    decodeWholeV1(r, count, firstSeq, from, limit, out)
+    decodeWholeV1(r, count, firstSeq, from, limit, out, batchId)
     return
   }
   let workspaceId = ''
@@ -122,13 +135,15 @@ export function decodeChunk (buf: Buffer, firstSeq: number, from: number, limit:
     }
     const payload = r.str()
     // v1 records carry no schemaVersion at all (not even `undefined`), as types.ts describes them.
-    out.push(version === undefined
+    const record: StreamRecord = version === undefined
       ? { seq, workspaceId, payload, acceptedAt }
-      : { seq, workspaceId, schemaVersion: version, payload, acceptedAt })
+      : { seq, workspaceId, schemaVersion: version, payload, acceptedAt }
+    if (batchId !== undefined) record.batchId = batchId
+    out.push(record)
   }
 }
 
-function decodeWholeV1 (r: ByteReader, count: number, firstSeq: number, from: number, limit: number, out: StreamRecord[]): void {
+function decodeWholeV1 (r: ChunkReader, count: number, firstSeq: number, from: number, limit: number, out: StreamRecord[], batchId: string | undefined): void {
   const acceptedAt = r.f64()
   const workspaceId = r.str()
   const body = r.bytes()
@@ -137,12 +152,35 @@ function decodeWholeV1 (r: ByteReader, count: number, firstSeq: number, from: nu
   if (firstSeq + count <= from) return
   const texts = wholeBatchTexts(body, count)
   for (let i = Math.max(0, from - firstSeq); i < count && out.length < limit; i++) {
-    out.push({ seq: firstSeq + i, workspaceId, payload: texts[i]!, acceptedAt })
+    const record: StreamRecord = { seq: firstSeq + i, workspaceId, payload: texts[i]!, acceptedAt }
+    if (batchId !== undefined) record.batchId = batchId
+    out.push(record)
   }
 }
 
-function readFormat (r: ByteReader): number {
-  const format = r.u8()
-  if (format !== RECORDS && format !== WHOLE_V1) throw new RangeError(`stream chunk of unknown format ${format}`)
+/** The batch id of a chunk (undefined for one written without), without decoding its records. */
+export function chunkBatchId (buf: Buffer): string | undefined {
+  const r = new ChunkReader(buf)
+  readFormat(r)
+  return r.batchId
+}
+
+function writeFormat (w: ByteWriter, format: number, batchId: string | undefined): void {
+  if (batchId === undefined) {
+    w.u8(format)
+    return
+  }
+  if (!isUuid(batchId)) throw new TypeError(`a batch id must be a canonical UUID (got ${JSON.stringify(batchId)})`)
+  w.u8(format | BATCH_ID)
+  writeUuid(w, batchId)
+}
+
+/** The chunk's format; its batch id, when it has one, is read too and left in `r.batchId`. */
+function readFormat (r: ChunkReader): number {
+  const byte = r.u8()
+  const format = byte & ~BATCH_ID
+  if (format !== RECORDS && format !== WHOLE_V1) throw new RangeError(`stream chunk of unknown format ${byte}`)
+  r.batchId = (byte & BATCH_ID) !== 0 ? readUuid(r) : undefined
   return format
 }
+

@@ -73,7 +73,7 @@ export interface ExpressionRuleDoc extends RuleDocCommon {
  * of a range scan — and `n` its number of records, seqs `_id` … `_id + n - 1`. It holds a whole
  * v1 batch's `body` as accepted, or its `records`. `acceptedAt` is the latest of its records'.
  * A document without `n` holds one record in `payload` (the layout before batches), and is read
- * as such.
+ * as such. `batchId` names the ingest batch of the append, when it had one.
  */
 export interface StreamDoc {
   _id: number
@@ -84,8 +84,20 @@ export interface StreamDoc {
   records?: StreamDocRecord[]
   payload?: string
   schemaVersion?: number
+  /** The ingest batch that appended it (types.ts StreamRecord#batchId); on each document of the append. */
+  batchId?: string
+  /**
+   * The append's id, on each of its documents: what resolves a commit of unknown outcome. The
+   * batch's id when it has one.
+   */
+  appendId?: string
 }
 export interface StreamDocRecord { workspaceId: string, schemaVersion?: number, payload: string, acceptedAt: number }
+/**
+ * An idempotency key's entry (SignalStream#appendOnce): `_id` {w: workspace, k: key}, always
+ * built in that field order. `note` is the caller's JSON text; `expireAt` drives a TTL index.
+ */
+export interface IdempotencyDoc { _id: { w: string, k: string }, digest: string, note: string, at: number, first: number, n: number, expireAt: Date }
 export interface CheckpointDoc { _id: string, seq: number }
 /**
  * One feed key's version record (types.ts FeedVersionRecord). Shard key, when sharded:
@@ -179,6 +191,7 @@ export interface Collections {
   readonly consumers: Collection<ConsumerDoc>
   readonly leases: Collection<LeaseDoc>
   readonly journal: Collection<JournalDoc>
+  readonly idempotency: Collection<IdempotencyDoc>
 }
 
 export function collectionsOf (db: Db): Collections {
@@ -196,10 +209,15 @@ export function collectionsOf (db: Db): Collections {
     consumers: db.collection('feed_consumers'),
     leases: db.collection('leases'),
     journal: db.collection('admin_journal'),
+    idempotency: db.collection('idempotency_keys'),
   }
 }
 
-const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
+export const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
+  // Sparse: appends written before append ids were kept have none.
+  ['stream', [{ key: { appendId: 1 }, name: 'append_id', sparse: true }]],
+  // The server drops an entry once its window has passed (checked every minute; reads check `at`).
+  ['idempotency', [{ key: { expireAt: 1 }, name: 'expire_ttl', expireAfterSeconds: 0 }]],
   ['keys', [
     { key: { hash: 1 }, name: 'hash_unique', unique: true },
     { key: { workspaceId: 1 }, name: 'workspace' },
@@ -211,7 +229,11 @@ const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
     { key: { expiresAt: 1 }, name: 'expiry' },
     // A rebuild reads the rules changed since the last (RuleStore#accessRulesChangedSince).
     { key: { workspaceId: 1, seq: 1 }, name: 'workspace_seq' },
+    // …and counts the workspace's live rules: from the index alone, not a scan of the workspace.
+    { key: { workspaceId: 1, expiresAt: 1 }, name: 'workspace_expiry' },
   ]],
+  // FeedVersionStore#fetchedSince at start-up; sparse: a feed never served has no fetchedAt.
+  ['feedVersions', [{ key: { fetchedAt: 1 }, name: 'fetched_at', sparse: true }]],
   ['expressionRules', [
     { key: { workspaceId: 1, kind: 1, ruleRef: 1 }, name: 'identity_unique', unique: true },
     { key: { expiresAt: 1 }, name: 'expiry' },

@@ -6,10 +6,12 @@
  * BSON compares documents field by field, so the one with the later `at` (their first field)
  * wins. The three most recent 4xx times are a `$push` with `$sort` and `$slice`.
  * An upsert that races another node's insert of the same `_id` is retried by the server itself
- * (an equality match on `_id`, MongoDB 4.2+).
+ * (an equality match on `_id`, MongoDB 4.2+). A workspace's drop counts (issue 35) are counters
+ * in `meta`, `consumer-drops:<workspace>:<kind>`, `$inc`ed like the revisions.
  */
 import type { AnyBulkWriteOperation } from 'mongodb'
-import type { ConsumerStore, FeedConsumer } from '../types.js'
+import { noDrops } from '../consumer-record.js'
+import type { ConsumerDrops, ConsumerStore, FeedConsumer } from '../types.js'
 import type { ConsumerDoc } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
@@ -73,6 +75,9 @@ function fromDoc (d: ConsumerDoc): FeedConsumer {
   }
 }
 
+const DROPS_PREFIX = 'consumer-drops:'
+const escapeRegex = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
 export class MongoConsumerStore implements ConsumerStore {
   readonly #ctx: MongoContext
 
@@ -80,11 +85,42 @@ export class MongoConsumerStore implements ConsumerStore {
     this.#ctx = ctx
   }
 
-  merge (tallies: readonly FeedConsumer[]): Promise<void> {
+  merge (tallies: readonly FeedConsumer[], drops?: ReadonlyMap<string, ConsumerDrops>): Promise<void> {
     return this.#ctx.run(async () => {
-      if (tallies.length === 0) return
-      await this.#ctx.c.consumers.bulkWrite(tallies.map(toDoc), { ordered: false })
+      if (tallies.length > 0) await this.#ctx.c.consumers.bulkWrite(tallies.map(toDoc), { ordered: false })
+      if (drops !== undefined) for (const [ws, d] of drops) await this.#addDrops(ws, d)
     })
+  }
+
+  trim (workspaceId: string, keyId: string, keep: number): Promise<number> {
+    return this.#ctx.run(async () => {
+      const filter = { workspaceId: text(workspaceId), keyId: text(keyId) }
+      const gone = await this.#ctx.c.consumers.find(filter, { projection: { _id: 1, lastSeen: 1 } }).sort({ lastSeen: -1 }).skip(keep).toArray()
+      if (gone.length === 0) return 0
+      // Each removal checks its lastSeen again: another node may have merged a later poll meanwhile.
+      const r = await this.#ctx.c.consumers.bulkWrite(gone.map((d) => ({ deleteOne: { filter: { _id: d._id, lastSeen: d.lastSeen } } })), { ordered: false })
+      await this.#addDrops(workspaceId, { evicted: 0, refused: 0, removed: r.deletedCount })
+      return r.deletedCount
+    })
+  }
+
+  drops (workspaceId?: string): Promise<ConsumerDrops> {
+    return this.#ctx.run(async () => {
+      const prefix = workspaceId === undefined ? DROPS_PREFIX : `${DROPS_PREFIX}${text(workspaceId)}:`
+      const sum = noDrops()
+      const docs = await this.#ctx.c.meta.find({ _id: { $regex: `^${escapeRegex(prefix)}` } }).toArray()
+      for (const d of docs) {
+        const kind = d._id.slice(d._id.lastIndexOf(':') + 1)
+        if (kind === 'evicted' || kind === 'refused' || kind === 'removed') sum[kind] += d.value
+      }
+      return sum
+    })
+  }
+
+  async #addDrops (workspaceId: string, d: Readonly<ConsumerDrops>): Promise<void> {
+    const ops = (['evicted', 'refused', 'removed'] as const).filter((k) => d[k] > 0)
+      .map((k) => ({ updateOne: { filter: { _id: `${DROPS_PREFIX}${text(workspaceId)}:${k}` }, update: { $inc: { value: num(d[k]) } }, upsert: true } }))
+    if (ops.length > 0) await this.#ctx.c.meta.bulkWrite(ops, { ordered: false })
   }
 
   list (workspaceId?: string): Promise<FeedConsumer[]> {

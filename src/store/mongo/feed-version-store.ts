@@ -9,6 +9,9 @@ import { isDuplicateKey } from './mongo-client.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
 
+/** Last-Modified is an HTTP-date: whole seconds. */
+const LAST_MODIFIED_STEP_MS = 1000
+
 /** Most compare-and-set rounds of one observe: each lost round is another node's newer write. */
 const CAS_ATTEMPTS = 8
 
@@ -35,6 +38,10 @@ export class MongoFeedVersionStore implements FeedVersionStore {
         const seen = await this.#ctx.c.feedVersions.findOne({ _id: id, workspaceId })
         const next = nextFeedVersion(key, seen === null ? null : normalizeRecord(key, seen), hash, num(now), basis)
         if (next === null) return versionOf(seen!)
+        // The run before may carry another node's clock, ahead of this one: a new run starts at
+        // least a second (Last-Modified's resolution) after it, so Last-Modified never goes back
+        // and If-Modified-Since never answers 304 to content that changed (issue 33).
+        if (seen !== null) next.since = Math.max(next.since, seen.since + LAST_MODIFIED_STEP_MS)
         // Each lost race means another node recorded a newer state; a handful settles it.
         if (attempt === CAS_ATTEMPTS) throw new Error(`feed version ${id} kept changing under ${CAS_ATTEMPTS} attempts`)
         const fields = { contentHash: next.contentHash, since: next.since, basis: next.basis, state: next.state, history: next.history, changes: next.changes }
@@ -82,26 +89,48 @@ export class MongoFeedVersionStore implements FeedVersionStore {
   }
 
   /**
-   * One document per feed in `published_rules`, the encoded record as one binary field (a feed's
-   * rules must stay under MongoDB's 16 MiB document limit: about 400,000 rules).
+   * A feed's record in `published_rules`, encoded, in parts of at most PUBLISHED_PART_BYTES: the
+   * first part in the feed's document (with how many there are), the others in `<id>#<i>`. One
+   * document stopped at MongoDB's 16 MiB — about 400,000 rules (issue 33). One transaction writes
+   * every part and drops the parts a smaller record no longer needs, so a reader never mixes two.
    */
   savePublished (ref: FeedRef, record: PublishedRecord | null): Promise<void> {
-    return this.#ctx.run(async () => {
-      const id = `${text(ref.workspaceId)}:${text(ref.listId)}`
-      const workspaceId = text(ref.workspaceId)
-      if (record === null) await this.#published().deleteOne({ _id: id, workspaceId })
-      else await this.#published().replaceOne({ _id: id, workspaceId }, { workspaceId, data: new Binary(encodePublished(record)) }, { upsert: true })
+    const id = publishedId(ref)
+    const workspaceId = text(ref.workspaceId)
+    const bytes = record === null ? null : encodePublished(record)
+    const parts = bytes === null ? 0 : Math.max(1, Math.ceil(bytes.length / PUBLISHED_PART_BYTES))
+    return this.#ctx.write(async (session) => {
+      const c = this.#published()
+      const before = (await c.findOne({ _id: id, workspaceId }, { session, projection: { parts: 1 } }))?.parts ?? 1
+      for (let i = 0; i < parts; i++) {
+        const data = new Binary(bytes!.subarray(i * PUBLISHED_PART_BYTES, (i + 1) * PUBLISHED_PART_BYTES))
+        const doc = i === 0 ? { workspaceId, data, parts } : { workspaceId, data }
+        await c.replaceOne({ _id: partId(id, i), workspaceId }, doc, { session, upsert: true })
+      }
+      const gone = Array.from({ length: Math.max(0, before - parts) }, (_, k) => partId(id, parts + k))
+      if (gone.length > 0) await c.deleteMany({ _id: { $in: gone }, workspaceId }, { session })
     })
   }
 
   loadPublished (ref: FeedRef): Promise<PublishedRecord | null> {
-    return this.#ctx.run(async () => {
-      const doc = await this.#published().findOne({ _id: `${text(ref.workspaceId)}:${text(ref.listId)}`, workspaceId: text(ref.workspaceId) })
-      return doc === null ? null : decodePublished(doc.data.buffer)
+    const id = publishedId(ref)
+    const workspaceId = text(ref.workspaceId)
+    // In a (read-only) transaction: the parts of one save, never of two.
+    return this.#ctx.write(async (session) => {
+      const c = this.#published()
+      const first = await c.findOne({ _id: id, workspaceId }, { session })
+      if (first === null) return null
+      const parts = first.parts ?? 1
+      if (parts === 1) return decodePublished(first.data.buffer)
+      const rest = await c.find({ _id: { $in: Array.from({ length: parts - 1 }, (_, k) => partId(id, k + 1)) }, workspaceId }, { session }).toArray()
+      const byId = new Map(rest.map((d) => [d._id, d.data.buffer]))
+      const chunks = [first.data.buffer, ...Array.from({ length: parts - 1 }, (_, k) => byId.get(partId(id, k + 1)))]
+      if (chunks.some((b) => b === undefined)) throw new Error(`published record ${id}: a part is missing`)
+      return decodePublished(Buffer.concat(chunks as Uint8Array[]))
     })
   }
 
-  #published (): Collection<{ _id: string, workspaceId: string, data: Binary }> {
+  #published (): Collection<{ _id: string, workspaceId: string, data: Binary, parts?: number }> {
     return this.#ctx.client.db(this.#ctx.c.feedVersions.dbName).collection('published_rules')
   }
 
@@ -118,6 +147,18 @@ export class MongoFeedVersionStore implements FeedVersionStore {
       return [...latest.values()]
     })
   }
+}
+
+/** Bytes of a published record per document: half of MongoDB's 16 MiB, leaving room for the rest. */
+export const PUBLISHED_PART_BYTES = 8 * 1024 * 1024
+
+function publishedId (ref: FeedRef): string {
+  return `${text(ref.workspaceId)}:${text(ref.listId)}`
+}
+
+/** The first part keeps the feed's own id (the layout before parts); the others `#<i>`. */
+function partId (id: string, i: number): string {
+  return i === 0 ? id : `${id}#${i}`
 }
 
 /** Ids, list ids ('*' or a UUID), families and actions hold no ':', so the id is unambiguous. */

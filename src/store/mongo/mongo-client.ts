@@ -6,24 +6,49 @@
  * server-selection timeout bounds how long an operation waits for a reachable primary, and an
  * outage error is never retried here — the HTTP client retries instead.
  */
-import { MongoClient, MongoError, MongoErrorLabel, MongoServerError, WriteConcern, type ClientSession, type MongoClientOptions } from 'mongodb'
+import { MongoClient, MongoError, MongoErrorLabel, MongoServerError, MongoTransactionError, WriteConcern, type ClientSession, type MongoClientOptions } from 'mongodb'
 import { ThreatfeedError, toThreatfeedError } from '../../errors.js'
 
 /** Below 2 s with room for the request around it. */
 const SERVER_SELECTION_TIMEOUT_MS = 1500
 
+/**
+ * A handshake or monitor check slower than this marks the server unknown and clears its pool,
+ * interrupting every transaction on it (issue 33: at 1.5 s a loaded primary was dropped). The
+ * driver's default is 30 s; 10 s still notices a dead host within one election.
+ */
+const CONNECT_TIMEOUT_MS = 10_000
+
+/**
+ * How long a write waits for a majority to acknowledge it before the server answers with a
+ * write-concern error (a commit's then carries UnknownTransactionCommitResult and is resolved,
+ * mongo-client.ts commit). Without it, a write behind a lagging secondary hung until its socket
+ * died. About one election, so that a failover does not turn every write in flight into one.
+ */
+export const WRITE_CONCERN_TIMEOUT_MS = 5000
+
+/**
+ * Longer than any single round trip may legitimately take — a write waiting out its write
+ * concern, a read of 10,000 rules — so that the server's own answer (a write-concern error)
+ * comes first: a socket timeout kills the connection and leaves the outcome unknown.
+ */
+const SOCKET_TIMEOUT_MS = 2 * WRITE_CONCERN_TIMEOUT_MS + 5000
+
 /** Every write is acknowledged by a majority, from their journals (types.ts: durable). */
-export const DURABLE = new WriteConcern('majority', undefined, true)
+export const DURABLE = new WriteConcern('majority', WRITE_CONCERN_TIMEOUT_MS, true)
 
 export const CLIENT_OPTIONS: MongoClientOptions = {
   serverSelectionTimeoutMS: SERVER_SELECTION_TIMEOUT_MS,
-  connectTimeoutMS: SERVER_SELECTION_TIMEOUT_MS,
+  connectTimeoutMS: CONNECT_TIMEOUT_MS,
   // A primary that hangs without closing its sockets must not hang requests forever.
-  socketTimeoutMS: 10_000,
+  socketTimeoutMS: SOCKET_TIMEOUT_MS,
   retryWrites: true,
   retryReads: true,
-  writeConcern: { w: 'majority', journal: true },
+  writeConcern: { w: 'majority', journal: true, wtimeoutMS: WRITE_CONCERN_TIMEOUT_MS },
   readPreference: 'primary',
+  // What decides state (checkpoints, revisions, the stream head) is read as a majority holds it:
+  // at "local", after a failover with rollback, a node kept positions that no longer existed.
+  readConcern: { level: 'majority' },
   // An absent field stays absent (a v1 stream record has no schemaVersion), never null.
   ignoreUndefined: true,
 }
@@ -70,16 +95,23 @@ export class CommitOutcomeUnknownError extends Error {
 }
 
 /**
+ * Answers whether a commit whose outcome is unknown was applied, by reading what it wrote at
+ * majority on the primary: its result when found, null when not (yet). Throws while no primary
+ * answers. The stream append passes one (its append id, signal-stream.ts).
+ */
+export type CommitLookup<T> = () => Promise<T | null>
+
+/**
  * Runs `fn` in a transaction and commits it, retrying the whole transaction on conflicts.
  *
  * Not `session.withTransaction`: it retries transient errors — and the driver labels network and
  * server-selection errors inside a transaction transient — for up to 120 s, far past the 2 s a
  * signal may wait during an outage. Here only conflicts the server reported are retried, and an
  * E11000 (two upserts inserting one identity at once) at most once more than that: the retry
- * finds the winner's document and updates it. A commit whose outcome is unknown is committed
- * again (see commit) rather than retried whole. `giveUp` ends the retries early when it answers true.
+ * finds the winner's document and updates it. A commit whose outcome is unknown is resolved (see
+ * commit) rather than retried whole. `giveUp` ends the retries early when it answers true.
  */
-export async function runTransaction<T> (client: MongoClient, fn: (session: ClientSession) => Promise<T>, retryForMs = CONFLICT_RETRY_MS, unknownCommitRetryForMs = UNKNOWN_COMMIT_RETRY_MS, giveUp?: () => boolean): Promise<T> {
+export async function runTransaction<T> (client: MongoClient, fn: (session: ClientSession) => Promise<T>, retryForMs = CONFLICT_RETRY_MS, unknownCommitRetryForMs = UNKNOWN_COMMIT_RETRY_MS, giveUp?: () => boolean, lookup?: CommitLookup<T>): Promise<T> {
   const session = client.startSession()
   const deadline = Date.now() + retryForMs
   let duplicates = 0
@@ -88,8 +120,8 @@ export async function runTransaction<T> (client: MongoClient, fn: (session: Clie
       session.startTransaction({ readConcern: { level: 'snapshot' }, writeConcern: DURABLE, readPreference: 'primary' })
       try {
         const result = await fn(session)
-        await commit(session, unknownCommitRetryForMs)
-        return result
+        const found = await commit(session, unknownCommitRetryForMs, lookup)
+        return found ?? result
       } catch (e) {
         if (session.inTransaction()) await session.abortTransaction().catch(() => undefined)
         if (isDuplicateKey(e) && ++duplicates > 1) throw e
@@ -105,26 +137,52 @@ export async function runTransaction<T> (client: MongoClient, fn: (session: Clie
 }
 
 /**
- * Commits, and when the driver cannot tell whether the commit applied (a network error or a
- * write-concern timeout during it), commits again until the answer is known or the bound passes:
- * re-committing is safe by the transactions spec, and the commit has started, so throwing at once
- * would answer 500 for a batch that may be applied (commit-gate.ts). MaxTimeMSExpired is not
- * retried, as in the driver's withTransaction: a retry would run out of time again.
+ * Commits. Once commitTransaction has been called, only a server's answer that the transaction
+ * was aborted (TransientTransactionError: a conflict, NoSuchTransaction) is a definite failure;
+ * any other error may follow a commit that applied — the driver retries a failed commit once,
+ * after selecting a server, and when no primary is back within the selection timeout that retry
+ * fails with a server-selection error that carries no UnknownTransactionCommitResult label.
+ * So every other error is an unknown outcome, resolved until the bound passes by
+ *   - `lookup` (when given): the transaction's writes read at majority on the primary; found →
+ *     applied, its result returned;
+ *   - committing again, safe by the transactions spec: the server answers a commit it already
+ *     applied with success, one it aborted (a failover lost it) with NoSuchTransaction.
+ * Past the bound: TF_ERR_APPEND_OUTCOME_UNKNOWN for a lookup's caller (the stream append),
+ * else TF_ERR_STORE_UNAVAILABLE, both with CommitOutcomeUnknownError as their cause.
+ * MaxTimeMSExpired is not committed again, as in the driver's withTransaction: a retry would run
+ * out of time again. Returns the lookup's result when that is what resolved it, else null.
  */
-async function commit (session: ClientSession, retryForMs: number): Promise<void> {
+async function commit<T> (session: ClientSession, retryForMs: number, lookup?: CommitLookup<T>): Promise<T | null> {
   const bound = Date.now() + retryForMs
   for (let attempt = 1; ; attempt++) {
+    let error: unknown
     try {
       await session.commitTransaction()
-      return
+      return null
     } catch (e) {
-      if (!(e instanceof MongoError) || !e.hasErrorLabel(MongoErrorLabel.UnknownTransactionCommitResult)) throw e
-      if (isMaxTimeExpired(e) || Date.now() >= bound) {
-        throw new ThreatfeedError('TF_ERR_STORE_UNAVAILABLE', [], { cause: new CommitOutcomeUnknownError(attempt, e) })
+      if (!isUnknownCommitOutcome(e)) throw e
+      error = e
+    }
+    const recommit = !isMaxTimeExpired(error as MongoError)
+    while (true) {
+      if (Date.now() >= bound || (!recommit && lookup === undefined)) {
+        throw new ThreatfeedError(lookup === undefined ? 'TF_ERR_STORE_UNAVAILABLE' : 'TF_ERR_APPEND_OUTCOME_UNKNOWN', [], { cause: new CommitOutcomeUnknownError(attempt, error) })
       }
       await backOff(attempt)
+      if (lookup !== undefined) {
+        const found = await lookup().catch(() => null)
+        if (found !== null) return found
+      }
+      if (recommit) break
     }
   }
+}
+
+/** Every error of a sent commit but a server's word that the transaction aborted, or a bug of ours. */
+function isUnknownCommitOutcome (e: unknown): boolean {
+  if (!(e instanceof MongoError) || e instanceof MongoTransactionError) return false
+  if (e.hasErrorLabel(MongoErrorLabel.UnknownTransactionCommitResult)) return true
+  return !(e instanceof MongoServerError && e.hasErrorLabel(MongoErrorLabel.TransientTransactionError))
 }
 
 function isMaxTimeExpired (e: MongoError): boolean {

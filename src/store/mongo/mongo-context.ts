@@ -2,7 +2,7 @@
 import type { ClientSession, MongoClient } from 'mongodb'
 import { ThreatfeedError } from '../../errors.js'
 import type { Collections } from './collections.js'
-import { runTransaction, toStoreError } from './mongo-client.js'
+import { runTransaction, toStoreError, type CommitLookup } from './mongo-client.js'
 
 export class MongoContext {
   readonly client: MongoClient
@@ -24,9 +24,9 @@ export class MongoContext {
     }
   }
 
-  /** Runs `fn` in a durable transaction (see runTransaction for what is retried, and `giveUp`). */
-  write<T> (fn: (session: ClientSession) => Promise<T>, giveUp?: () => boolean): Promise<T> {
-    return this.run(() => runTransaction(this.client, fn, undefined, undefined, giveUp))
+  /** Runs `fn` in a durable transaction (see runTransaction for what is retried, `giveUp` and `lookup`). */
+  write<T> (fn: (session: ClientSession) => Promise<T>, giveUp?: () => boolean, lookup?: CommitLookup<T>): Promise<T> {
+    return this.run(() => runTransaction(this.client, fn, undefined, undefined, giveUp, lookup))
   }
 
   /** Inside a transaction: raises a counter. The counters exist from start-up, so no upsert. */

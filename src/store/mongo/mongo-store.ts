@@ -66,6 +66,17 @@ export class MongoStore implements BatchingStore {
     })
   }
 
+  /** From `hello`'s localTime, against the midpoint of its round trip (clock-skew.ts). */
+  clockSkew (): Promise<number> {
+    return this.#ctx.run(async () => {
+      const sent = Date.now()
+      const hello = await this.#ctx.client.db('admin').command({ hello: 1 })
+      const received = Date.now()
+      if (!(hello.localTime instanceof Date)) throw new Error('the server did not say its time')
+      return hello.localTime.getTime() - (sent + received) / 2
+    })
+  }
+
   applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
     return this.rules.applyRuleBatch(batch)
   }

@@ -26,6 +26,9 @@ function workspaceRevisionId (workspaceId: string): string {
 /** What a feed's rule cache reads: the rule, without the index-only fields (identity, targetKey). */
 const CHANGED_RULE_PROJECTION = { identity: 0, targetKey: 0 } as const
 
+/** Workspaces per revisionsOf query. */
+export const REVISIONS_PER_QUERY = 1000
+
 /** Rules per purge transaction: well inside what one transaction may hold. */
 const PURGE_CHUNK = 1000
 
@@ -40,6 +43,8 @@ export class MongoRuleStore implements RuleStore {
   readonly #ctx: MongoContext
   readonly #counters: HousekeepingCounters
   readonly #tombstoneMax: number
+  /** This process has raised the global rules revision once (#write says why). */
+  #announced = false
 
   constructor (ctx: MongoContext, counters: HousekeepingCounters, tombstoneMax: number) {
     this.#ctx = ctx
@@ -48,38 +53,44 @@ export class MongoRuleStore implements RuleStore {
   }
 
   upsertAccessRule (input: AccessRuleInput): Promise<AccessRule> {
-    return this.#ctx.write(async (session) => {
+    return this.#write(async (session, changed) => {
       const { filter, update } = upsertAccessModel(input, Date.now())
       const doc = await this.#ctx.c.accessRules.findOneAndUpdate(filter, update, { session, upsert: true, returnDocument: 'after' })
       await this.#changed([input.workspaceId], session)
+      changed()
       return toAccessRule(present(doc))
     })
   }
 
   upsertExpressionRule (input: ExpressionRuleInput): Promise<ExpressionRule> {
-    return this.#ctx.write(async (session) => {
+    return this.#write(async (session, changed) => {
       const { filter, update } = upsertExpressionModel(input, Date.now())
       const doc = await this.#ctx.c.expressionRules.findOneAndUpdate(filter, update, { session, upsert: true, returnDocument: 'after' })
       await this.#changed([input.workspaceId], session)
+      changed()
       return toExpressionRule(present(doc))
     })
   }
 
   deleteByRef (workspaceId: string, kind: RuleKind, ruleRef: string): Promise<boolean> {
-    return this.#ctx.write(async (session) => {
+    return this.#write(async (session, changed) => {
       const res = kind === 'access_rule'
         ? await this.#ctx.c.accessRules.deleteOne(accessByRefFilter(workspaceId, ruleRef), { session })
         : await this.#ctx.c.expressionRules.deleteOne(expressionByRefFilter(workspaceId, kind, ruleRef), { session })
       if (res.deletedCount === 0) return false
       await this.#changed([workspaceId], session)
+      changed()
       return true
     })
   }
 
   deleteAccessByTarget (workspaceId: string, target: Target): Promise<number> {
-    return this.#ctx.write(async (session) => {
+    return this.#write(async (session, changed) => {
       const res = await this.#ctx.c.accessRules.deleteMany(accessByTargetFilter(workspaceId, target), { session })
-      if (res.deletedCount > 0) await this.#changed([workspaceId], session)
+      if (res.deletedCount > 0) {
+        await this.#changed([workspaceId], session)
+        changed()
+      }
       return res.deletedCount
     })
   }
@@ -153,7 +164,7 @@ export class MongoRuleStore implements RuleStore {
     const access = (await this.#ctx.c.accessRules.find(lapsed, { projection: { _id: 1 } }).sort({ expiresAt: 1 }).limit(limit).toArray()).map((d) => d._id)
     const expression = (await this.#ctx.c.expressionRules.find(lapsed, { projection: { _id: 1 } }).sort({ expiresAt: 1 }).limit(Math.max(1, limit - access.length)).toArray()).map((d) => d._id)
     if (access.length + expression.length === 0) return 0
-    return this.#ctx.write(async (session) => {
+    return this.#write(async (session, changed) => {
       const a = await this.#ctx.c.accessRules.find({ _id: { $in: access }, ...lapsed }, { session }).toArray()
       const e = await this.#ctx.c.expressionRules.find({ _id: { $in: expression }, ...lapsed }, { session }).toArray()
       if (a.length > 0) await this.#ctx.c.accessRules.deleteMany({ _id: { $in: a.map((d) => d._id) } }, { session })
@@ -165,6 +176,7 @@ export class MongoRuleStore implements RuleStore {
       if (tombs.length === 0) return 0
       await this.#ctx.c.tombstones.bulkWrite(tombs.map((t) => ({ replaceOne: { filter: { _id: t._id }, replacement: t, upsert: true } })), { session, ordered: false })
       await this.#changed(new Set(tombs.map((t) => t.workspaceId)), session)
+      changed()
       return tombs.length
     })
   }
@@ -219,8 +231,12 @@ export class MongoRuleStore implements RuleStore {
     return this.#ctx.run(async () => {
       const out = new Map<string, number>()
       for (const id of workspaceIds) out.set(id, 0)
-      const docs = this.#ctx.c.meta.find({ _id: { $in: workspaceIds.map((id) => workspaceRevisionId(text(id))) } })
-      for await (const d of docs) out.set(d._id.slice(REVISION_PREFIX.length), d.value)
+      // In slices: one $in over every workspace grew with the tenant count, past what one
+      // query (and its 16 MiB command) should carry.
+      for (let i = 0; i < workspaceIds.length; i += REVISIONS_PER_QUERY) {
+        const ids = workspaceIds.slice(i, i + REVISIONS_PER_QUERY).map((id) => workspaceRevisionId(text(id)))
+        for await (const d of this.#ctx.c.meta.find({ _id: { $in: ids } })) out.set(d._id.slice(REVISION_PREFIX.length), d.value)
+      }
       return out
     })
   }
@@ -229,11 +245,35 @@ export class MongoRuleStore implements RuleStore {
     return this.#ctx.run(async () => (await this.#ctx.c.meta.findOne({ _id: workspaceRevisionId(workspaceId) }))?.value ?? 0)
   }
 
-  /** Inside the write's transaction: the rules revision and each changed workspace's. */
+  /**
+   * Inside the write's transaction: each changed workspace's revision, in one round trip
+   * (created on a workspace's first change, unlike the global counters made at start-up).
+   */
   async #changed (workspaces: Iterable<string>, session: ClientSession): Promise<void> {
-    await this.#ctx.bump(COUNTERS.rulesRevision, session)
-    // Created on a workspace's first change, unlike the global counters made at start-up.
-    for (const ws of workspaces) await this.#ctx.c.meta.updateOne({ _id: workspaceRevisionId(ws) }, { $inc: { value: 1 } }, { session, upsert: true })
+    const ops = [...workspaces].map((ws) => ({ updateOne: { filter: { _id: workspaceRevisionId(ws) }, update: { $inc: { value: 1 } }, upsert: true } }))
+    if (ops.length > 0) await this.#ctx.c.meta.bulkWrite(ops, { session, ordered: false })
+  }
+
+  /**
+   * A rule write: `fn` in a transaction, then — when it changed something — the global rules
+   * revision, raised AFTER the commit, outside it (issue 33). Inside, every transaction that
+   * changed rules wrote that one document, so any two conflicted and a long apply lost to each
+   * short sweep or admin write that committed during it. Raised after the workspace revisions
+   * it announces, so a reader that sees it move finds them moved. Lost only if the process dies
+   * between the two: the next process to write rules raises it at its first write whatever it
+   * changed (#announced), and whoever takes the applier lease over writes the checkpoint.
+   */
+  async #write<T> (fn: (session: ClientSession, changed: () => void) => Promise<T>): Promise<T> {
+    let changed = false
+    const result = await this.#ctx.write((session) => {
+      changed = false
+      return fn(session, () => { changed = true })
+    })
+    if (changed || !this.#announced) {
+      await this.#ctx.run(() => this.#ctx.c.meta.updateOne({ _id: COUNTERS.rulesRevision }, { $inc: { value: 1 } }))
+      this.#announced = true
+    }
+    return result
   }
 
   /**
@@ -246,8 +286,21 @@ export class MongoRuleStore implements RuleStore {
    * and MongoDB lets only the first commit (the other gets a WriteConflict, a transient error
    * runTransaction retries); the retry then reads the moved checkpoint and applies nothing.
    */
-  applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
-    return this.#ctx.write(async (session): Promise<RuleBatchResult> => {
+  async applyRuleBatch (batch: RuleBatch): Promise<RuleBatchResult> {
+    const result = await this.#applyOps(batch)
+    if (batch.sweep === undefined || !result.applied) return result
+    // The sweep the consumer asked for, in a transaction of its own right after the apply's: in
+    // turn with the applies of the one node that holds the applier lease, never against them.
+    // A failing sweep does not fail the apply: the consumer asks again at its next pass.
+    try {
+      return { ...result, swept: await this.sweepLapsed(batch.sweep.now, batch.sweep.limit) }
+    } catch {
+      return result
+    }
+  }
+
+  #applyOps (batch: RuleBatch): Promise<RuleBatchResult> {
+    return this.#write(async (session, changed): Promise<RuleBatchResult> => {
       const cp = batch.checkpoint
       if (cp?.expected !== undefined) {
         const stored = (await this.#ctx.c.checkpoints.findOne({ _id: text(cp.consumer) }, { session }))?.seq ?? 0
@@ -276,7 +329,10 @@ export class MongoRuleStore implements RuleStore {
       if (cp !== undefined) {
         await this.#ctx.c.checkpoints.updateOne({ _id: text(cp.consumer) }, { $set: { seq: num(cp.seq) } }, { session, upsert: true })
       }
-      if (upserted + deleted > 0) await this.#changed(workspaces, session)
+      if (upserted + deleted > 0) {
+        await this.#changed(workspaces, session)
+        changed()
+      }
       return { applied: true, checkpoint: cp?.seq ?? null, upserted, deleted }
     })
   }

@@ -14,8 +14,9 @@
  * `stream tail`). Only an append too big for one BSON document (16 MiB) takes several, each a
  * contiguous run of its records.
  */
+import { randomUUID } from 'node:crypto'
 import type { CommitGate } from '../commit-gate.js'
-import type { HousekeepingCounters, StoredSignalStream, StreamAppend, StreamCheckpoint, StreamRecord, StreamRecordInput, StreamRetained, TrimPass } from '../types.js'
+import { IDEMPOTENCY_WINDOW_MS, type AppendOnce, type AppendOnceResult, type HousekeepingCounters, type StoredSignalStream, type StreamAppend, type StreamCheckpoint, type StreamRecord, type StreamRecordInput, type StreamRetained, type TrimPass } from '../types.js'
 import { appendCount, appendRecords, isWholeV1Batch, wholeBatchTexts } from '../whole-v1-batch.js'
 import { COUNTERS, type StreamDoc, type StreamDocRecord } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
@@ -30,15 +31,37 @@ export class MongoSignalStream implements StoredSignalStream {
     this.#counters = counters
   }
 
-  async append (input: StreamAppend, gate?: CommitGate): Promise<number[]> {
+  async append (input: StreamAppend, gate?: CommitGate, batchId?: string): Promise<number[]> {
+    return (await this.#append(input, gate, null, batchId)).seqs
+  }
+
+  appendOnce (input: StreamAppend, once: AppendOnce, gate?: CommitGate, batchId?: string): Promise<AppendOnceResult> {
+    return this.#append(input, gate, once, batchId)
+  }
+
+  async #append (input: StreamAppend, gate: CommitGate | undefined, once: AppendOnce | null, batchId: string | undefined): Promise<AppendOnceResult> {
     const n = appendCount(input)
-    if (n === 0) return []
+    if (n === 0) return { seqs: [], earlier: null }
     // Past its cutoff before it starts (it queued behind others): refused without a transaction,
     // so that it never holds the counter live appends wait for. begin() throws here.
     if (gate !== undefined && (gate.state === 'abandoned' || Date.now() >= gate.cutoff)) gate.begin()
     // Shaped before the transaction: inside it, only the counter and the insert.
     const runs = toRuns(input)
-    return this.#ctx.write(async (session) => {
+    if (batchId !== undefined) for (const run of runs) run.batchId = text(batchId)
+    // Found by the lookup that resolves a commit whose outcome the driver could not learn
+    // (mongo-client.ts commit): the same id on every document of this append, and no other.
+    const appendId = batchId ?? randomUUID()
+    const onceId = once === null ? null : { w: text(once.workspaceId), k: text(once.key) }
+    return this.#ctx.write(async (session): Promise<AppendOnceResult> => {
+      if (once !== null) {
+        // Read in the transaction: two retries of one batch at once conflict on the entry's
+        // write below, and the one retried finds the winner's entry here.
+        const earlier = await this.#ctx.c.idempotency.findOne({ _id: onceId! }, { session })
+        if (earlier !== null && earlier.at > once.at - IDEMPOTENCY_WINDOW_MS) {
+          gate?.begin()
+          return { seqs: range(earlier.first, earlier.n), earlier: { digest: earlier.digest, note: JSON.parse(earlier.note) as Record<string, unknown>, at: earlier.at } }
+        }
+      }
       const counter = await this.#ctx.c.meta.findOneAndUpdate(
         { _id: COUNTERS.streamHead },
         { $inc: { value: n } },
@@ -48,17 +71,35 @@ export class MongoSignalStream implements StoredSignalStream {
       const first = counter.value - n + 1
       let seq = first
       const docs = runs.map((run) => {
-        const doc = { ...run, _id: seq }
+        const doc = { ...run, _id: seq, appendId }
         seq += run.n
         return doc
       })
       if (docs.length === 1) await this.#ctx.c.stream.insertOne(docs[0]!, { session })
       else await this.#ctx.c.stream.insertMany(docs, { session, ordered: true })
+      if (once !== null) {
+        // The server's TTL monitor removes it after the window (collections.ts); reads also check `at`.
+        await this.#ctx.c.idempotency.replaceOne({ _id: onceId! }, {
+          digest: text(once.digest), note: JSON.stringify(once.note), at: num(once.at), first, n, expireAt: new Date(once.at + IDEMPOTENCY_WINDOW_MS),
+        }, { session, upsert: true })
+      }
       // Last before runTransaction's commitTransaction (nothing is awaited in between): a throw
       // aborts the transaction, so past its deadline it is never committed (commit-gate.ts).
       gate?.begin()
-      return Array.from({ length: n }, (_, i) => first + i)
-    }, gate === undefined ? undefined : () => gate.state === 'abandoned' || Date.now() >= gate.cutoff)
+      return { seqs: range(first, n), earlier: null }
+    }, gate === undefined ? undefined : () => gate.state === 'abandoned' || Date.now() >= gate.cutoff, async () => {
+      const seqs = await this.#findAppend(appendId)
+      return seqs === null ? null : { seqs, earlier: null }
+    })
+  }
+
+  /** The seqs of the append `appendId` when a majority holds it (the primary answering), else null. */
+  async #findAppend (appendId: string): Promise<number[] | null> {
+    const docs = await this.#ctx.c.stream.find({ appendId }, { projection: { _id: 1, n: 1 }, readConcern: { level: 'majority' }, readPreference: 'primary' }).sort({ _id: 1 }).toArray()
+    if (docs.length === 0) return null
+    const first = docs[0]!._id
+    const last = docs.at(-1)!
+    return range(first, last._id + countOf(last) - first)
   }
 
   read (from: number, limit: number): Promise<StreamRecord[]> {
@@ -150,7 +191,7 @@ export class MongoSignalStream implements StoredSignalStream {
       const last = (await this.#ctx.c.meta.findOne({ _id: COUNTERS.streamHead }))?.value ?? 0
       const oldest = await this.#ctx.c.stream.find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).limit(1).toArray()
       const first = oldest[0]?._id ?? last + 1
-      const [stats] = await this.#ctx.c.stream.aggregate<{ storageStats?: { size?: number } }>([{ $collStats: { storageStats: {} } }]).toArray()
+      const [stats] = await this.#ctx.c.stream.aggregate<{ storageStats?: { size?: number } }>([{ $collStats: { storageStats: {} } }], { readConcern: { level: 'local' } }).toArray()
       return { first, last, records: last - first + 1, bytes: stats?.storageStats?.size ?? 0 }
     })
   }
@@ -195,6 +236,10 @@ function toDocRecord (r: StreamRecordInput): StreamDocRecord {
   return doc
 }
 
+function range (first: number, n: number): number[] {
+  return Array.from({ length: n }, (_, i) => first + i)
+}
+
 function countOf (d: StreamDoc): number {
   return d.n ?? 1
 }
@@ -204,6 +249,7 @@ function pushRecords (out: StreamRecord[], d: StreamDoc, from: number, limit: nu
   const n = countOf(d)
   const start = Math.max(0, from - d._id)
   if (start >= n) return
+  const first = out.length
   if (d.body !== undefined) {
     const texts = wholeBatchTexts(Buffer.from(d.body, 'utf8'), n)
     for (let i = start; i < n && out.length < limit; i++) out.push({ seq: d._id + i, workspaceId: d.workspaceId, payload: texts[i]!, acceptedAt: d.acceptedAt })
@@ -212,6 +258,7 @@ function pushRecords (out: StreamRecord[], d: StreamDoc, from: number, limit: nu
   } else {
     out.push(toRecord(d._id, { workspaceId: d.workspaceId, schemaVersion: d.schemaVersion, payload: d.payload ?? '', acceptedAt: d.acceptedAt }))
   }
+  if (typeof d.batchId === 'string') for (let i = first; i < out.length; i++) out[i]!.batchId = d.batchId
 }
 
 function toRecord (seq: number, r: StreamDocRecord): StreamRecord {

@@ -5,7 +5,7 @@
 import fc from 'fast-check'
 import t from 'tap'
 import { ByteWriter } from '../../../src/store/embedded/byte-writer.js'
-import { chunkCount, decodeChunk, encodeChunk, encodeWholeV1Chunk } from '../../../src/store/embedded/stream-codec.js'
+import { chunkBatchId, chunkCount, chunkLatestAcceptedAt, decodeChunk, encodeChunk, encodeWholeV1Chunk } from '../../../src/store/embedded/stream-codec.js'
 import type { StreamRecord, StreamRecordInput } from '../../../src/store/types.js'
 
 const recordArb: fc.Arbitrary<StreamRecordInput> = fc.record({
@@ -89,4 +89,35 @@ t.test('refused: whole v1 batches that do not hold what they say', async (t) => 
   for (const [name, buf, message] of cases) t.throws(() => decodeChunk(buf, 1, 1, 10, []), { name: 'RangeError', message }, name)
   t.throws(() => decodeChunk(Buffer.from([3, 0, 0, 0, 0]), 1, 1, 10, []), /unknown format 3/, 'a format of its own')
   t.same((() => { const out: StreamRecord[] = []; decodeChunk(chunk('[1,2]', 2), 1, 3, 10, out); return out })(), [], 'a read that starts past the chunk splits nothing')
+})
+
+t.test('a batch id is stored once per chunk and read back on each record; chunks without one read as before', async (t) => {
+  const id = '5b0c7a52-7d0f-4f59-9b7e-7f2f3c1f0a01'
+  const w = new ByteWriter(32)
+  const records: StreamRecordInput[] = [{ workspaceId: 'a', payload: 'x', acceptedAt: 5 }, { workspaceId: 'a', schemaVersion: 2, payload: 'y', acceptedAt: 5 }]
+  w.reset()
+  encodeChunk(w, records, id)
+  const withId = Buffer.from(w.view())
+  w.reset()
+  encodeChunk(w, records)
+  const without = Buffer.from(w.view())
+  t.equal(withId.length, without.length + 16, 'the id costs 16 bytes a chunk')
+  t.equal(chunkBatchId(withId), id)
+  t.equal(chunkBatchId(without), undefined)
+  t.equal(chunkCount(withId), 2)
+  t.equal(chunkLatestAcceptedAt(withId), 5)
+  const out: StreamRecord[] = []
+  decodeChunk(withId, 10, 11, 5, out)
+  t.strictSame(out, [{ seq: 11, workspaceId: 'a', schemaVersion: 2, payload: 'y', acceptedAt: 5, batchId: id }])
+  w.reset()
+  encodeWholeV1Chunk(w, { workspaceId: 'a', acceptedAt: 7, body: Buffer.from('[1,2]'), count: 2 }, id)
+  const whole: StreamRecord[] = []
+  decodeChunk(Buffer.from(w.view()), 1, 1, 5, whole)
+  t.strictSame(whole.map((r) => [r.seq, r.payload, r.batchId]), [[1, '1', id], [2, '2', id]])
+  const bad = [
+    { description: 'upper case', input: id.toUpperCase() },
+    { description: 'no dashes', input: id.replaceAll('-', '') },
+    { description: 'empty', input: '' },
+  ]
+  for (const c of bad) t.throws(() => { w.reset(); encodeChunk(w, records, c.input) }, TypeError, c.description)
 })
