@@ -13,12 +13,13 @@ export const KNOWN_VARIABLES: readonly string[] = Object.freeze([
   'THREATFEED_SHUTDOWN_MS', 'THREATFEED_SWEEP_INTERVAL', 'THREATFEED_STREAM_RETENTION', 'THREATFEED_TOMBSTONE_MAX',
   'THREATFEED_CONSUMER_TRACKING', 'THREATFEED_CONSUMER_STALE', 'THREATFEED_TRUSTED_PROXIES', 'THREATFEED_HTTP_THREADS',
   'THREATFEED_BACKGROUND_NICE', 'THREATFEED_BATCH_JOURNAL_MAX', 'THREATFEED_BATCH_JOURNAL_RETENTION',
+  'THREATFEED_CONSUMERS_PER_KEY', 'THREATFEED_DELTA_HISTORY', 'THREATFEED_DELTA_MAX_AGE',
   // `threatfeed import`'s key.
   'THREATFEED_API_KEY',
   // Not read: the README's curl examples keep a feed key in it, so an operator may well export it.
   'THREATFEED_KEY',
-  // The MongoDB store tests' database.
-  'THREATFEED_TEST_MONGODB_URI',
+  // The MongoDB store tests' database, and what the replica-set suite's fault scenarios need.
+  'THREATFEED_TEST_MONGODB_URI', 'THREATFEED_TEST_MONGODB_COMPOSE', 'THREATFEED_TEST_FAKETIME_LIB',
 ])
 
 /** Edit distance (insertions, deletions, substitutions, and swaps of neighbours), for "did you mean". */
