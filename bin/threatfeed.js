@@ -13,18 +13,19 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const entry = join(root, 'dist', 'src', 'cli', 'run.js')
 const stamp = join(root, 'dist', '.tsbuildinfo')
 
-function newest (dir) {
+/** The newest modification time of the files under `dir` whose name ends with `suffix` (0 when none). */
+function newest (dir, suffix = '') {
   let t = 0
   if (!existsSync(dir)) return t
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, e.name)
-    t = Math.max(t, e.isDirectory() ? newest(p) : e.name.endsWith('.ts') ? statSync(p).mtimeMs : 0)
+    t = Math.max(t, e.isDirectory() ? newest(p, suffix) : e.name.endsWith(suffix) ? statSync(p).mtimeMs : 0)
   }
   return t
 }
 
 const stale = !existsSync(entry) || !existsSync(stamp) ||
-  Math.max(newest(join(root, 'src')), newest(join(root, 'workers'))) > statSync(stamp).mtimeMs
+  Math.max(newest(join(root, 'src'), '.ts'), newest(join(root, 'workers'), '.ts')) > statSync(stamp).mtimeMs
 if (stale && existsSync(join(root, 'src'))) {
   let tsc
   try {
@@ -38,22 +39,11 @@ if (stale && existsSync(join(root, 'src'))) {
   if (r.status !== 0) process.exit(r.status ?? 1)
 }
 
-/** The newest modification time of any file under `dir` (0 when it does not exist). */
-function newestFile (dir) {
-  let t = 0
-  if (!existsSync(dir)) return t
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name)
-    t = Math.max(t, e.isDirectory() ? newestFile(p) : statSync(p).mtimeMs)
-  }
-  return t
-}
-
 // Only `serve` answers /console; the other commands need not wait for a bundle.
 const consoleScript = join(root, 'scripts', 'build-console.mjs')
 const consoleIndex = join(root, 'dist', 'console', 'index.html')
 if (process.argv[2] === 'serve' && existsSync(join(root, 'console')) && existsSync(consoleScript) &&
-    (!existsSync(consoleIndex) || Math.max(newestFile(join(root, 'console')), statSync(consoleScript).mtimeMs) > statSync(consoleIndex).mtimeMs)) {
+    (!existsSync(consoleIndex) || Math.max(newest(join(root, 'console')), statSync(consoleScript).mtimeMs) > statSync(consoleIndex).mtimeMs)) {
   let bundler = true
   try {
     createRequire(import.meta.url).resolve('esbuild')

@@ -41,6 +41,7 @@ import { ThreatfeedError, isThreatfeedError } from '../../errors.js'
 import { ByteWriter, type FastBuffer } from './byte-writer.js'
 import { ARRIVAL_DIGITS } from './key-layout.js'
 import { STREAM_DIR, type Databases, type StreamDatabases } from './layout.js'
+import type { StoreFileStats } from '../maintenance.js'
 import { accessRuleTargetHash } from './rule-codec.js'
 
 /** 256 GiB of address space: large enough that the map is not resized while another process
@@ -353,7 +354,7 @@ export class LmdbEnv {
    * a snapshot from before that commit, so `txnsBehind` of the oldest reader is what to look at
    * when the file grows while the tables do not.
    */
-  stats (): EnvStats[] {
+  stats (): StoreFileStats[] {
     if (this.#closed) throw closedError()
     try {
       return [envStats(this.#root, this.#dataDir, 'data.mdb'), envStats(this.#streamRoot, this.#dataDir, join(STREAM_DIR, 'data.mdb'))]
@@ -420,25 +421,10 @@ export class LmdbEnv {
   }
 }
 
-/** One environment's use (LmdbEnv#stats). Bytes are pages times the page size. */
-export interface EnvStats {
-  /** The data file, relative to the data directory, and its size. */
-  readonly file: string
-  readonly fileBytes: number
-  /** Pages of the environment's own trees (the table list, the free list, the two meta pages). */
-  readonly overheadBytes: number
-  /** Pages up to the last one written that no tree holds: LMDB's free list, reused by later commits. */
-  readonly freeBytes: number
-  readonly lastTxnId: number
-  /** Every reader slot holding a snapshot: its process and how many commits behind the latest it is. */
-  readonly readers: ReadonlyArray<{ readonly pid: number, readonly txnsBehind: number }>
-  readonly tables: Readonly<Record<string, { readonly entries: number, readonly bytes: number }>>
-}
-
 interface TreeStat { treeBranchPageCount: number, treeLeafPageCount: number, overflowPages: number, entryCount: number }
 const pagesOf = (s: TreeStat): number => s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages
 
-function envStats (root: RootDatabase, dataDir: string, file: string): EnvStats {
+function envStats (root: RootDatabase, dataDir: string, file: string): StoreFileStats {
   root.resetReadTxn()
   const all = root.getStats() as TreeStat & { pageSize: number, lastPageNumber: number, lastTxnId: number, root: TreeStat, free: TreeStat }
   const page = all.pageSize
