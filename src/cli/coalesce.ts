@@ -1,15 +1,16 @@
 /**
  * `threatfeed coalesce`: addresses, CIDRs and ranges on stdin → the minimal sorted CIDR list on
  * stdout. The general-purpose face of src/net (no /8 or /12 target floors here), and a benchmark
- * of it: stdin is read as bytes, parsed in place with char codes, radix-sorted and written back
- * as bytes (see bench/coalesce.ts for the race against iprange and Python).
+ * of it: stdin is read in chunks of one reused buffer, parsed in place with char codes,
+ * radix-sorted and written back in chunks (bench/coalesce.ts races it against iprange and Python).
  */
-import { readFile } from 'node:fs/promises'
-import type { Readable, Writable } from 'node:stream'
+import { closeSync, fstatSync, openSync } from 'node:fs'
+import type { Writable } from 'node:stream'
 import { CliError, parseOptions, writeHelp, writeJson, type CliIo, type Command } from './command.js'
 import { explainInvalid } from '../net/explain.js'
 import { NetworkSetBuilder, type FamilyFilter, type NetworkSet } from '../net/network-set.js'
-import { scanLines } from '../net/scan-lines.js'
+import { LineScanner } from '../net/scan-lines.js'
+import { forEachChunk, knownSize, readFileChunks } from './process-io.js'
 
 /** Refused lines printed one by one; past this only their number is reported. */
 const MAX_REPORTED = 100
@@ -57,24 +58,25 @@ class InvalidReport {
   }
 }
 
-/** Parses one input into a set, reporting refused lines under `source`. */
-function readSet (bytes: Buffer, source: string, family: FamilyFilter, report: InvalidReport): NetworkSet {
-  const builder = new NetworkSetBuilder(bytes.length >> 4, family === 'v4' ? 16 : bytes.length >> 5)
-  // Offsets are byte offsets: a refused line is shown decoded as UTF-8.
-  scanLines(bytes, builder, (line, start, end) => {
-    report.add(source, line, bytes.toString('utf8', start, end))
-  }, family)
-  return builder.build()
+/** A builder sized for an input of `bytes` bytes (~16 bytes per IPv4 line, ~32 per IPv6 one). */
+function builderFor (bytes: number | undefined, family: FamilyFilter): NetworkSetBuilder {
+  if (bytes === undefined) return new NetworkSetBuilder()
+  return new NetworkSetBuilder(family === 'v6' ? 16 : bytes >> 4, family === 'v4' ? 16 : bytes >> 5)
 }
 
 /**
- * All of a stream as one Buffer. Unlike readAll (command.ts), a single chunk — stdin read from a
- * file (process-io.ts) — is returned as is: joining would copy the whole input once more.
+ * Parses one input, chunk by chunk, into a set, reporting refused lines under `source`. The
+ * chunks may share one buffer (process-io.ts), so a refused line is decoded (as UTF-8, from byte
+ * offsets) while its chunk is current.
  */
-async function readInput (stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  for await (const c of stream) chunks.push(typeof c === 'string' ? Buffer.from(c) : c as Buffer)
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+async function readSet (each: (fn: (chunk: Uint8Array) => void) => Promise<void> | void, size: number | undefined, source: string, family: FamilyFilter, report: InvalidReport): Promise<NetworkSet> {
+  const builder = builderFor(size, family)
+  const scanner = new LineScanner(builder, (line, start, end, bytes) => {
+    report.add(source, line, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8', start, end))
+  }, family)
+  await each((chunk) => { scanner.push(chunk) })
+  scanner.end()
+  return builder.build()
 }
 
 /** Resolves once the bytes are written. A write error is the process's to report (process-io.ts). */
@@ -95,16 +97,28 @@ async function run (args: string[], io: CliIo): Promise<number> {
   const json = values.json === true
   const report = new InvalidReport(io)
 
-  let subtrahend: Buffer | undefined
+  let subtrahend: number | undefined
   if (values.subtract !== undefined) {
     try {
-      subtrahend = await readFile(values.subtract)
+      subtrahend = openSync(values.subtract, 'r')
     } catch (e) {
       throw new CliError(`cannot read --subtract file ${values.subtract}: ${(e as Error).message}`, 1)
     }
   }
-  let set = readSet(await readInput(io.stdin), 'stdin', family, report)
-  if (subtrahend !== undefined) set = set.subtract(readSet(subtrahend, values.subtract!, family, report))
+  let set: NetworkSet
+  try {
+    set = await readSet((fn) => forEachChunk(io.stdin, fn), knownSize(io.stdin), 'stdin', family, report)
+    if (subtrahend !== undefined) {
+      const fd = subtrahend
+      const rest = await readSet((fn) => { readFileChunks(fd, fn) }, fstatSync(fd).size, values.subtract!, family, report)
+      set = set.subtract(rest)
+    }
+  } catch (e) {
+    if (subtrahend !== undefined && (e as NodeJS.ErrnoException).syscall === 'read') throw new CliError(`cannot read --subtract file ${values.subtract}: ${(e as Error).message}`, 1)
+    throw e
+  } finally {
+    if (subtrahend !== undefined) closeSync(subtrahend)
+  }
 
   if (report.count > MAX_REPORTED) io.stderr.write(`threatfeed: … and ${report.count - MAX_REPORTED} more invalid lines\n`)
   const failed = report.count > 0 && !skipInvalid
@@ -117,8 +131,7 @@ async function run (args: string[], io: CliIo): Promise<number> {
     const networks = failed ? [] : linesOf(set.toLines(family))
     writeJson(io, { ok: !failed, count: networks.length, networks, invalid: report.entries, invalidCount: report.count })
   } else if (!failed) {
-    const bytes = set.toBytes(family)
-    if (bytes.length > 0) await writeBytes(io.stdout, bytes)
+    await set.writeText(family, (bytes) => writeBytes(io.stdout, bytes))
   }
   return failed ? 1 : 0
 }

@@ -7,7 +7,7 @@
  * reader that leaves early (`| head`) is not the command's failure: the rest of the output is
  * dropped and the command ends with its own exit code, as Unix filters do.
  */
-import { fstatSync, readFileSync } from 'node:fs'
+import { fstatSync, readFileSync, readSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import type { CliIo } from './command.js'
 
@@ -28,18 +28,61 @@ function flushed (stream: NodeJS.WriteStream): Promise<void> {
   return new Promise((resolve) => { stream.write('', () => resolve()) })
 }
 
+/** The descriptor and size of a stdin redirected from a regular file (see openStdin). */
+const FILE = Symbol('threatfeed.stdinFile')
+interface FileBacked { [FILE]?: { fd: number, size: number } }
+
+/** Bytes read per call by forEachChunk from a file: big enough to make calls rare, small enough to stay in cache. */
+const CHUNK_BYTES = 256 * 1024
+
 /**
  * stdin redirected from a regular file (`coalesce < list.txt`) is read in one call at its known
  * size: process.stdin would deliver it in 64 KiB chunks (250 for a 16 MB list) and a copy to
- * join them. Pipes and terminals keep process.stdin, which copes with non-blocking descriptors.
+ * join them. Commands that can take their input in pieces read it with forEachChunk instead,
+ * through one reused buffer. Pipes and terminals keep process.stdin, which copes with
+ * non-blocking descriptors.
  */
 function openStdin (): Readable {
   try {
-    if (fstatSync(0).isFile()) return Readable.from([readFileSync(0)])
+    const stat = fstatSync(0)
+    if (stat.isFile()) {
+      const stream: Readable & FileBacked = Readable.from((function * () { yield readFileSync(0) })())
+      stream[FILE] = { fd: 0, size: stat.size }
+      return stream
+    }
   } catch {
     // No usable fd 0 (closed stdin): process.stdin reports that in its own way.
   }
   return process.stdin
+}
+
+/** The byte size of `stream` when it is a stdin redirected from a file (a capacity hint), else undefined. */
+export function knownSize (stream: Readable): number | undefined {
+  return (stream as FileBacked)[FILE]?.size
+}
+
+/**
+ * Calls `fn` with each chunk of `stream`. A stdin redirected from a file is read straight from
+ * its descriptor into one reused buffer, so a chunk is only valid during its call: the input is
+ * never in memory whole, and no fresh page is touched per chunk.
+ */
+export async function forEachChunk (stream: Readable, fn: (chunk: Uint8Array) => void): Promise<void> {
+  const file = (stream as FileBacked)[FILE]
+  if (file === undefined) {
+    for await (const c of stream) fn(typeof c === 'string' ? Buffer.from(c) : c as Buffer)
+    return
+  }
+  readFileChunks(file.fd, fn)
+}
+
+/** Reads `fd` to its end in chunks of one reused buffer (see forEachChunk). */
+export function readFileChunks (fd: number, fn: (chunk: Uint8Array) => void): void {
+  const buf = Buffer.allocUnsafeSlow(CHUNK_BYTES)
+  for (;;) {
+    const n = readSync(fd, buf, 0, CHUNK_BYTES, null)
+    if (n === 0) return
+    fn(buf.subarray(0, n))
+  }
 }
 
 /**

@@ -8,12 +8,12 @@
  * `decomposeV4` decomposes each interval into its minimal list of aligned blocks (the greedy
  * largest-aligned-block walk; the result is the unique minimal CIDR cover of the interval).
  */
-import { sortU32 } from './radix-sort.js'
+import { sortU32Into } from './radix-sort.js'
 import type { TextWriter } from './text-writer.js'
 
 /**
- * Coalesces `n` intervals given as separate arrays of firsts and lasts. Sorts both arrays in
- * place (they are scratch to the caller).
+ * Coalesces `n` intervals given as separate arrays of firsts and lasts, which are scratch to
+ * the caller (their content is garbage afterwards).
  *
  * Sorting the two ends independently is enough for a union: at any address x, the number of
  * firsts ≤ x minus the number of lasts < x is the number of intervals holding x, whichever first
@@ -25,9 +25,11 @@ import type { TextWriter } from './text-writer.js'
  */
 export function coalesceV4 (firsts: Uint32Array, lasts: Uint32Array, n: number): Uint32Array {
   if (n === 0) return new Uint32Array(0)
-  sortU32(firsts, n)
-  sortU32(lasts, n)
-  const out = new Uint32Array(2 * n)
+  // One scratch array for both sorts: firsts end up in the scratch or in place, and whichever
+  // of the two is free then serves the sort of the lasts.
+  const f = sortU32Into(firsts, n, new Uint32Array(n))
+  const l = sortU32Into(lasts, n, f === firsts ? new Uint32Array(n) : firsts)
+  // The k-th merged interval is written to f[k] and l[k]: both were read already (k ≤ i, k ≤ j).
   let m = 0
   let depth = 0
   let open = 0
@@ -35,19 +37,23 @@ export function coalesceV4 (firsts: Uint32Array, lasts: Uint32Array, n: number):
   let j = 0
   while (i < n) {
     // A first that is at most last + 1 continues the run: overlapping and adjacent both merge.
-    if (depth === 0 || firsts[i]! <= lasts[j]! + 1) {
-      if (depth === 0) open = firsts[i]!
+    if (depth === 0 || f[i]! <= l[j]! + 1) {
+      if (depth === 0) open = f[i]!
       depth++
       i++
     } else {
       depth--
-      if (depth === 0) { out[m++] = open; out[m++] = lasts[j]! }
+      if (depth === 0) { const last = l[j]!; f[m] = open; l[m] = last; m++ }
       j++
     }
   }
-  out[m++] = open
-  out[m++] = lasts[n - 1]!
-  return out.slice(0, m)
+  const last = l[n - 1]!
+  f[m] = open
+  l[m] = last
+  m++
+  const out = new Uint32Array(2 * m)
+  for (let k = 0; k < m; k++) { out[2 * k] = f[k]!; out[2 * k + 1] = l[k]! }
+  return out
 }
 
 /**

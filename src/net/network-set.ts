@@ -80,6 +80,17 @@ export class NetworkSetBuilder {
     return this
   }
 
+  /** Adds `n` IPv4 intervals a line scanner produced (valid by construction: not checked again). */
+  addScannedV4 (firsts: Uint32Array, lasts: Uint32Array, n: number): void {
+    while (this.#n4 + n > this.#f4.length) {
+      this.#f4 = grow(this.#f4)
+      this.#l4 = grow(this.#l4)
+    }
+    this.#f4.set(firsts.subarray(0, n), this.#n4)
+    this.#l4.set(lasts.subarray(0, n), this.#n4)
+    this.#n4 += n
+  }
+
   /**
    * Adds an IPv6 prefix given as four big-endian u32 words; host bits are ignored. Numbers are
    * taken as given: unlike addText, ::ffff:0:0/96 is not turned into IPv4 here (geo data keeps
@@ -310,6 +321,41 @@ export class NetworkSet {
     if (family !== 'v6') this.#prefixes4 = decomposeV4(this.#v4, null, writer)
     if (family !== 'v4') this.#prefixes6 = decomposeV6(this.#v6, null, writer)
     return writer.finish()
+  }
+
+  /**
+   * As toBytes, handed to `write` in chunks of about `chunkBytes` written into one reused buffer:
+   * the next chunk is written only once `write`'s promise resolves (the bytes are then free).
+   * The output of a million networks never exists whole.
+   */
+  async writeText (family: FamilyFilter, write: (bytes: Uint8Array) => Promise<void>, chunkBytes = 256 * 1024): Promise<void> {
+    // Intervals per batch, so a batch's worst case (every interval split into its most prefixes)
+    // stays within a chunk: 62 prefixes of ≤ 19 bytes for IPv4, 256 of ≤ 44 for IPv6.
+    const writer = new TextWriter(2 * chunkBytes)
+    const flush = async (): Promise<void> => {
+      if (writer.length === 0) return
+      await write(writer.finish())
+      writer.reset()
+    }
+    if (family !== 'v6') {
+      const batch = 2 * Math.max(1, Math.floor(chunkBytes / (62 * 19)))
+      let count = 0
+      for (let k = 0; k < this.#v4.length; k += batch) {
+        count += decomposeV4(this.#v4.subarray(k, k + batch), null, writer)
+        if (writer.length >= chunkBytes) await flush()
+      }
+      this.#prefixes4 = count
+    }
+    if (family !== 'v4') {
+      const batch = 8 * Math.max(1, Math.floor(chunkBytes / (256 * 44)))
+      let count = 0
+      for (let k = 0; k < this.#v6.length; k += batch) {
+        count += decomposeV6(this.#v6.subarray(k, k + batch), null, writer)
+        if (writer.length >= chunkBytes) await flush()
+      }
+      this.#prefixes6 = count
+    }
+    await flush()
   }
 
   /** As toBytes, as a string. */

@@ -25,9 +25,22 @@ const LSD_PASSES = 3 // ⌈32 / 11⌉
  *   sortU32(new Uint32Array([3, 1, 2]), 3) // [1, 2, 3]
  */
 export function sortU32 (a: Uint32Array, n: number): void {
+  const sorted = sortU32Into(a, n, n <= SMALL ? a : new Uint32Array(n))
+  if (sorted !== a) a.set(sorted.subarray(0, n))
+}
+
+/**
+ * Sorts `a[0, n)` ascending using `scratch` (at least n long) and returns the array that holds
+ * the result, `a` or `scratch`: the passes ping-pong between the two, and not copying back
+ * saves touching n more words. The other array's content is garbage afterwards.
+ *
+ * @example
+ *   sortU32Into(Uint32Array.of(3, 1, 2), 3, new Uint32Array(3)) // [1, 2, 3], one of the two arrays
+ */
+export function sortU32Into (a: Uint32Array, n: number, scratch: Uint32Array): Uint32Array {
   if (n <= SMALL) {
     insertionSortU32(a, n)
-    return
+    return a
   }
   const counts = new Uint32Array(LSD_PASSES * LSD_RADIX)
   for (let i = 0; i < n; i++) {
@@ -37,7 +50,7 @@ export function sortU32 (a: Uint32Array, n: number): void {
     counts[2 * LSD_RADIX + (v >>> (2 * LSD_BITS))]!++
   }
   let src: Uint32Array = a
-  let dst: Uint32Array = new Uint32Array(n)
+  let dst: Uint32Array = scratch
   for (let d = 0; d < LSD_PASSES; d++) {
     const base = d * LSD_RADIX
     // A pass whose digit is the same for every key would not move anything.
@@ -49,7 +62,7 @@ export function sortU32 (a: Uint32Array, n: number): void {
     }
     const t = src; src = dst; dst = t
   }
-  if (src !== a) a.set(src.subarray(0, n))
+  return src
 }
 
 /**

@@ -35,7 +35,7 @@ for (let c = 0; c < 10; c++) HEX[CH_0 + c] = c
 for (let c = 0; c < 6; c++) { HEX[0x41 + c] = 10 + c; HEX[0x61 + c] = 10 + c }
 
 /** Called per refused line: its 1-based number and the trimmed entry at `bytes[start, end)`. */
-export type InvalidLineHandler = (line: number, start: number, end: number) => void
+export type InvalidLineHandler = (line: number, start: number, end: number, bytes: Uint8Array) => void
 
 export interface ScanResult {
   /** Lines that held an entry (valid or not). */
@@ -58,27 +58,101 @@ const NOT_FAST = -1
  *   scanLines(Buffer.from('10.0.0.0/8\n# note\nbad\n'), b, (line) => console.log(line)) // logs 3
  */
 export function scanLines (bytes: Uint8Array, builder: NetworkSetBuilder, onInvalid: InvalidLineHandler, family: FamilyFilter = 'both'): ScanResult {
+  const state: ScanState = { entries: 0, invalid: 0, line: 0 }
+  scanSpan(bytes, 0, bytes.length, builder, onInvalid, family, state)
+  return { entries: state.entries, invalid: state.invalid }
+}
+
+interface ScanState extends ScanResult {
+  /** Lines read so far. */
+  line: number
+}
+
+/**
+ * scanLines fed chunk by chunk, for input read into one reused buffer: only whole lines are
+ * scanned from a chunk, and the bytes after its last newline are kept until the next one. A
+ * chunk may be overwritten once push() returns; so the handler's `bytes` are only valid during
+ * the call.
+ *
+ * @example
+ *   const s = new LineScanner(builder, onInvalid)
+ *   s.push(Buffer.from('10.0.0.1\n10.0.')); s.push(Buffer.from('0.2\n'))
+ *   s.end() // { entries: 2, invalid: 0 }
+ */
+export class LineScanner {
+  readonly #builder: NetworkSetBuilder
+  readonly #onInvalid: InvalidLineHandler
+  readonly #family: FamilyFilter
+  readonly #state: ScanState = { entries: 0, invalid: 0, line: 0 }
+  /** The unfinished last line of the chunks so far (a copy). */
+  #carry: Uint8Array | null = null
+
+  constructor (builder: NetworkSetBuilder, onInvalid: InvalidLineHandler, family: FamilyFilter = 'both') {
+    this.#builder = builder
+    this.#onInvalid = onInvalid
+    this.#family = family
+  }
+
+  push (chunk: Uint8Array): void {
+    let from = 0
+    if (this.#carry !== null) {
+      const nl = chunk.indexOf(CH_NL)
+      if (nl < 0) {
+        this.#carry = Buffer.concat([this.#carry, chunk])
+        return
+      }
+      const line = Buffer.concat([this.#carry, chunk.subarray(0, nl + 1)])
+      this.#carry = null
+      this.#scan(line, 0, line.length)
+      from = nl + 1
+    }
+    const last = chunk.lastIndexOf(CH_NL)
+    if (last >= from) this.#scan(chunk, from, last + 1)
+    const rest = Math.max(from, last + 1)
+    if (rest < chunk.length) this.#carry = Uint8Array.prototype.slice.call(chunk, rest)
+  }
+
+  /** Scans the last line (one without a newline) and returns the counts. */
+  end (): ScanResult {
+    if (this.#carry !== null) this.#scan(this.#carry, 0, this.#carry.length)
+    this.#carry = null
+    return { entries: this.#state.entries, invalid: this.#state.invalid }
+  }
+
+  #scan (bytes: Uint8Array, from: number, to: number): void {
+    scanSpan(bytes, from, to, this.#builder, this.#onInvalid, this.#family, this.#state)
+  }
+}
+
+/** Scans the lines of `bytes[pos, n)` (n is a line end or the end of input) into `builder`. */
+function scanSpan (bytes: Uint8Array, pos: number, n: number, builder: NetworkSetBuilder, onInvalid: InvalidLineHandler, family: FamilyFilter, state: ScanState): void {
   const wantV4 = family !== 'v6'
   const wantV6 = family !== 'v4'
   const latin1 = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  const n = bytes.length
   let entries = 0
   let invalid = 0
-  let line = 0
-  let pos = 0
+  let line = state.line
   while (pos < n) {
-    line++
     const c = bytes[pos]!
+    if (c - CH_0 >= 0 && c - CH_0 <= 9) {
+      const after = scanIpv4Run(bytes, pos, n, builder, wantV4)
+      if (after !== pos) {
+        line += runLines
+        entries += runLines
+        pos = after
+        continue
+      }
+    }
+    line++
     let next = NOT_FAST
-    if (c - CH_0 >= 0 && c - CH_0 <= 9) next = fastIpv4(bytes, pos, n, builder, wantV4)
-    if (next === NOT_FAST && (HEX[c]! >= 0 || c === CH_COLON)) next = fastIpv6(bytes, pos, n, builder, wantV6)
+    if (HEX[c]! >= 0 || c === CH_COLON) next = fastIpv6(bytes, pos, n, builder, wantV6)
     if (next !== NOT_FAST) {
       entries++
       pos = next
       continue
     }
     let nl = bytes.indexOf(CH_NL, pos)
-    if (nl < 0) nl = n
+    if (nl < 0 || nl > n) nl = n
     const text = latin1.toString('latin1', pos, nl)
     const base = pos
     pos = nl + 1
@@ -98,12 +172,14 @@ export function scanLines (bytes: Uint8Array, builder: NetworkSetBuilder, onInva
     const f = dash ? scanRange(text, start, end, interval, true) : scanCidr(text, start, end, interval)
     if (f === 0) {
       invalid++
-      onInvalid(line, base + start, base + end)
+      onInvalid(line, base + start, base + end, bytes)
     } else if (f === 4 ? wantV4 : wantV6) {
       builder.addScanned(f, interval)
     }
   }
-  return { entries, invalid }
+  state.entries += entries
+  state.invalid += invalid
+  state.line = line
 }
 
 function isTrailingBlank (c: number): boolean {
@@ -122,17 +198,41 @@ function lineEnd (b: Uint8Array, i: number, n: number): number {
   return NOT_FAST
 }
 
-/** One-pass `a.b.c.d[/len]` line. */
-function fastIpv4 (b: Uint8Array, pos: number, n: number, builder: NetworkSetBuilder, want: boolean): number {
-  let i = readIpv4(b, pos, n, target)
-  if (i >= 0) i = readPrefixLength(b, i, n, 32, target)
-  if (i < 0) return NOT_FAST
-  const next = lineEnd(b, i, n)
-  if (next === NOT_FAST) return NOT_FAST
-  const addr = target[0]!
-  const len = target[1]!
-  if (want) builder.addRangeV4((addr & maskV4(len)) >>> 0, lastV4(addr, len))
-  return next
+/** Intervals of an IPv4 run, handed to the builder in batches of this many. */
+const RUN_BATCH = 4096
+const runFirsts = new Uint32Array(RUN_BATCH)
+const runLasts = new Uint32Array(RUN_BATCH)
+/** Lines the last scanIpv4Run read (a module variable: the run's end is its return value). */
+let runLines = 0
+
+/**
+ * Consecutive bare `a.b.c.d[/len]` lines from `b[pos]` — the bulk of a block list — in one
+ * small loop of its own, which V8 optimises early and cheaply. Returns where the first line of
+ * another form starts (`pos` when the first one is), and the lines read in runLines.
+ */
+function scanIpv4Run (b: Uint8Array, pos: number, n: number, builder: NetworkSetBuilder, want: boolean): number {
+  let lines = 0
+  let k = 0
+  while (pos < n) {
+    let i = readIpv4(b, pos, n, target)
+    if (i >= 0) i = readPrefixLength(b, i, n, 32, target)
+    if (i < 0) break
+    const next = lineEnd(b, i, n)
+    if (next === NOT_FAST) break
+    const addr = target[0]!
+    const len = target[1]!
+    runFirsts[k] = (addr & maskV4(len)) >>> 0
+    runLasts[k] = lastV4(addr, len)
+    if (++k === RUN_BATCH) {
+      if (want) builder.addScannedV4(runFirsts, runLasts, k)
+      k = 0
+    }
+    lines++
+    pos = next
+  }
+  if (want && k > 0) builder.addScannedV4(runFirsts, runLasts, k)
+  runLines = lines
+  return pos
 }
 
 /** One-pass `hex:groups[::…][/len]` line (no dotted tail, not IPv4-mapped). */

@@ -137,4 +137,9 @@ export class TextWriter {
   finish (): Uint8Array {
     return this.#buf.subarray(0, this.#pos)
   }
+
+  /** Starts over in the same buffer: what finish() returned is overwritten by the next writes. */
+  reset (): void {
+    this.#pos = 0
+  }
 }
