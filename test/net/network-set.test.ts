@@ -254,3 +254,22 @@ t.test('large clustered input: a million-scale shape in miniature (radix paths, 
   const s = b.build()
   t.same(netsOf(s), coalesce(oracle))
 })
+
+t.test('writeText: the same bytes as toBytes, in chunks that each fit, whatever the chunk size', async (t) => {
+  const b = new NetworkSetBuilder(16, 16)
+  let x = 777
+  const next = (): number => { x = (x * 1103515245 + 12345) >>> 0; return x }
+  for (let i = 0; i < 3000; i++) b.addV4(next(), 8 + next() % 25)
+  for (let i = 0; i < 1000; i++) b.addV6(0x20010db8, next(), next(), next(), 33 + next() % 96)
+  b.addRangeV4(1, 0xfffffffe) // one interval of 62 prefixes
+  const set = b.build()
+  for (const family of ['v4', 'v6', 'both'] as const) {
+    const whole = Buffer.from(set.toBytes(family))
+    for (const chunkBytes of [1, 64, 4096, 1 << 20]) {
+      const chunks: Buffer[] = []
+      await set.writeText(family, async (bytes) => { chunks.push(Buffer.from(bytes)) }, chunkBytes)
+      t.ok(Buffer.concat(chunks).equals(whole), `${family}, chunks of ${chunkBytes}`)
+      t.notOk(chunks.some((c) => c.length === 0), 'no empty chunk')
+    }
+  }
+})

@@ -2,7 +2,7 @@ import t from 'tap'
 import fc from 'fast-check'
 import { INTERVAL_WORDS, scanCidr, scanRange } from '../../src/net/cidr.js'
 import { NetworkSetBuilder, type FamilyFilter, type NetworkSet } from '../../src/net/network-set.js'
-import { scanLines } from '../../src/net/scan-lines.js'
+import { LineScanner, scanLines } from '../../src/net/scan-lines.js'
 import { formatV4, formatV6, netArb, wordsOf } from './oracle.js'
 
 interface Scanned { set: NetworkSet, invalid: { line: number, text: string }[], entries: number }
@@ -113,4 +113,45 @@ t.test('the fast byte path agrees with the string grammar on every line', async 
     const want = reference(text, family)
     return got.set.equals(want.set) && got.entries === want.entries && JSON.stringify(got.invalid) === JSON.stringify(want.invalid)
   }), { numRuns: 1000 })
+})
+
+/** LineScanner over `text` cut at `cuts`, each chunk copied into one reused buffer as a reader would. */
+function scanChunked (text: string, cuts: number[], family: FamilyFilter): Scanned {
+  const bytes = Buffer.from(text, 'latin1')
+  const b = new NetworkSetBuilder(4, 4)
+  const invalid: { line: number, text: string }[] = []
+  const scanner = new LineScanner(b, (line, start, end, chunk) => {
+    invalid.push({ line, text: Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('latin1', start, end) })
+  }, family)
+  const reused = Buffer.alloc(bytes.length + 1)
+  const points = [...new Set([0, ...cuts.map((c) => c % (bytes.length + 1)), bytes.length])].sort((x, y) => x - y)
+  for (let k = 1; k < points.length; k++) {
+    const piece = bytes.subarray(points[k - 1], points[k])
+    piece.copy(reused)
+    scanner.push(reused.subarray(0, piece.length))
+    reused.fill(0x78) // what a later read would leave there
+  }
+  const r = scanner.end()
+  if (r.invalid !== invalid.length) throw new Error(`LineScanner counted ${r.invalid} invalid lines, reported ${invalid.length}`)
+  return { set: b.build(), invalid, entries: r.entries }
+}
+
+t.test('LineScanner gives what scanLines gives, wherever the chunks are cut', async () => {
+  fc.assert(fc.property(fc.array(fc.oneof(spelled, mutated, noise), { maxLength: 30 }), fc.array(fc.nat(), { maxLength: 12 }), fc.constantFrom<FamilyFilter>('both', 'v4', 'v6'), (rows, cuts, family) => {
+    const text = rows.join('\n') + (rows.length % 2 === 0 ? '\n' : '')
+    const got = scanChunked(text, cuts, family)
+    const want = scan(text, family)
+    return got.set.equals(want.set) && got.entries === want.entries && JSON.stringify(got.invalid) === JSON.stringify(want.invalid)
+  }), { numRuns: 1000 })
+})
+
+t.test('LineScanner: a line longer than any chunk, and one-byte chunks', async (t) => {
+  const text = `10.0.0.1\n${' '.repeat(5000)}10.0.0.2\nbad${'x'.repeat(3000)}\n2001:db8::/32`
+  const every = Array.from({ length: text.length }, (_, i) => i)
+  for (const cuts of [[7, 4000, 4010, 8020], every]) {
+    const r = scanChunked(text, cuts, 'both')
+    t.equal(r.set.toLines(), '10.0.0.1/32\n10.0.0.2/32\n2001:db8::/32\n')
+    t.same(r.invalid.map((x) => x.line), [3])
+    t.equal(r.entries, 4)
+  }
 })
