@@ -54,8 +54,10 @@ export interface DeltaQuery {
 }
 
 export interface DeltaDeps {
-  /** Null: this thread keeps no history (every `since` answers full). */
+  /** Null: this thread keeps no history (every `since` answers full, or goes `elsewhere`). */
   readonly history: DeltaSource | null
+  /** On a thread without history: hands a request that needs one to the thread that has it. */
+  readonly elsewhere?: (() => void | Promise<void>) | null
   /** Counts a delta rendered while a request waited (one not rendered ahead by prerenderDeltas). */
   readonly rendered: () => void
   /** Counts the answer for the consumer (status, the tag of a 200 or 304). */
@@ -274,6 +276,8 @@ export function answerDelta (ex: Exchange, r: DeltaRequest, q: DeltaQuery, snaps
   const params = r.variant!.params
   const format: DeltaFormat | null = q.answer ?? (params.format === 'plain' || params.format === 'nftables' ? params.format : null)
   const names: SetNames = { ...defaultNames(format ?? 'plain', params.family), ...(q.table !== null ? { table: q.table } : {}), ...(q.set !== null ? { set: q.set } : {}) }
+  // Answer formats render on the thread with the cache (its bound is per process).
+  if (q.answer !== null && deps.history === null && deps.elsewhere != null) return deps.elsewhere()
   const full = variant.status === 200 && q.answer !== null ? answerFull(snapshot, variant, r, q.answer, names) : variant
   const chosen = r.gzip ? full.gzip : full.identity
   if (full.status === 200 && isNotModified(r.ifNoneMatch, r.ifModifiedSince, chosen.etag, full.lastModifiedHttp, full.lastModified)) return notModified(ex, r, full, deps)
@@ -281,6 +285,7 @@ export function answerDelta (ex: Exchange, r: DeltaRequest, q: DeltaQuery, snaps
   const since = q.since
   if (since === unquote(full.identity.etag) || since === unquote(full.gzip.etag)) return notModified(ex, r, full, deps)
   if (format === null || params.checksum) return write(ex, r, asFull(full), deps)
+  if (deps.history === null && deps.elsewhere != null) return deps.elsewhere()
 
   // A delta answered before (or rendered ahead by the build) is a lookup: no history, no rendering.
   const key = deltaKey(full, since, names)

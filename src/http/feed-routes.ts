@@ -62,8 +62,8 @@ export interface FeedRouteDeps {
   /** Counts every authenticated request for its consumer (issue 20); absent: tracking is off. */
   readonly consumers?: { readonly tracker: Pick<ConsumerTracker, 'count'>, readonly addresses: ClientAddresses }
   /**
-   * Feed deltas (`?since=`, docs/deltas.md): the history on the main thread; on a front-end
-   * thread, which keeps none, the request is forwarded to the main thread instead.
+   * Feed deltas (`?since=`, docs/deltas.md): the history on the main thread; a front-end thread,
+   * which keeps none, answers the 304s and full answers itself and forwards the rest.
    */
   readonly deltas?: { readonly history: DeltaSource, readonly rendered?: () => void } | { readonly forward: (ex: Exchange, req: HttpRequest) => Promise<void> }
 }
@@ -208,9 +208,14 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
   const history = deps.deltas !== undefined && 'history' in deps.deltas ? deps.deltas.history : null
   const rendered = deps.deltas !== undefined && 'history' in deps.deltas ? deps.deltas.rendered ?? noop : noop
   const forwardDelta = deps.deltas !== undefined && 'forward' in deps.deltas ? deps.deltas.forward : null
+  /** The request being answered within uWS's callback, for a forward (null outside it). */
+  let syncRequest: HttpRequest | null = null
   const delta = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, variant: Variant, retried: boolean, checked: boolean): void | Promise<void> => {
+    const req = syncRequest
     const deltaDeps: DeltaDeps = {
       history,
+      // Past an await `req` is gone: such a request (rare: a key or list loaded a moment ago) answers full.
+      elsewhere: forwardDelta === null ? null : req === null ? null : () => forwardDelta(ex, req),
       rendered,
       polled: (status, etag, since) => { polled(ex, r, status, etag, since) },
       sent: counters.bytes,
@@ -277,13 +282,18 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
     // Set once the list resolves (serve); until then the request counts for no consumer.
     r.listRef = isList ? '' : WORKSPACE_FEED
     r.at = 0
-    // A front-end thread keeps no delta history: the main thread answers those.
-    if (forwardDelta !== null && r.rawQuery !== '' && wantsDelta(r.rawQuery)) return forwardDelta(ex, req)
     const listParam = isList ? req.getParameter(0) ?? '' : null
-    const pending = !decision.ok ? afterRecheck(ex, r, authorization, listParam) : consumers === null ? route(ex, r, listParam) : tracked(ex, r, listParam)
-    // The continuations of a pending answer hold `r`: it is theirs now.
-    if (pending !== undefined) scratch = emptyRequest()
-    return pending
+    // A front-end thread keeps no delta history: a delta it cannot answer itself (anything but a
+    // 304 or a full answer) is forwarded to the main thread, with `req`, valid only until return.
+    syncRequest = forwardDelta !== null ? req : null
+    try {
+      const pending = !decision.ok ? afterRecheck(ex, r, authorization, listParam) : consumers === null ? route(ex, r, listParam) : tracked(ex, r, listParam)
+      // The continuations of a pending answer hold `r`: it is theirs now.
+      if (pending !== undefined) scratch = emptyRequest()
+      return pending
+    } finally {
+      syncRequest = null
+    }
   }
 
   /** route(), counting an answer that is an error for the consumer too. */
@@ -325,15 +335,6 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
 }
 
 function noop (): void {}
-
-/** The query asks for a delta or an answer format; a bad query is left to the usual path (authentication first). */
-function wantsDelta (rawQuery: string): boolean {
-  try {
-    return parseFeedQuery(rawQuery).delta
-  } catch {
-    return false
-  }
-}
 
 function missingVariant (r: FeedRequest): ThreatfeedError {
   // A snapshot holds every variant (SPEC: all formats, families, actions and checksum), so this
