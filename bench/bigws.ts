@@ -42,6 +42,7 @@ import { openStore } from '../src/store/open.js'
 import { ensureDefaultAsnDb } from '../src/geo/default-db.js'
 import type { AccessRuleInput } from '../src/store/types.js'
 import type { PollerResult } from './bigws/poller.js'
+import { buildCPoller } from './lib/c-poller.js'
 import { cpuTicks, median, percentile, repoDir, report, stealPercent, type Row } from './lib/report.js'
 
 const RULES = Number(process.env.BIGWS_RULES ?? 2_000_000)
@@ -130,11 +131,8 @@ interface Poller {
 /** bench/bigws/poller.c built once per bench run (null: no C compiler, or BIGWS_CLIENT=node). */
 const cPoller: string | null = (() => {
   if (CLIENT === 'node') return null
-  const dir = mkdtempSync(join(tmpdir(), 'bigws-poller-'))
-  process.on('exit', () => { rmSync(dir, { recursive: true, force: true }) })
-  const bin = join(dir, 'poller')
-  const cc = spawnSync('cc', ['-O2', '-Wall', '-o', bin, join(repoDir, 'bench/bigws/poller.c')], { stdio: ['ignore', 'inherit', 'inherit'] })
-  if (cc.status === 0) return bin
+  const bin = buildCPoller()
+  if (bin !== null) return bin
   if (CLIENT === 'c') throw new Error('BIGWS_CLIENT=c: bench/bigws/poller.c did not build')
   console.log('bigws: no C compiler; polling with the Node client (bench/bigws/poller.ts)')
   return null

@@ -16,28 +16,22 @@
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { request } from 'node:http'
 import { tmpdir } from 'node:os'
-import { createInterface } from 'node:readline'
 import { join } from 'node:path'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { openStore } from '../src/store/open.js'
-import type { RuleOp } from '../src/store/batch-types.js'
 import { DeltaHistory } from '../src/feed/delta-history.js'
 import type { FeedSnapshot } from '../src/feed/snapshot-types.js'
-import { cpuSeconds, spawnPinned, stopChildren } from './lib/processes.js'
+import { FeedChurn, feedGetter, nextTag, startFeedServer } from './lib/feed-versions.js'
+import { cpuSeconds, stopChildren } from './lib/processes.js'
 import { makeRandom } from './lib/random.js'
-import { ensureCommand, median, repoDir, report, type Ratio, type Row } from './lib/report.js'
+import { ensureCommand, median, report, type Ratio, type Row } from './lib/report.js'
 import { seedFeedStore } from './lib/seed-feed.js'
-import { benchServerEnv } from './lib/server-env.js'
 
 const SECONDS = Number(process.env.BENCH_DELTAS_SECONDS ?? 5)
 const RUNS = Number(process.env.BENCH_DELTAS_RUNS ?? 3)
 const ENTRIES = 131_072
-/** Networks that differ between two versions: 1 % of the feed, about half removed and half added. */
-const CHURN = Math.round(ENTRIES / 100)
-const REMOVED = Math.ceil(CHURN / 2)
 const VERSIONS = 6
 
 if (!ensureCommand('wrk', 'wrk') || !ensureCommand('taskset', 'util-linux')) process.exit(1)
@@ -48,76 +42,23 @@ const dataDir = join(dir, 'data')
 console.log(`bench/deltas: seeding ${ENTRIES} rules…`)
 const { workspaceId, key } = await seedFeedStore(dataDir, ENTRIES)
 const auth = `Bearer ${key}`
-
-const server = spawnPinned('0', [process.execPath, '--import=tsx', join(repoDir, 'src', 'cli', 'run.ts'), 'serve'], {
-  ...process.env,
-  ...benchServerEnv(dataDir),
-  THREATFEED_LOG_LEVEL: 'info',
-  THREATFEED_HTTP_THREADS: '1',
-  THREATFEED_FEED_REBUILD_MS: '1000',
-  THREATFEED_POLL_MS: '200',
-})
-const port = await new Promise<number>((resolve, reject) => {
-  const timer = setTimeout(() => { reject(new Error('no "listening" line within 180 s')) }, 180_000)
-  createInterface({ input: server.stdout! }).on('line', (line) => {
-    try {
-      const rec = JSON.parse(line) as { msg?: string, port?: number }
-      if (rec.msg === 'listening' && typeof rec.port === 'number') { clearTimeout(timer); resolve(rec.port) }
-    } catch {
-      // Not a log line.
-    }
-  })
-})
-
-interface Answer { status: number, headers: Record<string, string | string[] | undefined>, bytes: number }
-function get (path: string, headers: Record<string, string> = {}): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers: { authorization: auth, ...headers } }, (res) => {
-      let bytes = 0
-      res.on('data', (c: Buffer) => { bytes += c.length })
-      res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, bytes }) })
-    })
-    req.on('error', reject)
-    req.end()
-  })
-}
+const { server, port } = await startFeedServer(dataDir, '0', { THREATFEED_HTTP_THREADS: '1' })
+const get = feedGetter(port, key)
 const FEED = '/v1/threat/feeds?format=plain&family=v4'
 const GZIP = { 'accept-encoding': 'gzip' }
-async function currentTag (): Promise<string> {
-  const r = await get(FEED, GZIP)
-  if (r.status !== 200) console.log(`bench/deltas: feed answered ${r.status}`)
-  return String(r.headers.etag)
-}
 
-// Versions: each removes 656 networks and adds 655 new ones (hosts two apart, so nothing
-// coalesces), written to the store as another process would.
+// Versions: 1 % of the feed differing each time (bench/lib/feed-versions.ts).
 const store = await openStore({ kind: 'embedded', dataDir })
 const random = makeRandom(7)
-const live = Array.from({ length: ENTRIES }, (_, i) => 0x0a000000 + i * 2)
-let fresh = 0x0b000000
-let seq = ENTRIES + 1
-const ipOf = (a: number): string => `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}/32`
+const versions = new FeedChurn(workspaceId, ENTRIES, random)
+const { churn: CHURN, removed: REMOVED } = versions
 const tags: string[] = []
-let tag = ''
-for (let i = 0; i < 1500 && (tag = await currentTag()).startsWith('"') === false; i++) await new Promise((resolve) => setTimeout(resolve, 200))
+let tag = await nextTag(get, FEED, '', 200, 1500)
 if (!tag.startsWith('"')) throw new Error('the feed was not served within 5 minutes')
 tags.push(tag)
 for (let v = 1; v <= VERSIONS; v++) {
-  const ops: RuleOp[] = []
-  for (let k = 0; k < CHURN; k++) {
-    if (k < REMOVED) {
-      const at = random() % live.length
-      ops.push({ op: 'deleteAccessByTarget', workspaceId, target: { type: 'ip', value: ipOf(live[at]!) } })
-      live[at] = live[live.length - 1]!
-      live.pop()
-      continue
-    }
-    live.push(fresh)
-    ops.push({ op: 'upsertAccessRule', input: { kind: 'access_rule', workspaceId, ruleRef: null, labels: {}, reason: null, expiresAt: null, seq: seq++, target: { type: 'ip', value: ipOf(fresh) }, action: 'block', name: null, confidence: null, severity: null } })
-    fresh += 2
-  }
-  await store.applyRuleBatch({ ops })
-  for (let i = 0; i < 600 && (tag = await currentTag()) === tags[tags.length - 1]; i++) await new Promise((resolve) => setTimeout(resolve, 100))
+  await store.applyRuleBatch({ ops: versions.nextOps() })
+  tag = await nextTag(get, FEED, tags[tags.length - 1]!)
   tags.push(tag)
   console.log(`bench/deltas: version ${v}: ${tag}`)
 }
