@@ -135,11 +135,11 @@ export class WorkspaceRuleCache {
     return this.#table
   }
 
-  /** Reads what changed in the store since the last refresh; a deletion makes it a whole reload. */
-  refresh (rules: RuleStore, now: number): Promise<RuleTable> {
+  /** Reads what changed in the store since the last refresh (everything when `whole`); a deletion the store does not list makes it a whole reload. */
+  refresh (rules: RuleStore, now: number, whole = false): Promise<RuleTable> {
     return this.#inTurn(async () => {
       let t = this.#table
-      if (t !== null) {
+      if (t !== null && !whole) {
         const table = t
         let removed = 0
         const r = await rules.accessRulesChangedSince(this.workspaceId, this.#seq, now, (rule) => { table.put(rule) }, (ruleRef, target) => {
