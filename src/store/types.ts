@@ -246,6 +246,13 @@ export interface RuleStore {
    *  trip per workspace on every move of the global revision). Absent: callers loop revisionOf. */
   revisionsOf? (workspaceIds: readonly string[]): Promise<Map<string, number>>
   /**
+   * The workspace's rules of `kind`, newest first by (createdAt, id), those strictly before
+   * `before` when given, handed to `each` until it answers false: what a page of the admin API's
+   * rule listing reads (MongoDB: through an index, stopping once the page is full). Absent:
+   * callers read the workspace and sort.
+   */
+  rulesNewestFirst? (workspaceId: string, kind: RuleKind, before: { at: number, id: string } | undefined, each: (rule: Rule) => boolean): Promise<void>
+  /**
    * What a cache of a workspace's access rules needs to catch up (the feed side's rebuild reads):
    * every access rule changed after `since` (-1: every rule), lapsed or not, handed to `each` one
    * at a time (a first read of millions never holds them all at once). The answer's `seq` is the

@@ -231,12 +231,15 @@ export const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
     { key: { workspaceId: 1, seq: 1 }, name: 'workspace_seq' },
     // …and counts the workspace's live rules: from the index alone, not a scan of the workspace.
     { key: { workspaceId: 1, expiresAt: 1 }, name: 'workspace_expiry' },
+    // The admin API's rule pages, newest first (RuleStore#rulesNewestFirst).
+    { key: { workspaceId: 1, createdAt: -1, _id: -1 }, name: 'workspace_created' },
   ]],
   // FeedVersionStore#fetchedSince at start-up; sparse: a feed never served has no fetchedAt.
   ['feedVersions', [{ key: { fetchedAt: 1 }, name: 'fetched_at', sparse: true }]],
   ['expressionRules', [
     { key: { workspaceId: 1, kind: 1, ruleRef: 1 }, name: 'identity_unique', unique: true },
     { key: { expiresAt: 1 }, name: 'expiry' },
+    { key: { workspaceId: 1, kind: 1, createdAt: -1, _id: -1 }, name: 'workspace_kind_created' },
   ]],
   ['tombstones', [
     { key: { workspaceId: 1, targetKey: 1 }, name: 'workspace_target' },

@@ -44,6 +44,9 @@ const PURGE_CHUNK = 1000
  *  well under the 5 ms a poll may wait (as the embedded store's). */
 const SLICE_MS = 0.5
 
+/** Documents per round trip of an admin page's read (a page holds up to 500). */
+const PAGE_BATCH_DOCS = 501
+
 /** Documents per round trip of a sliced read, so that a batch's bytes stay a few MiB. */
 const READ_BATCH_DOCS = 10_000
 
@@ -111,6 +114,20 @@ export class MongoRuleStore implements RuleStore {
       }
       const docs = await this.#ctx.c.expressionRules.find({ workspaceId: text(workspaceId), kind: text(kind) as ExpressionRuleDoc['kind'], ...live }).toArray()
       return docs.map(toExpressionRule)
+    })
+  }
+
+  rulesNewestFirst (workspaceId: string, kind: RuleKind, before: { at: number, id: string } | undefined, each: (rule: Rule) => boolean): Promise<void> {
+    return this.#ctx.run(async () => {
+      // The workspace_created indexes (collections.ts): a page reads about its own rules, not the workspace.
+      const older = before === undefined ? {} : { $or: [{ createdAt: { $lt: num(before.at) } }, { createdAt: num(before.at), _id: { $lt: text(before.id) } }] }
+      const sort = { createdAt: -1, _id: -1 } as const
+      if (kind === 'access_rule') {
+        for await (const d of this.#ctx.c.accessRules.find({ workspaceId: text(workspaceId), ...older }).sort(sort).batchSize(PAGE_BATCH_DOCS)) if (!each(toAccessRule(d))) return
+        return
+      }
+      const filter = { workspaceId: text(workspaceId), kind: text(kind) as ExpressionRuleDoc['kind'], ...older }
+      for await (const d of this.#ctx.c.expressionRules.find(filter).sort(sort).batchSize(PAGE_BATCH_DOCS)) if (!each(toExpressionRule(d))) return
     })
   }
 
