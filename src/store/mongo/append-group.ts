@@ -16,6 +16,10 @@
  * has shut is left out before its group's writes, and if one shuts during them the transaction is
  * aborted and the group runs again without it — a gate's begin() is the last step before the
  * commit, for every append of the group at once.
+ *
+ * The queue holds only appends whose requests are waiting for their answer (each bounded by the
+ * HTTP layer's body and request limits); one whose deadline passed is dropped when its group
+ * starts, at the latest when the transaction in flight ends.
  */
 import type { ClientSession } from 'mongodb'
 import { ThreatfeedError } from '../../errors.js'
@@ -72,7 +76,8 @@ export class AppendGroups {
     const group = this.#queue.slice(0, take)
     this.#queue = this.#queue.slice(take)
     this.#inFlight = true
-    void this.#commit(group).finally(() => {
+    // #commit settles every append itself; a throw would be our bug, and still fails them.
+    void this.#commit(group).catch((e: unknown) => { for (const m of group) m.reject(e) }).finally(() => {
       this.#inFlight = false
       this.#next()
     })
