@@ -90,7 +90,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const nice = backgroundNice(config.backgroundNice)
   const store = await openStore(config.store === 'mongodb'
     // The database may still be starting (docker compose): retry for a minute, a line per attempt.
-    ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb, tombstoneMax: config.tombstoneMax, connectRetryMs: 60_000, onConnectRetry: (attempt, err) => { log.warn({ err, attempt }, 'MongoDB not reachable yet; retrying') } }
+    ? { kind: 'mongodb', uri: config.mongodbUri!, dbName: config.mongodbDb, tombstoneMax: config.tombstoneMax, connectRetryMs: 60_000, onConnectRetry: (attempt, err) => { log.warn({ err, attempt }, 'MongoDB not reachable yet; retrying') }, onIndexProblem: (problem) => { log.warn({ problem }, 'MongoDB index differs from this version\'s; starting with it') } }
     : { kind: 'embedded', dataDir: config.dataDir, tombstoneMax: config.tombstoneMax })
   const metrics = new Metrics()
   const paths = await geoPaths(config, log)

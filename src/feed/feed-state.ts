@@ -85,7 +85,8 @@ export class WorkspaceState {
   async catchUp (store: RuleStore, now: number, fresh: boolean, log: Pick<Logger, 'warn'>): Promise<void> {
     if (fresh && this.rules.table !== null) {
       try {
-        this.revision = Math.max(this.revision, await store.revisionOf(this.id))
+        // As the store has it, back as well as forward (below).
+        this.revision = await store.revisionOf(this.id)
       } catch {
         // The store is down: the rules in memory are the best there is (below).
       }
@@ -95,8 +96,11 @@ export class WorkspaceState {
     // The revision is read before the rules: a write in between makes the rules newer than the
     // revision recorded, never older, and the next poll reads again.
     this.fetching = store.revisionOf(this.id).then(async (revision) => {
-      await this.rules.refresh(store, now)
+      // Back (issue 33: a rollback after a MongoDB failover, a restore): the rule seqs after the
+      // rollback point are reused by new rules, so a read of what changed since would skip them.
+      await this.rules.refresh(store, now, revision < this.rulesRevision)
       this.rulesRevision = revision
+      // A poll may have seen a newer one meanwhile; one that saw it go back lowered it already.
       this.revision = Math.max(this.revision, revision)
     }).catch((e: unknown) => {
       if (this.rules.table === null) throw e

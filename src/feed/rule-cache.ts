@@ -125,6 +125,8 @@ export class WorkspaceRuleCache {
   #table: Columns | null = null
   /** The `since` of the next store read. */
   #seq = -1
+  /** The store's count of deleting writes at the last read (AccessRuleChanges#removals). */
+  #removals: number | undefined = undefined
   #generation = 0
   #turn: Promise<unknown> = Promise.resolve()
 
@@ -135,25 +137,27 @@ export class WorkspaceRuleCache {
     return this.#table
   }
 
-  /** Reads what changed in the store since the last refresh; a deletion makes it a whole reload. */
-  refresh (rules: RuleStore, now: number): Promise<RuleTable> {
+  /** Reads what changed in the store since the last refresh (everything when `whole`); a deletion the store does not list makes it a whole reload. */
+  refresh (rules: RuleStore, now: number, whole = false): Promise<RuleTable> {
     return this.#inTurn(async () => {
       let t = this.#table
-      if (t !== null) {
+      if (t !== null && !whole) {
         const table = t
         let removed = 0
         const r = await rules.accessRulesChangedSince(this.workspaceId, this.#seq, now, (rule) => { table.put(rule) }, (ruleRef, target) => {
           if (table.remove(ruleRef, target)) removed++
-        })
+        }, this.#removals)
         if (r.live === null && table.holes * 2 <= table.length + HOLES_KEPT) {
           if (r.changed + removed > 0) table.fingerprint = String(++this.#generation)
           this.#seq = r.seq
+          this.#removals = r.removals
           return table
         }
         const live = r.live === null ? -1 : await runSliced(countingLive(table, now))
         if (live === r.live) {
           if (r.changed > 0) table.fingerprint = String(++this.#generation)
           this.#seq = r.seq
+          this.#removals = r.removals
           return table
         }
         // Held rules the store no longer has (a delete the store does not list), or a table of
@@ -165,6 +169,7 @@ export class WorkspaceRuleCache {
       fresh.fingerprint = String(++this.#generation)
       this.#table = fresh
       this.#seq = r.seq
+      this.#removals = r.removals
       return fresh
     })
   }

@@ -53,6 +53,15 @@ async function findRules (store: Store, workspaceId: string, kind: RuleKind, tar
     best.push(r)
     if (best.length >= want * 4) best = best.sort((a, b) => newerFirst({ at: a.createdAt, id: a.id }, { at: b.createdAt, id: b.id })).slice(0, want)
   }
+  if (target === null && store.rules.rulesNewestFirst !== undefined) {
+    // Newest first through the store's index: stops once the page (and one more) is kept.
+    const kept: Rule[] = []
+    await store.rules.rulesNewestFirst(workspaceId, kind, page.before, (r) => {
+      if (keep(r)) kept.push(r)
+      return kept.length < want
+    })
+    return { rules: kept.slice(0, page.limit), more: kept.length > page.limit }
+  }
   if (kind !== 'access_rule') {
     for (const r of await store.rules.list(workspaceId, kind)) consider(r)
   } else if (target !== null) {

@@ -7,7 +7,7 @@ import type { BatchingStore } from './batch-types.js'
 
 export type StoreOptions =
   | { kind: 'embedded', dataDir: string, tombstoneMax?: number }
-  | { kind: 'mongodb', uri: string, dbName?: string, tombstoneMax?: number, connectRetryMs?: number, onConnectRetry?: (attempt: number, error: unknown) => void }
+  | { kind: 'mongodb', uri: string, dbName?: string, tombstoneMax?: number, connectRetryMs?: number, onConnectRetry?: (attempt: number, error: unknown) => void, onIndexProblem?: (message: string) => void }
 
 /**
  * Opens the configured store. Rejects with TF_ERR_STORE_UNAVAILABLE when it cannot be reached

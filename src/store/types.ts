@@ -246,6 +246,13 @@ export interface RuleStore {
    *  trip per workspace on every move of the global revision). Absent: callers loop revisionOf. */
   revisionsOf? (workspaceIds: readonly string[]): Promise<Map<string, number>>
   /**
+   * The workspace's rules of `kind`, newest first by (createdAt, id), those strictly before
+   * `before` when given, handed to `each` until it answers false: what a page of the admin API's
+   * rule listing reads (MongoDB: through an index, stopping once the page is full). Absent:
+   * callers read the workspace and sort.
+   */
+  rulesNewestFirst? (workspaceId: string, kind: RuleKind, before: { at: number, id: string } | undefined, each: (rule: Rule) => boolean): Promise<void>
+  /**
    * What a cache of a workspace's access rules needs to catch up (the feed side's rebuild reads):
    * every access rule changed after `since` (-1: every rule), lapsed or not, handed to `each` one
    * at a time (a first read of millions never holds them all at once). The answer's `seq` is the
@@ -253,19 +260,23 @@ export interface RuleStore {
    * the embedded store, its change counter). Deletions: a store that lists them hands each to
    * `gone` (the rule of that ruleRef, or else the unkeyed rule of that target) and answers `live`
    * null; otherwise `live` counts the workspace's access rules live at `now`, and a cache that,
-   * with `changed` applied, holds more live rules knows some went and reloads (since -1). Long
-   * reads yield to the event loop between slices.
+   * with `changed` applied, holds more live rules knows some went and reloads (since -1) — unless
+   * the answer's `removals` equals the `removalsSeen` passed (the previous answer's): then no
+   * access rule was deleted since, nothing is counted and `live` is null (MongoDB). Long reads
+   * yield to the event loop between slices.
    */
-  accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void, gone?: (ruleRef: string | null, target: Target | null) => void): Promise<AccessRuleChanges>
+  accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void, gone?: (ruleRef: string | null, target: Target | null) => void, removalsSeen?: number): Promise<AccessRuleChanges>
 }
 
 /** RuleStore#accessRulesChangedSince's answer. */
 export interface AccessRuleChanges {
   /** How many rules went to `each`. */
   changed: number
-  /** Null when removals went to `gone` instead. */
+  /** Null when removals went to `gone` instead, or when none happened since `removalsSeen`. */
   live: number | null
   seq: number
+  /** A store that counts deleting writes (MongoDB): their count, read before anything else; the next call's `removalsSeen`. */
+  removals?: number
 }
 
 /** The sweep removes rules lapsed before the start of the current grain: the embedded store

@@ -8,7 +8,7 @@
  *
  * Handover after a crash takes at most TTL_MS + RENEW_MS + a poll (3.5 s with the defaults, under
  * the 5 s promised); a clean stop releases the lease, and the next follower's claim takes it. The
- * holder stops applying RENEW_MS before its lease could lapse (on its own clock), so a renewal
+ * holder stops applying RENEW_MS before its lease could lapse (on its monotonic clock), so a renewal
  * that fails or comes late never leaves two appliers — and if one ever did (a process paused past
  * its lease), the checkpoint compare-and-set still applies each slice once (batch-types.ts).
  */
@@ -33,7 +33,11 @@ export class ApplierLease {
   readonly #owner: string
   readonly #ttlMs: number
   readonly #renewMs: number
-  /** Until when this process may apply, on its own clock. */
+  /**
+   * Until when this process may apply, on its monotonic clock (performance.now()): the server
+   * times the lease ($$NOW); here only a duration since the claim counts, and a wall clock
+   * stepped back must not stretch it (issue 33).
+   */
   #heldUntil = -Infinity
   #lastClaim = -Infinity
 
@@ -57,7 +61,7 @@ export class ApplierLease {
    *   if (!await lease.mayApply()) position = await store.stream.getCheckpoint(name) // follow
    */
   async mayApply (): Promise<boolean> {
-    const started = Date.now()
+    const started = performance.now()
     if (started - this.#lastClaim >= this.#renewMs) {
       this.#lastClaim = started
       try {
@@ -67,7 +71,7 @@ export class ApplierLease {
         // The store is away: applying fails too; the deadline ends this holder's turn meanwhile.
       }
     }
-    return Date.now() < this.#heldUntil
+    return performance.now() < this.#heldUntil
   }
 
   /** Gives the lease up (a clean stop), so that another node takes over at its next claim. */

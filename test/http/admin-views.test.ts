@@ -4,6 +4,7 @@
  * time; consumers, stale first; paging limits as a table.
  */
 import t from 'tap'
+import type { RuleStore } from '../../src/store/types.js'
 import { startAdminServer, type Json } from '../helpers/admin-server.js'
 
 const srv = await startAdminServer()
@@ -73,6 +74,37 @@ t.test('rules: pages of `limit`, newest first, every rule once', async (t) => {
   t.equal(new Set(seen).size, 7, 'each once')
   const all = await srv.call('GET', '/v1/admin/rules?limit=500', 'admin')
   t.same(all.body.items.map((x: Json) => x.id), seen, 'the same order as one page')
+})
+
+t.test('rules through a store that reads newest first (MongoDB\'s rulesNewestFirst): the same pages, the read stopped with each', async (t) => {
+  const pagesOf = async (query: string): Promise<string[][]> => {
+    const out: string[][] = []
+    let cursor: string | null = null
+    do {
+      const r: { body: Json } = await srv.call('GET', `/v1/admin/rules?${query}${cursor === null ? '' : `&cursor=${cursor}`}`, 'admin')
+      out.push(r.body.items.map((x: Json) => x.id as string))
+      cursor = r.body.next_cursor
+    } while (cursor !== null && out.length < 10)
+    return out
+  }
+  const queries = ['limit=2', 'limit=3&label=team%3Dedge', 'kind=waf_rule', 'limit=500']
+  const expected = await Promise.all(queries.map(pagesOf))
+  // The contract's semantics over the embedded store's rules, counting what it hands over.
+  const rules = srv.server.store.rules as RuleStore
+  let handed = 0
+  rules.rulesNewestFirst = async (workspaceId, kind, before, each) => {
+    const all = (await rules.list(workspaceId, kind)).sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : -1))
+    for (const r of all) {
+      if (before !== undefined && !(r.createdAt < before.at || (r.createdAt === before.at && r.id < before.id))) continue
+      handed++
+      if (!each(r)) return
+    }
+  }
+  t.teardown(() => { delete rules.rulesNewestFirst })
+  handed = 0
+  t.same(await pagesOf('limit=2'), expected[0], 'pages of 2')
+  t.ok(handed <= 7 + 4, `each page read about its own rules (${handed} handed for 4 pages of 7 rules)`)
+  for (let i = 1; i < queries.length; i++) t.same(await pagesOf(queries[i]!), expected[i], queries[i]!)
 })
 
 t.test('paging and query limits: 400 with details', async (t) => {

@@ -231,12 +231,15 @@ export const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
     { key: { workspaceId: 1, seq: 1 }, name: 'workspace_seq' },
     // …and counts the workspace's live rules: from the index alone, not a scan of the workspace.
     { key: { workspaceId: 1, expiresAt: 1 }, name: 'workspace_expiry' },
+    // The admin API's rule pages, newest first (RuleStore#rulesNewestFirst).
+    { key: { workspaceId: 1, createdAt: -1, _id: -1 }, name: 'workspace_created' },
   ]],
   // FeedVersionStore#fetchedSince at start-up; sparse: a feed never served has no fetchedAt.
   ['feedVersions', [{ key: { fetchedAt: 1 }, name: 'fetched_at', sparse: true }]],
   ['expressionRules', [
     { key: { workspaceId: 1, kind: 1, ruleRef: 1 }, name: 'identity_unique', unique: true },
     { key: { expiresAt: 1 }, name: 'expiry' },
+    { key: { workspaceId: 1, kind: 1, createdAt: -1, _id: -1 }, name: 'workspace_kind_created' },
   ]],
   ['tombstones', [
     { key: { workspaceId: 1, targetKey: 1 }, name: 'workspace_target' },
@@ -257,11 +260,11 @@ export const INDEXES: Array<[keyof Collections, IndexDescription[]]> = [
 const NAMESPACE_EXISTS = 48
 
 /**
- * Creates the collections, the indexes (no-ops when they exist) and the counters up front, so
- * that no transaction ever creates one implicitly — two transactions doing that at once
- * conflict, and explicit creation inside a transaction is restricted.
+ * Creates the collections, the missing indexes and the counters up front, so that no transaction
+ * ever creates one implicitly — two transactions doing that at once conflict, and explicit
+ * creation inside a transaction is restricted. Returns what ensureIndexes reported.
  */
-export async function prepareCollections (db: Db, c: Collections): Promise<void> {
+export async function prepareCollections (db: Db, c: Collections): Promise<string[]> {
   const existing = new Set((await db.listCollections({}, { nameOnly: true }).toArray()).map((x) => x.name))
   for (const collection of Object.values(c) as Array<Collection<Document>>) {
     if (existing.has(collection.collectionName)) continue
@@ -272,7 +275,8 @@ export async function prepareCollections (db: Db, c: Collections): Promise<void>
       if (!(e instanceof MongoServerError && e.code === NAMESPACE_EXISTS)) throw e
     }
   }
-  for (const [name, indexes] of INDEXES) await c[name].createIndexes(indexes)
+  const problems: string[] = []
+  for (const [name, indexes] of INDEXES) problems.push(...await ensureIndexes(c[name], indexes))
   for (const id of Object.values(COUNTERS)) {
     try {
       await c.meta.updateOne({ _id: id }, { $setOnInsert: { value: 0 } }, { upsert: true })
@@ -281,4 +285,53 @@ export async function prepareCollections (db: Db, c: Collections): Promise<void>
       if (!isDuplicateKey(e)) throw e
     }
   }
+  return problems
+}
+
+/** Index options whose change makes another index (createIndexes refuses it under the same name). */
+const INDEX_OPTIONS = ['unique', 'sparse', 'expireAfterSeconds'] as const
+/** What the server answers when a wanted index clashes with an existing one. */
+const INDEX_CONFLICTS = new Set([85, 86]) // IndexOptionsConflict, IndexKeySpecsConflict
+
+/**
+ * Creates those of `wanted` the collection lacks, and only those: every start used to send the
+ * whole list, and the day a definition changed (same name, another key or options) the server
+ * refused it and every node crash-looped. Such a clash is returned, saying what to run, and the
+ * node starts with the index it finds (queries still work; they may be slower until it is fixed).
+ */
+export async function ensureIndexes (collection: Pick<Collection<Document>, 'collectionName' | 'listIndexes' | 'createIndexes'>, wanted: readonly IndexDescription[]): Promise<string[]> {
+  const name = collection.collectionName
+  const existing = await collection.listIndexes().toArray()
+  const problems: string[] = []
+  const missing: IndexDescription[] = []
+  for (const w of wanted) {
+    const same = existing.find((i) => i.name === w.name)
+    if (same !== undefined) {
+      if (describeIndex(same) !== describeIndex(w)) {
+        problems.push(`index ${name}.${w.name} is ${describeIndex(same)} where this version wants ${describeIndex(w)}: run db.${name}.dropIndex("${w.name}") on the primary (during a quiet hour), then restart one node to build it`)
+      }
+      continue
+    }
+    const sameKey = existing.find((i) => JSON.stringify(i.key) === JSON.stringify(w.key))
+    if (sameKey !== undefined) {
+      problems.push(`index ${name}.${w.name} (${describeIndex(w)}) exists as "${String(sameKey.name)}" (${describeIndex(sameKey)}): run db.${name}.dropIndex("${String(sameKey.name)}") on the primary, then restart one node to build it`)
+      continue
+    }
+    missing.push(w)
+  }
+  if (missing.length === 0) return problems
+  try {
+    await collection.createIndexes(missing)
+  } catch (e) {
+    // A node of another version creating its own definition at the same moment.
+    if (!(e instanceof MongoServerError && INDEX_CONFLICTS.has(Number(e.code)))) throw e
+    problems.push(`indexes of ${name} could not all be created (${e.message}): compare db.${name}.getIndexes() with docs/mongodb.md and drop the index that differs`)
+  }
+  return problems
+}
+
+/** An index's key and the options that make it another index, as text to compare and to show. */
+function describeIndex (i: Document): string {
+  const options = INDEX_OPTIONS.filter((o) => i[o] !== undefined && i[o] !== false).map((o) => (o === 'expireAfterSeconds' ? `expireAfterSeconds ${String(i[o])}` : o))
+  return JSON.stringify(i.key) + (options.length > 0 ? ` ${options.join(' ')}` : '')
 }

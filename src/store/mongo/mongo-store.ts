@@ -5,6 +5,7 @@
  * change-plus-revision pair rely on multi-document transactions; a standalone server is refused
  * at start with a configuration error rather than failing every write later.
  */
+import type { Document } from 'mongodb'
 import type { BatchingStore, RuleBatch, RuleBatchResult } from '../batch-types.js'
 import { ThreatfeedError } from '../../errors.js'
 import { TOMBSTONE_MAX, newHousekeepingCounters } from '../types.js'
@@ -103,6 +104,24 @@ export interface OpenMongoOptions {
   connectRetryMs?: number
   /** Hears each failed attempt that will be retried (the server logs a line per attempt). */
   onConnectRetry?: (attempt: number, error: unknown) => void
+  /** Hears each index whose definition differs from this version's (collections.ts ensureIndexes): the node starts anyway. */
+  onIndexProblem?: (message: string) => void
+}
+
+/**
+ * What the server's `hello` must say at start: a replica set (or mongos), and with
+ * directConnection=true a writable primary — on a secondary every write fails, and a direct
+ * connection never follows a failover to another member.
+ */
+export function checkHello (hello: Document, directConnection: boolean): void {
+  if (typeof hello.setName !== 'string' && hello.msg !== 'isdbgrid') {
+    throw new ThreatfeedError('TF_ERR_CONFIG', ['MongoDB must be a replica set (a single-node one will do): the store needs transactions'])
+  }
+  if (directConnection && hello.isWritablePrimary !== true) {
+    // The URI is not quoted: it may hold credentials.
+    const role = hello.secondary === true ? 'a secondary' : hello.arbiterOnly === true ? 'an arbiter' : 'not writable'
+    throw new ThreatfeedError('TF_ERR_CONFIG', [`THREATFEED_MONGODB_URI has directConnection=true and its member is not the primary (${role}): name every member and the set (mongodb://db1,db2,db3/?replicaSet=rs0) without directConnection`])
+  }
 }
 
 /** Between two attempts at the first connection (each fails within the 1.5 s server selection). */
@@ -125,13 +144,10 @@ async function connectOnce (uri: string, opts: OpenMongoOptions): Promise<MongoS
   const client = createClient(uri)
   try {
     await client.connect()
-    const hello = await client.db('admin').command({ hello: 1 })
-    if (typeof hello.setName !== 'string' && hello.msg !== 'isdbgrid') {
-      throw new ThreatfeedError('TF_ERR_CONFIG', ['MongoDB must be a replica set (a single-node one will do): the store needs transactions'])
-    }
+    checkHello(await client.db('admin').command({ hello: 1 }), client.options.directConnection)
     const db = client.db(resolveDbName(uri, opts.dbName))
     const collections = collectionsOf(db)
-    await prepareCollections(db, collections)
+    for (const problem of await prepareCollections(db, collections)) opts.onIndexProblem?.(problem)
     return new MongoStore(new MongoContext(client, collections), opts.tombstoneMax)
   } catch (e) {
     await client.close().catch(() => undefined)

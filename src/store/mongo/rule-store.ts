@@ -23,6 +23,14 @@ function workspaceRevisionId (workspaceId: string): string {
   return REVISION_PREFIX + text(workspaceId)
 }
 
+/**
+ * A workspace's count of transactions that deleted access rules (issue 33, item 6): a cache
+ * that saw it unchanged knows no rule went, and its catch-up counts nothing.
+ */
+function workspaceRemovalsId (workspaceId: string): string {
+  return `removals:rules:${text(workspaceId)}`
+}
+
 /** What a feed's rule cache reads: the rule, without the index-only fields (identity, targetKey). */
 const CHANGED_RULE_PROJECTION = { identity: 0, targetKey: 0 } as const
 
@@ -35,6 +43,9 @@ const PURGE_CHUNK = 1000
 /** Longest run of a sliced read (accessRulesChangedSince) between two turns of the event loop:
  *  well under the 5 ms a poll may wait (as the embedded store's). */
 const SLICE_MS = 0.5
+
+/** Documents per round trip of an admin page's read (a page holds up to 500). */
+const PAGE_BATCH_DOCS = 501
 
 /** Documents per round trip of a sliced read, so that a batch's bytes stay a few MiB. */
 const READ_BATCH_DOCS = 10_000
@@ -78,7 +89,7 @@ export class MongoRuleStore implements RuleStore {
         ? await this.#ctx.c.accessRules.deleteOne(accessByRefFilter(workspaceId, ruleRef), { session })
         : await this.#ctx.c.expressionRules.deleteOne(expressionByRefFilter(workspaceId, kind, ruleRef), { session })
       if (res.deletedCount === 0) return false
-      await this.#changed([workspaceId], session)
+      await this.#changed([workspaceId], session, kind === 'access_rule' ? [workspaceId] : [])
       changed()
       return true
     })
@@ -88,7 +99,7 @@ export class MongoRuleStore implements RuleStore {
     return this.#write(async (session, changed) => {
       const res = await this.#ctx.c.accessRules.deleteMany(accessByTargetFilter(workspaceId, target), { session })
       if (res.deletedCount > 0) {
-        await this.#changed([workspaceId], session)
+        await this.#changed([workspaceId], session, [workspaceId])
         changed()
       }
       return res.deletedCount
@@ -103,6 +114,20 @@ export class MongoRuleStore implements RuleStore {
       }
       const docs = await this.#ctx.c.expressionRules.find({ workspaceId: text(workspaceId), kind: text(kind) as ExpressionRuleDoc['kind'], ...live }).toArray()
       return docs.map(toExpressionRule)
+    })
+  }
+
+  rulesNewestFirst (workspaceId: string, kind: RuleKind, before: { at: number, id: string } | undefined, each: (rule: Rule) => boolean): Promise<void> {
+    return this.#ctx.run(async () => {
+      // The workspace_created indexes (collections.ts): a page reads about its own rules, not the workspace.
+      const older = before === undefined ? {} : { $or: [{ createdAt: { $lt: num(before.at) } }, { createdAt: num(before.at), _id: { $lt: text(before.id) } }] }
+      const sort = { createdAt: -1, _id: -1 } as const
+      if (kind === 'access_rule') {
+        for await (const d of this.#ctx.c.accessRules.find({ workspaceId: text(workspaceId), ...older }).sort(sort).batchSize(PAGE_BATCH_DOCS)) if (!each(toAccessRule(d))) return
+        return
+      }
+      const filter = { workspaceId: text(workspaceId), kind: text(kind) as ExpressionRuleDoc['kind'], ...older }
+      for await (const d of this.#ctx.c.expressionRules.find(filter).sort(sort).batchSize(PAGE_BATCH_DOCS)) if (!each(toExpressionRule(d))) return
     })
   }
 
@@ -204,9 +229,11 @@ export class MongoRuleStore implements RuleStore {
    * so a write racing them is read again next time, and a count it skews makes the caller reload.
    * Decoded in slices between turns of the event loop, so polls are answered during a large read.
    */
-  accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void): Promise<AccessRuleChanges> {
+  accessRulesChangedSince (workspaceId: string, since: number, now: number, each: (rule: AccessRule) => void, _gone?: unknown, removalsSeen?: number): Promise<AccessRuleChanges> {
     return this.#ctx.run(async () => {
       const ws = text(workspaceId)
+      // First: a delete after it is counted next time.
+      const removals = (await this.#ctx.c.meta.findOne({ _id: workspaceRemovalsId(ws) }))?.value ?? 0
       const top = await this.#ctx.c.accessRules.find({ workspaceId: ws }, { projection: { seq: 1 } }).sort({ seq: -1 }).limit(1).toArray()
       let changed = 0
       // The driver decodes a batch's documents one by one as they are taken, and taking one
@@ -222,8 +249,10 @@ export class MongoRuleStore implements RuleStore {
           until = performance.now() + SLICE_MS
         }
       }
-      const live = await this.#ctx.c.accessRules.countDocuments({ workspaceId: ws, ...liveAt(now) })
-      return { changed, live, seq: Math.max(since, top[0]?.seq ?? since) }
+      // No access rule deleted since the caller's last read: nothing to count (the count walks
+      // every live rule of the workspace in the index, and the caller's its whole table).
+      const live = since >= 0 && removalsSeen === removals ? null : await this.#ctx.c.accessRules.countDocuments({ workspaceId: ws, ...liveAt(now) })
+      return { changed, live, seq: Math.max(since, top[0]?.seq ?? since), removals }
     })
   }
 
@@ -246,11 +275,13 @@ export class MongoRuleStore implements RuleStore {
   }
 
   /**
-   * Inside the write's transaction: each changed workspace's revision, in one round trip
+   * Inside the write's transaction: each changed workspace's revision, and the removals count of
+   * those it deleted access rules from, in one round trip
    * (created on a workspace's first change, unlike the global counters made at start-up).
    */
-  async #changed (workspaces: Iterable<string>, session: ClientSession): Promise<void> {
-    const ops = [...workspaces].map((ws) => ({ updateOne: { filter: { _id: workspaceRevisionId(ws) }, update: { $inc: { value: 1 } }, upsert: true } }))
+  async #changed (workspaces: Iterable<string>, session: ClientSession, removedFrom: Iterable<string> = []): Promise<void> {
+    const ops = [...workspaces].map((ws) => workspaceRevisionId(ws)).concat([...removedFrom].map((ws) => workspaceRemovalsId(ws)))
+      .map((id) => ({ updateOne: { filter: { _id: id }, update: { $inc: { value: 1 } }, upsert: true } }))
     if (ops.length > 0) await this.#ctx.c.meta.bulkWrite(ops, { session, ordered: false })
   }
 
@@ -312,16 +343,20 @@ export class MongoRuleStore implements RuleStore {
       let upserted = 0
       // Every workspace an op names (a delete that finds nothing raises it needlessly, harmlessly).
       const workspaces = new Set<string>()
+      const removedFrom = new Set<string>()
       for (const op of batch.ops) {
         workspaces.add('input' in op ? op.input.workspaceId : op.workspaceId)
         switch (op.op) {
           case 'upsertAccessRule': access.push({ updateOne: { ...upsertAccessModel(op.input, now), upsert: true } }); upserted++; break
           case 'upsertExpressionRule': expression.push({ updateOne: { ...upsertExpressionModel(op.input, now), upsert: true } }); upserted++; break
           case 'deleteByRef':
-            if (op.kind === 'access_rule') access.push({ deleteOne: { filter: accessByRefFilter(op.workspaceId, op.ruleRef) } })
+            if (op.kind === 'access_rule') {
+              access.push({ deleteOne: { filter: accessByRefFilter(op.workspaceId, op.ruleRef) } })
+              removedFrom.add(op.workspaceId)
+            }
             else expression.push({ deleteOne: { filter: expressionByRefFilter(op.workspaceId, op.kind, op.ruleRef) } })
             break
-          case 'deleteAccessByTarget': access.push({ deleteMany: { filter: accessByTargetFilter(op.workspaceId, op.target) } }); break
+          case 'deleteAccessByTarget': access.push({ deleteMany: { filter: accessByTargetFilter(op.workspaceId, op.target) } }); removedFrom.add(op.workspaceId); break
           default: throw new TypeError('unknown rule op')
         }
       }
@@ -330,7 +365,7 @@ export class MongoRuleStore implements RuleStore {
         await this.#ctx.c.checkpoints.updateOne({ _id: text(cp.consumer) }, { $set: { seq: num(cp.seq) } }, { session, upsert: true })
       }
       if (upserted + deleted > 0) {
-        await this.#changed(workspaces, session)
+        await this.#changed(workspaces, session, deleted > 0 ? removedFrom : [])
         changed()
       }
       return { applied: true, checkpoint: cp?.seq ?? null, upserted, deleted }

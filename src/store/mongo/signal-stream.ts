@@ -2,11 +2,12 @@
  * The signal stream on MongoDB, with several server processes appending at once.
  *
  * Seqs come from a counter document that is raised INSIDE the transaction that inserts the
- * records. Two appenders raising it at once conflict; the loser is retried after the winner
+ * records. Two transactions raising it at once conflict; the loser is retried after the winner
  * committed, so transactions commit in the order of the seqs they took and a reader never sees
  * seq n+1 while seq n is still invisible (types.ts: commit order = seq order). Incrementing
  * outside the transaction would let a later, smaller transaction commit first and a consumer
- * would skip the records of the earlier one for good.
+ * would skip the records of the earlier one for good. Within a process, concurrent appends share
+ * one transaction instead of conflicting (append-group.ts).
  *
  * An append is ONE document (collections.ts StreamDoc: first seq and count), a whole v1 batch
  * with its body as accepted, so that the transaction holding the counter inserts one document,
@@ -16,8 +17,9 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { CommitGate } from '../commit-gate.js'
-import { IDEMPOTENCY_WINDOW_MS, type AppendOnce, type AppendOnceResult, type HousekeepingCounters, type StoredSignalStream, type StreamAppend, type StreamCheckpoint, type StreamRecord, type StreamRecordInput, type StreamRetained, type TrimPass } from '../types.js'
+import { type AppendOnce, type AppendOnceResult, type HousekeepingCounters, type StoredSignalStream, type StreamAppend, type StreamCheckpoint, type StreamRecord, type StreamRecordInput, type StreamRetained, type TrimPass } from '../types.js'
 import { appendCount, appendRecords, isWholeV1Batch, wholeBatchTexts } from '../whole-v1-batch.js'
+import { AppendGroups } from './append-group.js'
 import { COUNTERS, type StreamDoc, type StreamDocRecord } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
@@ -25,10 +27,12 @@ import { num, text } from './values.js'
 export class MongoSignalStream implements StoredSignalStream {
   readonly #ctx: MongoContext
   readonly #counters: HousekeepingCounters
+  readonly #groups: AppendGroups
 
   constructor (ctx: MongoContext, counters: HousekeepingCounters) {
     this.#ctx = ctx
     this.#counters = counters
+    this.#groups = new AppendGroups(ctx)
   }
 
   async append (input: StreamAppend, gate?: CommitGate, batchId?: string): Promise<number[]> {
@@ -39,67 +43,26 @@ export class MongoSignalStream implements StoredSignalStream {
     return this.#append(input, gate, once, batchId)
   }
 
-  async #append (input: StreamAppend, gate: CommitGate | undefined, once: AppendOnce | null, batchId: string | undefined): Promise<AppendOnceResult> {
+  /** Joins the process's next group transaction (append-group.ts). */
+  #append (input: StreamAppend, gate: CommitGate | undefined, once: AppendOnce | null, batchId: string | undefined): Promise<AppendOnceResult> {
     const n = appendCount(input)
-    if (n === 0) return { seqs: [], earlier: null }
-    // Past its cutoff before it starts (it queued behind others): refused without a transaction,
-    // so that it never holds the counter live appends wait for. begin() throws here.
-    if (gate !== undefined && (gate.state === 'abandoned' || Date.now() >= gate.cutoff)) gate.begin()
+    if (n === 0) return Promise.resolve({ seqs: [], earlier: null })
+    try {
+      // Past its cutoff before it starts: refused without joining a group, so that it never
+      // holds the counter live appends wait for. begin() throws here.
+      if (gate !== undefined && (gate.state === 'abandoned' || Date.now() >= gate.cutoff)) gate.begin()
+    } catch (e) {
+      return Promise.reject(e)
+    }
     // Shaped before the transaction: inside it, only the counter and the insert.
     const runs = toRuns(input)
     if (batchId !== undefined) for (const run of runs) run.batchId = text(batchId)
-    // Found by the lookup that resolves a commit whose outcome the driver could not learn
-    // (mongo-client.ts commit): the same id on every document of this append, and no other.
-    const appendId = batchId ?? randomUUID()
-    const onceId = once === null ? null : { w: text(once.workspaceId), k: text(once.key) }
-    return this.#ctx.write(async (session): Promise<AppendOnceResult> => {
-      if (once !== null) {
-        // Read in the transaction: two retries of one batch at once conflict on the entry's
-        // write below, and the one retried finds the winner's entry here.
-        const earlier = await this.#ctx.c.idempotency.findOne({ _id: onceId! }, { session })
-        if (earlier !== null && earlier.at > once.at - IDEMPOTENCY_WINDOW_MS) {
-          gate?.begin()
-          return { seqs: range(earlier.first, earlier.n), earlier: { digest: earlier.digest, note: JSON.parse(earlier.note) as Record<string, unknown>, at: earlier.at } }
-        }
-      }
-      const counter = await this.#ctx.c.meta.findOneAndUpdate(
-        { _id: COUNTERS.streamHead },
-        { $inc: { value: n } },
-        { session, returnDocument: 'after' },
-      )
-      if (counter === null) throw new Error('the stream counter is missing')
-      const first = counter.value - n + 1
-      let seq = first
-      const docs = runs.map((run) => {
-        const doc = { ...run, _id: seq, appendId }
-        seq += run.n
-        return doc
-      })
-      if (docs.length === 1) await this.#ctx.c.stream.insertOne(docs[0]!, { session })
-      else await this.#ctx.c.stream.insertMany(docs, { session, ordered: true })
-      if (once !== null) {
-        // The server's TTL monitor removes it after the window (collections.ts); reads also check `at`.
-        await this.#ctx.c.idempotency.replaceOne({ _id: onceId! }, {
-          digest: text(once.digest), note: JSON.stringify(once.note), at: num(once.at), first, n, expireAt: new Date(once.at + IDEMPOTENCY_WINDOW_MS),
-        }, { session, upsert: true })
-      }
-      // Last before runTransaction's commitTransaction (nothing is awaited in between): a throw
-      // aborts the transaction, so past its deadline it is never committed (commit-gate.ts).
-      gate?.begin()
-      return { seqs: range(first, n), earlier: null }
-    }, gate === undefined ? undefined : () => gate.state === 'abandoned' || Date.now() >= gate.cutoff, async () => {
-      const seqs = await this.#findAppend(appendId)
-      return seqs === null ? null : { seqs, earlier: null }
+    const bytes = runs.reduce((sum, run) => sum + (run.body?.length ?? 0) + (run.records?.reduce((b, r) => b + r.payload.length + RECORD_OVERHEAD_BYTES, 0) ?? 0), 0)
+    return new Promise<AppendOnceResult>((resolve, reject) => {
+      // Found by the lookup that resolves a commit whose outcome the driver could not learn
+      // (mongo-client.ts commit): the same id on every document of this append, and no other.
+      this.#groups.submit({ runs, n, bytes, appendId: batchId ?? randomUUID(), once, gate, resolve, reject })
     })
-  }
-
-  /** The seqs of the append `appendId` when a majority holds it (the primary answering), else null. */
-  async #findAppend (appendId: string): Promise<number[] | null> {
-    const docs = await this.#ctx.c.stream.find({ appendId }, { projection: { _id: 1, n: 1 }, readConcern: { level: 'majority' }, readPreference: 'primary' }).sort({ _id: 1 }).toArray()
-    if (docs.length === 0) return null
-    const first = docs[0]!._id
-    const last = docs.at(-1)!
-    return range(first, last._id + countOf(last) - first)
   }
 
   read (from: number, limit: number): Promise<StreamRecord[]> {
@@ -234,10 +197,6 @@ function toDocRecord (r: StreamRecordInput): StreamDocRecord {
   const doc: StreamDocRecord = { workspaceId: text(r.workspaceId), payload: text(r.payload), acceptedAt: num(r.acceptedAt) }
   if (r.schemaVersion !== undefined) doc.schemaVersion = num(r.schemaVersion)
   return doc
-}
-
-function range (first: number, n: number): number[] {
-  return Array.from({ length: n }, (_, i) => first + i)
 }
 
 function countOf (d: StreamDoc): number {

@@ -73,13 +73,16 @@ function fakeMongo (commits: CommitScript[], primaryBackAfterMs = 0) {
       },
     },
     idempotency: {
-      async findOne (filter: { _id: { w: string, k: string } }, o: { session: ClientSession }) {
+      find (filter: { _id: { $in: Array<{ w: string, k: string }> } }, o: { session: ClientSession }) {
         if (o.session !== (session as unknown)) throw new Error('outside the session')
-        return entries.get(JSON.stringify(filter._id)) ?? null
+        return { toArray: async () => filter._id.$in.map((id) => entries.get(JSON.stringify(id))).filter((e) => e !== undefined) }
       },
-      async replaceOne (filter: { _id: { w: string, k: string } }, doc: Omit<IdempotencyDoc, '_id'>, o: { session: ClientSession, upsert: boolean }) {
-        if (o.session !== (session as unknown) || !o.upsert) throw new Error('fake: an upsert in the session expected')
-        pendingEntries.push({ ...doc, _id: filter._id })
+      async bulkWrite (ops: Array<{ replaceOne: { filter: { _id: { w: string, k: string } }, replacement: Omit<IdempotencyDoc, '_id'>, upsert: boolean } }>, o: { session: ClientSession }) {
+        if (o.session !== (session as unknown)) throw new Error('outside the session')
+        for (const { replaceOne: r } of ops) {
+          if (!r.upsert) throw new Error('fake: an upsert expected')
+          pendingEntries.push({ ...r.replacement, _id: r.filter._id })
+        }
       },
     },
     stream: {
@@ -87,15 +90,15 @@ function fakeMongo (commits: CommitScript[], primaryBackAfterMs = 0) {
         if (o.session !== (session as unknown)) throw new Error('outside the session')
         pending.push(doc)
       },
-      find (filter: Record<string, unknown>, options: { readConcern?: { level: string }, readPreference?: string }) {
-        if (Object.keys(filter).join() !== 'appendId') throw new Error(`fake: unsupported filter ${JSON.stringify(filter)}`)
+      find (filter: { appendId: { $in: string[] } }, options: { readConcern?: { level: string }, readPreference?: string }) {
+        if (Object.keys(filter).join() !== 'appendId' || !Array.isArray(filter.appendId.$in)) throw new Error(`fake: unsupported filter ${JSON.stringify(filter)}`)
         // A lookup that could be answered by a secondary or from unreplicated writes decides nothing.
         if (options.readConcern?.level !== 'majority' || options.readPreference !== 'primary') throw new Error('fake: the lookup must read at majority on the primary')
         const cursor = {
-          sort () { return cursor },
+          limit () { return cursor },
           async toArray () {
             if (Date.now() < noPrimaryUntil) throw selection()
-            return [...docs.values()].filter((d) => d.appendId === filter.appendId).sort((a, b) => a._id - b._id)
+            return [...docs.values()].filter((d) => filter.appendId.$in.includes(d.appendId!))
           },
         }
         return cursor

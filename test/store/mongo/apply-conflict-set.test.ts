@@ -59,8 +59,9 @@ const input: AccessRuleInput = { kind: 'access_rule', workspaceId: WS, ruleRef: 
 
 t.test('no rule write raises the global rules revision inside its transaction; each raises it after its commit', async (t) => {
   const cases = [
-    { description: 'an apply', run: (r: MongoRuleStore) => r.applyRuleBatch({ ops: [{ op: 'upsertAccessRule', input }], checkpoint: { consumer: 'rules', seq: 1, expected: 0 } }) },
-    { description: 'a delete', run: (r: MongoRuleStore) => r.deleteByRef(WS, 'access_rule', 'ref-1') },
+    { description: 'an apply', run: (r: MongoRuleStore) => r.applyRuleBatch({ ops: [{ op: 'upsertAccessRule', input }], checkpoint: { consumer: 'rules', seq: 1, expected: 0 } }), ids: [`revision:rules:${WS}`] },
+    // A delete also raises the workspace's removals count (issue 33 item 6), in the same round trip.
+    { description: 'a delete', run: (r: MongoRuleStore) => r.deleteByRef(WS, 'access_rule', 'ref-1'), ids: [`revision:rules:${WS}`, `removals:rules:${WS}`] },
   ]
   for (const c of cases) {
     const mongo = fakeMongo()
@@ -68,7 +69,7 @@ t.test('no rule write raises the global rules revision inside its transaction; e
     const global = mongo.calls.filter((x) => x.collection === 'meta' && x.filterId === 'revision:rules')
     t.same(global.map((x) => ({ inSession: x.inSession, afterCommit: x.afterCommit })), [{ inSession: false, afterCommit: true }], `${c.description}: raised once, after the commit`)
     const workspace = mongo.calls.filter((x) => x.collection === 'meta' && x.filterId !== 'revision:rules')
-    t.same(workspace.map((x) => ({ method: x.method, inSession: x.inSession, ids: x.filterId })), [{ method: 'bulkWrite', inSession: true, ids: [`revision:rules:${WS}`] }], `${c.description}: the workspace revisions in the transaction, in one round trip`)
+    t.same(workspace.map((x) => ({ method: x.method, inSession: x.inSession, ids: x.filterId })), [{ method: 'bulkWrite', inSession: true, ids: c.ids }], `${c.description}: the workspace revisions in the transaction, in one round trip`)
   }
 })
 
