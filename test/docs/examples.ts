@@ -6,8 +6,9 @@
  * still equals the real answers, modulo ids and times.
  *
  * In a request, `$KEY` is a key with signals:write and feeds:read, `$RULES_KEY` one with feeds:read
- * and rules:read, `$ADMIN_KEY` one with admin, `$WORKSPACE` the workspace's id and `$ETAG` the
- * ETag of the last answer that had one. An answer block shows the status line, the headers the
+ * and rules:read, `$ADMIN_KEY` one with admin, `$BASIC` the Basic credentials `api:$KEY`,
+ * `$WORKSPACE` the workspace's id, `$ETAG` the ETag of the last answer that had one and `$ID` the
+ * top-level `id` of the last JSON answer that had one. An answer block shows the status line, the headers the
  * page chose to show (a value `…` stands for any value), and the body.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -42,7 +43,7 @@ export function examplesOf (page: string): Example[] {
   return out
 }
 
-const REASONS: Record<number, string> = { 200: 'OK', 206: 'Partial Content', 304: 'Not Modified', 400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed', 409: 'Conflict', 413: 'Content Too Large', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' }
+const REASONS: Record<number, string> = { 200: 'OK', 201: 'Created', 206: 'Partial Content', 304: 'Not Modified', 400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed', 409: 'Conflict', 413: 'Content Too Large', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' }
 
 export interface Answer { status: number, headers: Headers, body: string }
 
@@ -70,7 +71,7 @@ export async function exampleServer (env: Record<string, string> = {}): Promise<
   })
   const server = await startServer(config, createLogger(config.logLevel))
   return {
-    vars: { ...keys, WORKSPACE: ws.id },
+    vars: { ...keys, WORKSPACE: ws.id, BASIC: Buffer.from(`api:${keys.KEY}`).toString('base64') },
     base: `http://127.0.0.1:${server.port}`,
     stop: async () => { await server.stop(); rmSync(dir, { recursive: true, force: true }) },
   }
@@ -85,10 +86,16 @@ export async function send (base: string, request: string, vars: Record<string, 
   const [method, target] = head[0]!.split(' ') as [string, string]
   const headers = new Headers()
   for (const line of head.slice(1)) headers.append(line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1).trim())
+  // fetch asks for gzip and unpacks it unasked: send what the page's request sends, nothing more.
+  if (!headers.has('accept-encoding')) headers.set('accept-encoding', 'identity')
   const r = await fetch(base + target, { method, headers, body, redirect: 'manual' })
   const answer = { status: r.status, headers: r.headers, body: await r.text() }
   const etag = r.headers.get('etag')
   if (etag !== null) vars.ETAG = etag
+  if ((r.headers.get('content-type') ?? '').startsWith('application/json')) {
+    const id = (JSON.parse(answer.body) as { id?: unknown }).id
+    if (typeof id === 'string') vars.ID = id
+  }
   return answer
 }
 
@@ -135,7 +142,7 @@ export function normalise (text: string): string {
     .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<time>')
     .replace(/(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT/g, '<date>')
     .replace(/^([A-Za-z-]+): …$/gm, '$1: <any>')
-    .replace(/^(ETag|etag): .*$/gm, '$1: <any>')
+    .replace(/^(etag: "[^"]*\.)[A-Za-z0-9_-]+"/gim, '$1<digest>"')
 }
 
 /** Runs every example of a page in order on a fresh server; the rendered answer of each. */
