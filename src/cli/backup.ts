@@ -2,7 +2,7 @@
  * `threatfeed backup --out DIR`: a hot, consistent copy of the store while the server runs — the
  * embedded store's two environments (src/store/embedded/maintenance.ts says in which order and
  * why) and the default ASN database built in the data directory, when there is one. Restore:
- * stop the server, make DIR the data directory, start (README: Backup and restore).
+ * stop the server, make DIR the data directory, start (docs/backup.md).
  */
 import { copyFileSync, existsSync, mkdirSync, statSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'

@@ -36,7 +36,7 @@ export const commands: readonly CommandEntry[] = [
   { name: 'stream', summary: 'show the message stream of accepted signals', load: async () => (await import('./stream.js')).streamCommand },
   { name: 'import', summary: 'bulk-load signals from a JSON array or NDJSON file', load: async () => (await import('./import.js')).importCommand },
   { name: 'store', summary: 'inspect and maintain the embedded store (stats, compact)', load: async () => (await import('./store.js')).storeCommand },
-  { name: 'backup', summary: 'copy the store while the server runs (see README: Backup and restore)', load: async () => (await import('./backup.js')).backupCommand },
+  { name: 'backup', summary: 'copy the store while the server runs (see docs/backup.md)', load: async () => (await import('./backup.js')).backupCommand },
   { name: 'consumers', summary: 'list the appliances that poll the feeds, stale ones first', load: async () => (await import('./consumers.js')).consumersCommand },
 ]
 

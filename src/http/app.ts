@@ -350,7 +350,7 @@ export async function startHttpServer (ctx: HttpContext, modules: RouteModule[],
 }
 
 /**
- * The checks each part of the node needs (docs/operations.md, "Readiness"): signals need the
+ * The checks each part of the node needs (docs/operating.md, "Readiness"): signals need the
  * store, a stream that takes appends and a consumer that applies them; feeds need the store, the
  * geo databases, the catalog and the feeds built. A check a node does not run counts as passed.
  */

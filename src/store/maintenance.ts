@@ -71,10 +71,10 @@ const mongoMaintenance: StoreMaintenance = {
     return Promise.reject(new ThreatfeedError('TF_ERR_INVALID_ARGUMENT', ['threatfeed store stats reads the embedded store; MongoDB reports its collections itself (db.stats() and db.<collection>.stats() in mongosh)']))
   },
   backup () {
-    return Promise.reject(new ThreatfeedError('TF_ERR_INVALID_ARGUMENT', ['threatfeed backup copies the embedded store; back up MongoDB with mongodump --oplog (a replica set, for a consistent copy) and restore with mongorestore --oplogReplay (README: Backup and restore)']))
+    return Promise.reject(new ThreatfeedError('TF_ERR_INVALID_ARGUMENT', ['threatfeed backup copies the embedded store; back up MongoDB with mongodump --oplog (a replica set, for a consistent copy) and restore with mongorestore --oplogReplay (docs/backup.md)']))
   },
   compact () {
-    return Promise.reject(new ThreatfeedError('TF_ERR_INVALID_ARGUMENT', ['threatfeed store compact compacts the embedded store; MongoDB reuses and compacts its own files (its compact command, README: Backup and restore)']))
+    return Promise.reject(new ThreatfeedError('TF_ERR_INVALID_ARGUMENT', ['threatfeed store compact compacts the embedded store; MongoDB reuses and compacts its own files (its compact command, docs/backup.md)']))
   },
 }
 

@@ -12,7 +12,7 @@ import t from 'tap'
 const root = new URL('../../', import.meta.url).pathname
 const compose = readFileSync(join(root, 'docker-compose.yml'), 'utf8')
 const proxyConf = readFileSync(join(root, 'deploy/nginx-lb.conf'), 'utf8')
-const readme = readFileSync(join(root, 'README.md'), 'utf8')
+const nodesPage = readFileSync(join(root, 'docs', 'nodes.md'), 'utf8')
 
 function has (tool: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0
@@ -65,7 +65,7 @@ t.test('the compose file: a writable primary before the nodes start, restarts, t
   t.notMatch(service('threatfeed-a'), /ports:/, 'nodes are reached through the proxy only')
 })
 
-t.test('the README gives the host URI of the compose MongoDB', async (t) => {
-  t.match(readme, /mongodb:\/\/localhost:27017\/\?directConnection=true/)
+t.test('docs/nodes.md gives the host URI of the compose MongoDB', async (t) => {
+  t.match(nodesPage, /mongodb:\/\/localhost:27017\/\?directConnection=true/)
   t.match(compose, /mongodb:\/\/localhost:27017\/\?directConnection=true/)
 })

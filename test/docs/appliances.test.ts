@@ -1,5 +1,5 @@
 /**
- * The README's "Consumers" snippets, taken from README.md and run against a running server
+ * docs/appliances.md's snippets, taken from the page and run against a running server
  * (`threatfeed serve` as a process): nginx checked with `nginx -t` and then serving from its cache,
  * the nftables file with `nft -c`, the ipset restore for real where the kernel lets us. A tool
  * that is missing (or ipset without netlink rights) skips its test with one line saying so.
@@ -20,10 +20,9 @@ const has = (tool: string): boolean => spawnSync('sh', ['-c', `command -v ${tool
 const dir = mkdtempSync(join(tmpdir(), 'tf-consumers-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 
-/** The fenced blocks of the README's consumers section, in order, with their info strings. */
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
-const section = readme.slice(readme.indexOf('## Consumers: nginx, ipset, nftables'))
-const blocks = [...section.slice(0, section.indexOf('\n## ', 3)).matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1]!, text: m[2]! }))
+/** The fenced blocks of docs/appliances.md, in order, with their info strings. */
+const page = readFileSync(new URL('../../docs/appliances.md', import.meta.url), 'utf8')
+const blocks = [...page.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1]!, text: m[2]! }))
 const nginxBlock = blocks.find((b) => b.lang === 'nginx')!.text
 const ipsetBlock = blocks.find((b) => b.text.includes('ipset restore'))!.text
 const nftBlock = blocks.find((b) => b.text.includes('nft -f'))!.text
@@ -58,7 +57,7 @@ const auth = { authorization: `Basic ${Buffer.from(`api:${key}`).toString('base6
 const plainV4 = await (await fetch(`${base}/v1/threat/feeds?format=plain&family=v4`, { headers: auth })).text()
 t.equal(plainV4.split('\n').length - 1, hosts.length, 'the v4 feed has every host')
 
-/** Runs a README shell snippet in a directory of its own, pointed at the test server. */
+/** Runs a shell snippet of the page in a directory of its own, pointed at the test server. */
 function runSnippet (text: string, cwd: string): ReturnType<typeof spawnSync> {
   mkdirSync(cwd, { recursive: true })
   return spawnSync('bash', ['--norc', '--noprofile', '-euo', 'pipefail', '-c', text.replaceAll('http://localhost:8080', base)], {

@@ -1,7 +1,7 @@
 /**
- * One source of truth for the command line: every command, verb and option the README's CLI block
+ * One source of truth for the command line: every command, verb and option docs/cli.md's command block
  * shows is in that command's --help with the same brackets (optional or required), and every
- * command and verb of --help is in the README. Plus `--version`.
+ * command and verb of --help is in docs/cli.md. Plus `--version`.
  */
 import t from 'tap'
 import { readFileSync } from 'node:fs'
@@ -17,11 +17,10 @@ const help = async (...args: string[]): Promise<string> => {
 }
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
 
-/** The README's `sh` block under "The `threatfeed` command", one entry per command line. */
-function readmeSynopses (): string[] {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
-  const section = readme.slice(readme.indexOf('## The `threatfeed` command'))
-  const block = /```sh\n([\s\S]*?)```/.exec(section.slice(0, section.indexOf('\n## ')))![1]!
+/** The first `sh` block of docs/cli.md, one entry per command line. */
+function pageSynopses (): string[] {
+  const page = readFileSync(new URL('../../docs/cli.md', import.meta.url), 'utf8')
+  const block = /```sh\n([\s\S]*?)```/.exec(page)![1]!
   const out: string[] = []
   for (const raw of block.split('\n')) {
     const line = raw.replace(/\s+#.*$/, '')
@@ -84,9 +83,9 @@ t.test('--version and -v print the version of package.json', async (t) => {
   t.match(await help(), /--version/)
 })
 
-t.test('every command, verb and option of the README is in --help, with the same brackets', async (t) => {
-  const synopses = readmeSynopses()
-  t.ok(synopses.length > 20, `the README's CLI block was found (${synopses.length} lines)`)
+t.test('every command, verb and option of docs/cli.md is in --help, with the same brackets', async (t) => {
+  const synopses = pageSynopses()
+  t.ok(synopses.length > 20, `docs/cli.md's command block was found (${synopses.length} lines)`)
   const helps = new Map<string, Map<string, string>>()
   for (const s of synopses) {
     const [group, maybeVerb] = s.split(' ')
@@ -97,20 +96,20 @@ t.test('every command, verb and option of the README is in --help, with the same
     if (!helps.has(group!)) helps.set(group!, helpSynopses(group!, await help(group!)))
     const verbs = helps.get(group!)!
     const verb = maybeVerb !== undefined && verbs.has(maybeVerb) ? maybeVerb : ''
-    t.ok(verbs.has(verb), `README "threatfeed ${s.slice(0, 40)}…": ${group} --help has ${verb === '' ? 'its synopsis' : `the verb ${verb}`}`)
+    t.ok(verbs.has(verb), `docs/cli.md "threatfeed ${s.slice(0, 40)}…": ${group} --help has ${verb === '' ? 'its synopsis' : `the verb ${verb}`}`)
     const inHelp = optionsOf(verbs.get(verb) ?? '')
-    const inReadme = optionsOf(s)
-    t.same(inReadme, inHelp, `threatfeed ${group} ${verb}: the README shows the options of --help, with the same brackets`)
+    const inPage = optionsOf(s)
+    t.same(inPage, inHelp, `threatfeed ${group} ${verb}: docs/cli.md shows the options of --help, with the same brackets`)
   }
 })
 
-t.test('every command and verb of --help is in the README', async (t) => {
-  const shown = new Set(readmeSynopses().map((s) => s.split(' ').slice(0, 2).join(' ')))
-  const groups = new Set(readmeSynopses().map((s) => s.split(' ')[0]))
+t.test('every command and verb of --help is in docs/cli.md', async (t) => {
+  const shown = new Set(pageSynopses().map((s) => s.split(' ').slice(0, 2).join(' ')))
+  const groups = new Set(pageSynopses().map((s) => s.split(' ')[0]))
   for (const group of await commandsOfHelp()) {
-    t.ok(groups.has(group), `${group} is in the README`)
+    t.ok(groups.has(group), `${group} is in docs/cli.md`)
     for (const verb of helpSynopses(group, await help(group)).keys()) {
-      if (verb !== '') t.ok(shown.has(`${group} ${verb}`), `${group} ${verb} is in the README`)
+      if (verb !== '') t.ok(shown.has(`${group} ${verb}`), `${group} ${verb} is in docs/cli.md`)
     }
   }
 })
