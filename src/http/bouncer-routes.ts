@@ -55,8 +55,6 @@ export const REFRESH_MARGIN_MS = 60_000
 const GZIP_MIN_BYTES = 1024
 /** A rendered `new` list is reused this long: its durations were cut by as much, so none outlives its rule. */
 const RENDER_VALID_MS = 1000
-/** Rendered lists kept (one per version, scopes and duration second). */
-const RENDERED_KEPT = 16
 
 const X_API_KEY = uwsBytes('x-api-key')
 const AUTHORIZATION = uwsBytes('authorization')
@@ -161,7 +159,8 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
   return (router: Router, ctx: HttpContext): void => {
     const cursors = new BouncerCursors({ perKey: deps.perKey, total: deps.total ?? 100_000 })
     const restorer = deps.consumers === undefined ? null : new CursorRestorer(ctx.store)
-    const rendered = new Map<string, { at: number, seconds: number, json: string }>()
+    // Per snapshot (a retime keeps the networks but not the lapses), per scopes: dropped with the snapshot.
+    const rendered = new WeakMap<FeedSnapshot, Map<string, { at: number, seconds: number, json: string }>>()
 
     const authenticate = async (req: HttpRequest): Promise<{ workspaceId: string, keyId: string, set: BouncerSet }> => {
       const apiKey = req.getHeader(X_API_KEY)
@@ -189,17 +188,18 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
 
     /** Every decision of the version, rendered once per second and shared by the pulls of that second. */
     const allDecisions = (snapshot: FeedSnapshot, set: BouncerSet, o: Omit<DecisionOptions, 'seconds'>, now: number): { json: string, seconds: number } => {
-      const key = `${snapshot.builtAt}|${set.feedId}|${set.action}|${o.ip ? 1 : 0}${o.range ? 1 : 0}|${o.scenario}`
-      const hit = rendered.get(key)
+      const key = `${set.action}|${o.ip ? 1 : 0}${o.range ? 1 : 0}`
+      let mine = rendered.get(snapshot)
+      if (mine === undefined) rendered.set(snapshot, mine = new Map())
+      const hit = mine.get(key)
       if (hit !== undefined && now >= hit.at && now - hit.at < RENDER_VALID_MS) return hit
       // Durations as seen from the end of the entry's life, so that none is longer when sent later.
       const from = now + RENDER_VALID_MS
       const seconds = capSeconds(snapshot, set, from)
       const published = snapshot.published[set.action]
       const json = renderDecisions(published.total, { ...o, seconds, lapse: published.lapse ?? null, now: from })
-      if (rendered.size >= RENDERED_KEPT) rendered.delete(rendered.keys().next().value!)
       const entry = { at: now, seconds, json }
-      rendered.set(key, entry)
+      mine.set(key, entry)
       return entry
     }
 
