@@ -80,7 +80,10 @@ export function showWorkspace (w: Workspace, publish?: PublishState | null): Rec
 }
 
 export function showKey (k: ApiKey): Record<string, unknown> {
-  return { id: k.id, workspace: k.workspaceId, scopes: k.scopes, created_at: iso(k.createdAt), revoked_at: iso(k.revokedAt) }
+  const out: Record<string, unknown> = { id: k.id, workspace: k.workspaceId, scopes: k.scopes, created_at: iso(k.createdAt), revoked_at: iso(k.revokedAt) }
+  // Only when set: the default (the workspace feed's block networks) says nothing.
+  if (k.bouncer !== undefined) out.bouncer = { list: k.bouncer.listId, action: k.bouncer.action }
+  return out
 }
 
 export function showList (l: AccessList): Record<string, unknown> {

@@ -2,9 +2,9 @@
 import { ThreatfeedError } from '../errors.js'
 import { generateApiKey, hashApiKey } from '../store/api-key.js'
 import { WORKSPACE_FEED } from '../feed/snapshot-types.js'
-import type { PublishState, Scope, Store, Subscription, Workspace } from '../store/types.js'
+import { FEED_ACTIONS, type BouncerSetting, type FeedAction, type PublishState, type Scope, type Store, type Subscription, type Workspace } from '../store/types.js'
 import { mayAccess, workspaceFor } from './admin-access.js'
-import { readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
+import { invalid, readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
 import type { AdminJournal } from './admin-journal.js'
 import { guardsFromBody, showKey, showWorkspace, type GuardsBody } from './admin-shapes.js'
 
@@ -126,6 +126,34 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       },
     },
     {
+      // What the key's CrowdSec bouncers receive (docs/bouncers.md): {"list": ID or null, "action"}; DELETE: the default.
+      method: 'put', pattern: `${KEYS}/:id/bouncer`, route: 'admin_key_bouncer', audit: 'key.bouncer',
+      async handle (call) {
+        const id = call.params[0]!
+        const k = await store.keys.get(id)
+        if (k === null || k.revokedAt !== null || !mayAccess(call.caller, k.workspaceId)) throw new ThreatfeedError('TF_ERR_KEY_NOT_FOUND', [id])
+        const setting = await bouncerSettingOf(store, k.workspaceId, await readJson(call))
+        const updated = await store.keys.setBouncer(id, setting)
+        if (updated === null) throw new ThreatfeedError('TF_ERR_KEY_NOT_FOUND', [id])
+        await call.changed()
+        await audit(call, 'key.bouncer', id, k.workspaceId, 200)
+        sendAdmin(call.ex, 200, showKey(updated))
+      },
+    },
+    {
+      method: 'del', pattern: `${KEYS}/:id/bouncer`, route: 'admin_key_bouncer', audit: 'key.bouncer',
+      async handle (call) {
+        const id = call.params[0]!
+        const k = await store.keys.get(id)
+        if (k === null || k.revokedAt !== null || !mayAccess(call.caller, k.workspaceId)) throw new ThreatfeedError('TF_ERR_KEY_NOT_FOUND', [id])
+        const updated = await store.keys.setBouncer(id, null)
+        if (updated === null) throw new ThreatfeedError('TF_ERR_KEY_NOT_FOUND', [id])
+        await call.changed()
+        await audit(call, 'key.bouncer', id, k.workspaceId, 200)
+        sendAdmin(call.ex, 200, showKey(updated))
+      },
+    },
+    {
       method: 'del', pattern: `${KEYS}/:id`, route: 'admin_key', audit: 'key.revoke',
       async handle (call) {
         const id = call.params[0]!
@@ -138,4 +166,24 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       },
     },
   ]
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** A bouncer setting from its body: `list` a list of the key's workspace by id or name (null or absent: the workspace feed), `action` block (default) or allow. */
+async function bouncerSettingOf (store: Store, workspaceId: string, body: unknown): Promise<BouncerSetting> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid([{ field: '', message: 'must be an object', value: body }])
+  const b = body as Record<string, unknown>
+  for (const k of Object.keys(b)) if (k !== 'list' && k !== 'action') throw invalid([{ field: k, message: 'is not a field of a bouncer setting (list, action)', value: b[k] }])
+  const action = b.action ?? 'block'
+  if (typeof action !== 'string' || !(FEED_ACTIONS as readonly string[]).includes(action)) throw invalid([{ field: 'action', message: `must be one of ${FEED_ACTIONS.join(', ')}`, value: action }])
+  const ref = b.list ?? null
+  if (ref !== null && (typeof ref !== 'string' || ref === '' || ref.length > 256)) throw invalid([{ field: 'list', message: 'must be a list id or name, or null', value: ref }])
+  if (ref === null) return { listId: null, action: action as FeedAction }
+  const byId = UUID.test(ref) ? await store.lists.get(ref.toLowerCase()) : null
+  if (byId !== null && byId.workspaceId === workspaceId) return { listId: byId.id, action: action as FeedAction }
+  const named = await store.lists.findByName(workspaceId, ref)
+  if (named.length === 0) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
+  if (named.length > 1) throw new ThreatfeedError('TF_ERR_LIST_AMBIGUOUS')
+  return { listId: named[0]!.id, action: action as FeedAction }
 }

@@ -13,7 +13,8 @@
  */
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js'
 import { FIRST, INTERVAL_WORDS, LAST, scanAddress, scanCidr } from '../net/cidr.js'
-import { formatIpv4, formatIpv6, isIpv4Mapped } from '../net/ip.js'
+import { formatIpv4, formatIpv6, isIpv4Mapped, parseIpv4 } from '../net/ip.js'
+import { CLIENT_ADDRESS_HEADER, isForwarded } from './forward.js'
 import { compare128 } from '../net/words.js'
 
 export type AddressKey = number | string
@@ -69,6 +70,14 @@ export class ClientAddresses {
    * The client's address key for this request. Reads `req`: call it before any await.
    */
   of (res: HttpResponse, req: HttpRequest): AddressKey {
+    // A front-end thread's forwarded request: the address that thread resolved.
+    if (isForwarded(res)) {
+      const text = req.getHeader(CLIENT_ADDRESS_HEADER)
+      if (text !== '') {
+        const v4 = parseIpv4(text)
+        return v4 >= 0 ? v4 | 0 : text
+      }
+    }
     const peer = this.#peer(res)
     if (!this.#any || !this.#trusted(peer)) return peer
     return this.#forwarded(req.getHeader('x-forwarded-for'), peer)

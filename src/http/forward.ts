@@ -13,7 +13,7 @@
  * check stay on the thread that took the connection (the router's gate runs before this).
  */
 import { Agent, request, type IncomingHttpHeaders } from 'node:http'
-import type { HttpRequest } from 'uWebSockets.js'
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js'
 import { ThreatfeedError } from '../errors.js'
 import { readBody } from './body.js'
 import { asLatin1Bytes } from './request-target.js'
@@ -23,7 +23,25 @@ import { statusLine, writeCorked, type Exchange } from './respond.js'
 export const THREAD_TOKEN_HEADER = 'x-threatfeed-thread'
 
 /** Hop-by-hop and framing headers: each leg sets its own (RFC 9110 §7.6.1); uWS writes Date and Content-Length. */
-const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'te', 'upgrade', 'proxy-connection', 'expect', THREAD_TOKEN_HEADER])
+/**
+ * The client's address as the forwarding thread resolved it (THREATFEED_TRUSTED_PROXIES
+ * applied): the main thread reads it only on a request that came through its internal listener
+ * with the thread token (isForwarded), so no client can set it. The bouncer cursors are per
+ * address (bouncer-routes.ts): without it every forwarded pull would be 127.0.0.1's.
+ */
+export const CLIENT_ADDRESS_HEADER = 'x-threatfeed-client-address'
+const forwardedResponses = new WeakSet<HttpResponse>()
+
+/** Marks a response of the internal listener (the thread token checked): its request's CLIENT_ADDRESS_HEADER is ours. */
+export function markForwarded (res: HttpResponse): void {
+  forwardedResponses.add(res)
+}
+
+export function isForwarded (res: HttpResponse): boolean {
+  return forwardedResponses.has(res)
+}
+
+const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'te', 'upgrade', 'proxy-connection', 'expect', THREAD_TOKEN_HEADER, CLIENT_ADDRESS_HEADER])
 const NOT_RETURNED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'date'])
 
 export interface ForwardTarget {
@@ -31,6 +49,8 @@ export interface ForwardTarget {
   readonly token: string
   /** The main thread's body cap (THREATFEED_MAX_BODY_BYTES): a larger body is refused here as there. */
   readonly maxBodyBytes: number
+  /** The client's address as this thread resolves it (sent as CLIENT_ADDRESS_HEADER). */
+  readonly clientAddress?: (res: HttpResponse, req: HttpRequest) => string
 }
 
 /** The forwarding handler of one front-end thread (a Router handler, see app.ts). */
@@ -49,6 +69,7 @@ export function forwarder (target: ForwardTarget): { handle: (ex: Exchange, req:
       const v = asLatin1Bytes(value)
       headers[name] = headers[name] === undefined ? v : `${headers[name]}, ${v}`
     })
+    if (target.clientAddress !== undefined) headers[CLIENT_ADDRESS_HEADER] = target.clientAddress(ex.res, req)
     const lower = method.toLowerCase()
     const body = lower === 'get' || lower === 'head' ? null : await readBody(ex, target.maxBodyBytes)
     if (ex.aborted) return

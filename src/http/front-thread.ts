@@ -13,7 +13,7 @@ import { threadId } from '../pool/thread-priority.js'
 import type { Store } from '../store/types.js'
 import { startHttpServer, type HttpContext } from './app.js'
 import { Authenticator } from './auth.js'
-import { ClientAddresses } from './consumer-address.js'
+import { addressText, ClientAddresses } from './consumer-address.js'
 import { ConsumerTracker } from './consumers.js'
 import { feedRoutes } from './feed-routes.js'
 import { forwarder } from './forward.js'
@@ -50,7 +50,8 @@ export async function runFrontThread (data: ThreadData, port: MessagePort): Prom
     })
     : null
   tracker?.start()
-  const forward = forwarder({ port: data.internalPort, token: data.token, maxBodyBytes: config.maxBodyBytes })
+  const clients = new ClientAddresses(config.trustedProxies)
+  const forward = forwarder({ port: data.internalPort, token: data.token, maxBodyBytes: config.maxBodyBytes, clientAddress: (res, req) => addressText(clients.of(res, req)) })
   const handOver = new HandOverClient(data.handOver, config.maxBodyBytes)
   const metrics = new Metrics({ processMetrics: false })
   const ctx: HttpContext = {

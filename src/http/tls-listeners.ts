@@ -12,7 +12,7 @@ import { ThreatfeedError } from '../errors.js'
 import { TlsListener, type RouteHandler } from './tls-listener.js'
 import type { Method } from './app.js'
 import { registerCertificateMetrics, type Metrics } from './metrics.js'
-import { THREAD_TOKEN_HEADER } from './forward.js'
+import { markForwarded, THREAD_TOKEN_HEADER } from './forward.js'
 
 /**
  * The main thread listens on the public ports only when it is the one front end: then without
@@ -66,6 +66,7 @@ export class Listeners {
           res.writeStatus('403 Forbidden').end('', true)
           return
         }
+        markForwarded(res)
         handler(res, req, null)
       })
     }

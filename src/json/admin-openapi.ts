@@ -82,6 +82,10 @@ export const adminOpenApiPaths = {
     post: operation('Create a key (shown once)', [201, anyObject], { body: 'admin-key-create' }),
   },
   '/v1/admin/keys/{id}': { delete: operation('Revoke a key', [200, anyObject], { params: [idParam] }) },
+  '/v1/admin/keys/{id}/bouncer': {
+    put: operation('Set what the key\'s CrowdSec bouncers receive (docs/bouncers.md): body {"list": id, name or null, "action": "block" or "allow"}', [200, anyObject], { params: [idParam] }),
+    delete: operation('Back to the default bouncer set: the workspace feed\'s block networks', [200, anyObject], { params: [idParam] }),
+  },
   '/v1/admin/lists': {
     get: operation('List lists', [200, items], { params: [workspace] }),
     post: operation('Create a list', [201, anyObject], { body: 'admin-list-create' }),
