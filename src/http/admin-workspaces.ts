@@ -6,7 +6,7 @@ import type { PublishState, Scope, Store, Subscription, Workspace } from '../sto
 import { mayAccess, workspaceFor } from './admin-access.js'
 import { readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
 import type { AdminJournal } from './admin-journal.js'
-import { guardsFromBody, showKey, showWorkspace, type GuardsBody } from './admin-shapes.js'
+import { guardsFromBody, lastModifiedOf, showKey, showWorkspace, type GuardsBody } from './admin-shapes.js'
 
 const WORKSPACES = '/v1/admin/workspaces'
 const KEYS = '/v1/admin/keys'
@@ -38,7 +38,8 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       method: 'get', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace',
       async handle (call) {
         const w = await workspaceFor(store, call.caller, call.params[0])
-        sendAdmin(call.ex, 200, showWorkspace(await liveWorkspace(store, w.id), await workspaceFeedState(store, w.id)))
+        const state = await workspaceFeedState(store, w.id)
+        sendAdmin(call.ex, 200, showWorkspace(await liveWorkspace(store, w.id), { state, lastModified: await lastModifiedOf(store.feedVersions, w.id, WORKSPACE_FEED, state) }))
       },
     },
     {

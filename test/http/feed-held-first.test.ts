@@ -47,16 +47,16 @@ t.test('a feed held before it ever published: 503 naming the guard, stale poller
     const r = await fetch(url, { headers: { ...auth, 'user-agent': 'held-poller' } })
     const ms = Date.now() - t0
     t.equal(r.status, 503, `poll ${i + 1}: 503`)
-    t.equal(r.headers.get('x-feed-held'), 'min-entries')
+    t.equal(r.headers.get('x-feed-held'), 'min_entries')
     t.equal(r.headers.get('retry-after'), '10')
     const body = await r.json() as { success: boolean, error: string, details: { held: string, digest: string, accept: string } }
-    t.match(body, { success: false, error: `feed held by publish guard min-entries before it ever published; publish the held build with \`${accept}\``, details: { held: 'min-entries', digest: /^[0-9a-f]+$/, accept } })
+    t.match(body, { success: false, error: `feed held by publish guard min_entries before it ever published; publish the held build with \`${accept}\``, details: { held: 'min_entries', digest: /^[0-9a-f]+$/, accept } })
     // The first build is waited for; after it, the answer is at once (it waited the 10 s await).
     if (i > 0) t.ok(ms < 3000, `poll ${i + 1} answered in ${ms} ms`)
   }
   const head = await fetch(url, { method: 'HEAD', headers: auth })
   t.equal(head.status, 503, 'HEAD: 503')
-  t.equal(head.headers.get('x-feed-held'), 'min-entries', 'HEAD: X-Feed-Held')
+  t.equal(head.headers.get('x-feed-held'), 'min_entries', 'HEAD: X-Feed-Held')
   t.equal(head.headers.get('retry-after'), '10', 'HEAD: Retry-After')
 
   // Three 503s and never a 200: stale, failing.
