@@ -27,6 +27,14 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
     journal.audit({ keyId: call.caller.key.id, address: call.caller.address, action, target, workspaceId, status })
   return [
     {
+      // The key a session signed in with, so a console can mark it (never the key itself).
+      method: 'get', pattern: '/v1/admin/whoami', route: 'admin_whoami',
+      async handle (call) {
+        readQuery(call.query, [])
+        sendAdmin(call.ex, 200, { key_id: call.caller.key.id, workspace: call.caller.workspace.id, scopes: call.caller.key.scopes })
+      },
+    },
+    {
       method: 'get', pattern: WORKSPACES, route: 'admin_workspaces',
       async handle (call) {
         readQuery(call.query, [])

@@ -60,8 +60,8 @@ t.test('a feed held before it ever published: 503 naming the guard, stale poller
   t.equal(head.headers.get('retry-after'), '10', 'HEAD: Retry-After')
 
   // Three 503s and never a 200: stale, failing.
-  const rows = await eventually(() => consumersLs(f.dir), (rs) => rs.some((r) => r.userAgent === 'held-poller' && r.state === 'stale'))
-  t.match(rows.find((r) => r.userAgent === 'held-poller'), { state: 'stale', staleReason: 'failing', lastStatus: 503, last200: null, polls: { total: 3, serverErrors: 3, ok: 0 } })
+  const rows = await eventually(() => consumersLs(f.dir), (rs) => rs.some((r) => r.user_agent === 'held-poller' && r.stale))
+  t.match(rows.find((r) => r.user_agent === 'held-poller'), { stale: true, stale_reason: 'failing', last_status: 503, last_200: null, polls: { total: 3, server_errors: 3, ok: 0 } })
 
   const accepted = await cli(f.dir, ['list', 'accept', '--id', list.id])
   const acceptedAt = Date.now()
