@@ -1,10 +1,12 @@
 /**
  * The admin API's JSON shapes (docs/admin-api.md): the store's records in snake_case with ISO
- * times, and the guards both ways. One place, so the routes and the OpenAPI document agree.
+ * times, and the guards both ways. One place, so the routes, the CLI's --json and the OpenAPI
+ * document agree.
  */
-import { heldGuardsOf } from '../feed/guards.js'
+import { heldGuardsOf } from './guards.js'
 import { FEED_ACTIONS, type AccessList, type ApiKey, type FeedVersionStore, type GuardSettings, type ListDefaults, type PublishState, type Workspace } from '../store/types.js'
-import { iso } from './admin-io.js'
+
+const iso = (ms: number | null | undefined): string | null => ms === null || ms === undefined ? null : new Date(ms).toISOString()
 
 /** The admin body's guards (src/json/admin-schemas.ts `admin-guards`). */
 export interface GuardsBody {

@@ -9,7 +9,7 @@ import type { AccessList, ListDefaults, Store } from '../store/types.js'
 import { mayAccess, workspaceFor } from './admin-access.js'
 import { invalid, readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
 import type { AdminJournal } from './admin-journal.js'
-import { defaultsFromBody, guardsFromBody, lastModifiedOf, showList, type DefaultsBody, type GuardsBody } from './admin-shapes.js'
+import { defaultsFromBody, guardsFromBody, lastModifiedOf, showList, type DefaultsBody, type GuardsBody } from '../feed/admin-shapes.js'
 
 const LISTS = '/v1/admin/lists'
 

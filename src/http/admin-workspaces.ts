@@ -6,7 +6,7 @@ import type { PublishState, Scope, Store, Subscription, Workspace } from '../sto
 import { mayAccess, workspaceFor } from './admin-access.js'
 import { readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
 import type { AdminJournal } from './admin-journal.js'
-import { guardsFromBody, lastModifiedOf, showKey, showWorkspace, type GuardsBody } from './admin-shapes.js'
+import { guardsFromBody, lastModifiedOf, showKey, showWorkspace, type GuardsBody } from '../feed/admin-shapes.js'
 
 const WORKSPACES = '/v1/admin/workspaces'
 const KEYS = '/v1/admin/keys'

@@ -106,18 +106,18 @@ t.test('each guard trips on a crafted batch; the last good bytes, tag and 304s s
     t.equal(again.status, 304, `${c.guard}: 304 for the holder of the old tag`)
     const gz = await feed(id, { 'accept-encoding': 'gzip', 'if-none-match': '"x"' })
     t.equal(gz.headers['x-feed-held'], c.guard, `${c.guard}: the gzip answer says so too`)
-    type Shown = { held: { guards: Record<string, string>, diff: { block: { added: number, removed: number, addedSample: string[], removedSample: string[] } } } }
+    type Shown = { publish: { held: { guards: Record<string, string>, diff: { block: { added: number, removed: number, added_sample: string[], removed_sample: string[] } } } } }
     let state: Shown | null = null
     await until(`${c.guard}: list show of the whole batch`, async () => {
       const shown = await cli('list', 'show', '--id', id, '--json')
       state = JSON.parse(shown.stdout) as Shown
-      return state.held?.diff.block.added === c.add.length && state.held.diff.block.removed === c.remove.length
+      return state.publish.held?.diff.block.added === c.add.length && state.publish.held.diff.block.removed === c.remove.length
     }, 30_000)
     state = state!
-    t.equal(state.held.guards.block, c.guard, `${c.guard}: list show names it`)
-    t.equal(state.held.diff.block.removed, c.remove.length, `${c.guard}: networks removed`)
-    t.same(state.held.diff.block.removedSample.sort(), [...c.remove].sort(), `${c.guard}: the removed sample`)
-    t.equal(state.held.diff.block.added, c.add.length, `${c.guard}: networks added`)
+    t.equal(state.publish.held.guards.block, c.guard, `${c.guard}: list show names it`)
+    t.equal(state.publish.held.diff.block.removed, c.remove.length, `${c.guard}: networks removed`)
+    t.same(state.publish.held.diff.block.removed_sample.sort(), [...c.remove].sort(), `${c.guard}: the removed sample`)
+    t.equal(state.publish.held.diff.block.added, c.add.length, `${c.guard}: networks added`)
     t.ok(logs.some((l) => l.msg === 'feed build held by a publish guard' && l.obj.feed === id), `${c.guard}: a log line`)
   }
   t.equal(await heldGauge(), String(cases.length), 'the /metrics gauge counts the held feeds')
@@ -129,27 +129,27 @@ t.test('list accept publishes the held build, by its digest only', async (t) => 
   for (const v of hosts('11.30.1', 5)) await server.store.rules.deleteAccessByTarget(ws, { type: 'ip', value: v })
   await until('the hold', async () => (await feed(id)).headers['x-feed-held'] === 'max_shrink_pct')
   const before = await heldGauge()
-  let state: { held: { digest: string, diff: { block: { removed: number } } } } | null = null
+  let state: { publish: { held: { digest: string, diff: { block: { removed: number } } } } } | null = null
   await until('the whole batch held', async () => {
     state = JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout)
-    return state!.held.diff.block.removed === 5
+    return state!.publish.held.diff.block.removed === 5
   }, 30_000)
   state = state!
   const wrong = await cli('list', 'accept', '--id', id, '--digest', 'feedface', '--json')
   t.equal(wrong.code, 1)
-  t.match(wrong.stderr, `the held build of list ${id} is ${state.held.digest}, not feedface; nothing accepted`)
+  t.match(wrong.stderr, `the held build of list ${id} is ${state.publish.held.digest}, not feedface; nothing accepted`)
   t.equal((await feed(id)).headers['x-feed-held'], 'max_shrink_pct', 'still held')
-  const ok = await cli('list', 'accept', '--id', id, '--digest', state.held.digest, '--json')
+  const ok = await cli('list', 'accept', '--id', id, '--digest', state.publish.held.digest, '--json')
   t.equal(ok.code, 0, ok.stderr)
-  t.same(JSON.parse(ok.stdout), { id, accepted: state.held.digest })
+  t.same(JSON.parse(ok.stdout), { id, accepted: state.publish.held.digest })
   await until('the accepted build', async () => (await feed(id)).body.toString() === hosts('11.30.1', 10).slice(5).join('\n') + '\n')
   t.equal((await feed(id)).headers['x-feed-held'], undefined)
-  await until('list show to clear', async () => JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout).held === null, 10_000)
+  await until('list show to clear', async () => JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout).publish.held === null, 10_000)
   t.equal(Number(await heldGauge()), Number(before) - 1, 'one held feed fewer')
   // Once more: it says it was done already (issue 36), not that nothing is held.
   const again = await cli('list', 'accept', '--id', id)
   t.equal(again.code, 0, again.stderr)
-  t.equal(again.stdout, `build ${state.held.digest} of list ${id} was already accepted; nothing to do\n`)
+  t.equal(again.stdout, `build ${state.publish.held.digest} of list ${id} was already accepted; nothing to do\n`)
 })
 
 t.test('a held rule lapses at its expiry; the tag moves only then', async (t) => {
@@ -286,5 +286,5 @@ t.test('removing the guards publishes what they held, and list show says nothing
   t.equal(JSON.parse(r.stdout).defaults.guards, undefined)
   await until('the publish', async () => (await feed(id)).body.toString().includes('11.80.2.1/32'))
   t.equal((await feed(id)).headers['x-feed-held'], undefined)
-  await until('list show', async () => JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout).held === null, 15_000)
+  await until('list show', async () => JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout).publish.held === null, 15_000)
 })

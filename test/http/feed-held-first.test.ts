@@ -78,5 +78,5 @@ t.test('a feed held before it ever published: 503 naming the guard, stale poller
   t.equal(again.code, 0, again.stderr)
   t.match(again.stdout, `was already accepted; nothing to do`)
   const json = await cli(f.dir, ['list', 'accept', '--id', list.id, '--json'])
-  t.match(JSON.parse(json.stdout), { id: list.id, accepted: /^[0-9a-f]+$/, alreadyAccepted: true })
+  t.match(JSON.parse(json.stdout), { id: list.id, accepted: /^[0-9a-f]+$/, already_accepted: true })
 })
