@@ -220,7 +220,8 @@ async function run (): Promise<void> {
         const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT)
         for (let n = walker.nextNode(); n !== null; n = walker.nextNode()) {
           const text = n.textContent
-          for (const m of text.matchAll(/\\S+/g)) {
+          // A word, or the part of one up to a hyphen or slash (where a line may break, UAX #14).
+          for (const m of text.matchAll(/[^\\s\\/-]+[\\/-]?/g)) {
             const r = document.createRange()
             r.setStart(n, m.index)
             r.setEnd(n, m.index + m[0].length)
@@ -232,7 +233,8 @@ async function run (): Promise<void> {
       return out
     })()`)
     t.same(broken, [], 'no word broken across lines')
-    t.same(await rows.locator('td[data-label="Variant"]').allInnerTexts(), api.items.map((c) => (c as { variant: string }).variant === 'plain|both|block|' ? 'plain, IPv4 + IPv6, block' : (c as { variant: string }).variant), 'variants named, not keyed')
+    const named: Record<string, string> = { 'plain|both|block|': 'plain, IPv4 + IPv6, block', 'plain|both|block||1/64': 'plain, IPv4 + IPv6, block, shard 1 of 64' }
+    t.same(await rows.locator('td[data-label="Variant"]').allInnerTexts(), api.items.map((c) => named[c.variant] ?? c.variant), 'variants named, not keyed')
     // Filtered by the guarded list: only its poller (the fixture's own checks, User-Agent node).
     const only = await fx.api<{ items: Array<{ user_agent: string | null }> }>(`/v1/admin/consumers?list=${fx.guardedId}`)
     t.same(only.items.map((c) => c.user_agent), ['node'])

@@ -26,6 +26,7 @@ export const EXPLAINED = BLOCKED[0]!
 export const FAILED_REASON = 'Entry 1: rule.target.ip: IPv4 octet 300 is out of range'
 /** A list of 64 shards whose shards were all polled (history seeded): its variant table must stay short. */
 export const SHARDED = 'shards-64'
+export const LONG_USER_AGENT = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0.6099.71 Safari/537.36 threatfeed-sync/2.4.1'
 /** A v2 batch of 7 entries refused whole: 2 WAF rules without rule.type (DECISIONS §3). */
 export const REFUSED_OUTCOME = 'refused whole: 7 entries, 2 invalid, none accepted'
 /** A second workspace, and an address blocked only there (explain with an admin:all key). */
@@ -182,6 +183,9 @@ export async function startConsoleFixture (): Promise<ConsoleFixture> {
     await poll(server.port, '/v1/threat/feeds', feedKey, '127.0.0.3', 'PAN-OS-B')
     await new Promise((resolve) => setTimeout(resolve, 200))
   }
+  // A third appliance with a browser-like User-Agent, polling the sharded list's first shard:
+  // the consumers table must not break its words (or any address) at 1280 px.
+  await poll(server.port, `/v1/threat/feeds/${sharded.id}?shard=1&of=64&client=edge-fw-03.dc-west`, feedKey, '127.0.0.4', LONG_USER_AGENT)
   let polling = true
   const a = (async () => {
     while (polling) {

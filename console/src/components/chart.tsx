@@ -34,6 +34,7 @@ export function HistoryChart ({ points, label }: { points: readonly Point[], lab
   const h = 160
   const pad = 4
   if (points.length === 0) return <p class="muted" data-testid="no-history">{NO_HISTORY}</p>
+  if (points.length === 1) return <p class="muted" data-testid="no-history">One point so far, sampled for the hour of {points[0]!.at.slice(0, 16).replace('T', ' ')}Z ({points[0]!.entries.toLocaleString('en')} entries): the chart starts with the second hour's point. Points are kept 30 days.</p>
   const changes = points.map((p, i) => p.changes ?? (i === 0 ? 0 : Math.abs(p.entries - points[i - 1]!.entries)))
   const y = scale(points.map((p) => p.entries), h - 2 * pad)
   const yc = scale(changes, (h - 2 * pad) / 3)

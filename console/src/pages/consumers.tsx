@@ -44,15 +44,15 @@ export function Consumers ({ workspace, list }: { workspace: string, list: strin
             <tbody>
               {orderConsumers(loaded.data.items).map((c, i) => (
                 <tr key={i} class={c.stale ? 'stale' : ''}>
-                  <td data-label="State">{state(c)}</td>
+                  <td data-label="State" class="nowrap">{state(c)}</td>
                   <td data-label="Address" class="nowrap">{c.address}</td>
                   <td data-label="Client" class="words">{c.client !== null && <><span class="nowrap">{c.client}</span><br /></>}<span data-testid="user-agent">{c.user_agent === '' ? '—' : c.user_agent}</span></td>
                   <td data-label="List" class="words">{c.list === '*' ? 'workspace feed' : c.list_name ?? names.get(c.list) ?? c.list}</td>
                   <td data-label="Variant" class="words" title={c.variant}>{describeVariant(c.variant)}</td>
                   <td data-label="Last seen" class="words">{formatTime(c.last_seen)}</td>
-                  <td data-label="Status">{c.last_status}</td>
-                  <td data-label="Behind">{c.behind === true ? (c.versions_behind ?? 'yes') : c.behind === false ? 0 : '—'}</td>
-                  <td data-label="Polls">{c.polls.total.toLocaleString('en')}</td>
+                  <td data-label="Status" class="nowrap">{c.last_status}</td>
+                  <td data-label="Behind" class="nowrap">{c.behind === true ? (c.versions_behind ?? 'yes') : c.behind === false ? 0 : '—'}</td>
+                  <td data-label="Polls" class="nowrap">{c.polls.total.toLocaleString('en')}</td>
                 </tr>
               ))}
             </tbody>

@@ -129,7 +129,7 @@ export function ListPage ({ workspace, id }: { workspace: string, id: string }) 
         <dt>max entries</dt><dd>{d.max_entries.toLocaleString('en')}{set('max_entries')}</dd>
         <dt>confidence</dt><dd>{list.defaults.confidence ?? '—'}</dd>
         <dt>severity</dt><dd>{list.defaults.severity ?? '—'}</dd>
-        <dt>shards</dt><dd data-testid="shards">{list.defaults.shards ?? 1}{shards.length > 0 ? ` (polled: ${shards.join(', ')})` : ''}</dd>
+        <dt>shards</dt><dd data-testid="shards">{list.defaults.shards ?? 1}{shards.length > 0 ? ` (${shards.length} polled; see Variants)` : ''}</dd>
         <dt>selector</dt><dd>{list.selector === null || Object.keys(list.selector).length === 0 ? 'every rule' : Object.entries(list.selector).map(([k, v]) => `${k}=${v}`).join(', ')}</dd>
         <dt>updated</dt><dd>{formatTime(list.updated_at)}</dd>
         <dt>last change</dt><dd data-testid="list-last-change">{lastChangeOf(list.publish)}</dd>
