@@ -73,7 +73,7 @@ function Shell ({ onSignOut }: { onSignOut: () => void }) {
   if (workspace === null) page = <p class="muted">Loading…</p>
   else if (route.page === 'lists' && route.param !== null) page = <ListPage workspace={workspace} id={route.param} />
   else if (route.page === 'consumers') page = <Consumers workspace={workspace} list={route.query.get('list')} />
-  else if (route.page === 'explain') page = <Explain workspace={workspace} ip={route.query.get('ip')} list={route.query.get('list')} />
+  else if (route.page === 'explain') page = <Explain key={`${route.query.get('ip') ?? ''} ${route.query.get('list') ?? ''}`} workspace={workspace} ip={route.query.get('ip')} list={route.query.get('list')} />
   else if (route.page === 'batches') page = <Batches workspace={workspace} />
   else if (route.page === 'keys') page = <Keys workspace={workspace} me={me?.key_id ?? null} />
   else page = <Overview workspace={workspace} />

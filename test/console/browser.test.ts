@@ -216,7 +216,7 @@ async function run (): Promise<void> {
     // At 1280 px no address, name or header is broken inside a word: each word's text is on one line.
     const broken = await inPage<string[]>(`(() => {
       const out = []
-      for (const td of document.querySelectorAll('table[data-testid="consumers"] td')) {
+      for (const td of document.querySelectorAll('table[data-testid="consumers"] td, table[data-testid="consumers"] th')) {
         const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT)
         for (let n = walker.nextNode(); n !== null; n = walker.nextNode()) {
           const text = n.textContent
@@ -226,7 +226,7 @@ async function run (): Promise<void> {
             r.setStart(n, m.index)
             r.setEnd(n, m.index + m[0].length)
             const lines = new Set([...r.getClientRects()].map((x) => Math.round(x.top)))
-            if (lines.size > 1) out.push(td.dataset.label + ': ' + m[0])
+            if (lines.size > 1) out.push((td.dataset.label ?? 'heading') + ': ' + m[0])
           }
         }
       }
