@@ -7,7 +7,7 @@ import { render } from 'preact'
 import { useEffect, useState } from 'preact/hooks'
 import { ApiError, call, forgetKey, get, keepKey, storedKey, whenUnauthorized } from './api.js'
 import { href, useRoute } from './route.js'
-import type { Page, Workspace } from './types.js'
+import type { Page, Whoami, Workspace } from './types.js'
 import { Overview } from './pages/overview.js'
 import { ListPage } from './pages/list.js'
 import { Consumers } from './pages/consumers.js'
@@ -60,6 +60,8 @@ function Shell ({ onSignOut }: { onSignOut: () => void }) {
   const route = useRoute()
   const [workspaces, setWorkspaces] = useState<Workspace[]>([])
   const [workspace, setWorkspace] = useState<string | null>(null)
+  const [me, setMe] = useState<Whoami | null>(null)
+  useEffect(() => { get<Whoami>('/v1/admin/whoami').then(setMe, () => {}) }, [])
   useEffect(() => {
     get<Page<Workspace>>('/v1/admin/workspaces').then((p) => {
       setWorkspaces(p.items)
@@ -71,9 +73,9 @@ function Shell ({ onSignOut }: { onSignOut: () => void }) {
   if (workspace === null) page = <p class="muted">Loading…</p>
   else if (route.page === 'lists' && route.param !== null) page = <ListPage workspace={workspace} id={route.param} />
   else if (route.page === 'consumers') page = <Consumers workspace={workspace} list={route.query.get('list')} />
-  else if (route.page === 'explain') page = <Explain workspace={workspace} ip={route.query.get('ip')} list={route.query.get('list')} />
+  else if (route.page === 'explain') page = <Explain key={`${route.query.get('ip') ?? ''} ${route.query.get('list') ?? ''}`} workspace={workspace} ip={route.query.get('ip')} list={route.query.get('list')} />
   else if (route.page === 'batches') page = <Batches workspace={workspace} />
-  else if (route.page === 'keys') page = <Keys workspace={workspace} />
+  else if (route.page === 'keys') page = <Keys workspace={workspace} me={me?.key_id ?? null} />
   else page = <Overview workspace={workspace} />
   return (
     <>
@@ -90,6 +92,7 @@ function Shell ({ onSignOut }: { onSignOut: () => void }) {
           </label>
         )}
         {workspaces.length === 1 && <span class="workspace">{workspaces[0]!.name}</span>}
+        {me !== null && <span class="session" data-testid="session-key" title={`Signed in with key ${me.key_id} (${me.scopes.join(', ')})`}>key <code>{me.key_id.slice(0, 8)}</code> · {me.scopes.join(', ')}</span>}
         <button type="button" class="link" onClick={onSignOut}>Sign out</button>
       </header>
       <main>{page}</main>

@@ -3,7 +3,10 @@ export interface Page<T> { items: T[], next_cursor?: string | null }
 
 export interface Workspace { id: string, name: string, subscription: string }
 /** GET /v1/admin/workspaces/ID: with the workspace feed's guards and publish state. */
-export interface WorkspaceDetail extends Workspace { guards: Guards | null, publish?: { published_digest: string | null, held: Held | null } }
+export interface WorkspaceDetail extends Workspace { guards: Guards | null, publish?: Publish }
+
+/** A feed's publish state; last_modified null: it never published (never built, or held before its first publish). */
+export interface Publish { last_modified: string | null, published_digest: string | null, held: Held | null }
 
 export interface Guards {
   min_entries?: number | null
@@ -16,7 +19,8 @@ export interface Guards {
   accepted?: string | null
 }
 
-export interface Held { digest: string, guards: Record<string, string>, since: string, diff?: unknown }
+export interface ActionDiff { published: number, held: number, added: number, removed: number, added_sample: string[], removed_sample: string[] }
+export interface Held { digest: string, guards: Record<string, string>, since: string, diff?: Record<string, ActionDiff> }
 
 export interface List {
   id: string
@@ -29,27 +33,33 @@ export interface List {
   selector: Record<string, string> | null
   created_at: string
   updated_at: string
-  publish?: { published_digest: string | null, held: Held | null }
+  publish?: Publish
 }
 
-export interface Point { at: string, entries: number, bytes: number, gzip_bytes?: number, changes?: number }
+/** at: the hour sampled; last_modified: when the content last changed (null on points from before it was kept). */
+export interface Point { at: string, entries: number, bytes: number, gzip_bytes?: number, changes?: number, last_modified?: string | null }
 export interface History { list: string, variant: string, points: Point[] }
 
+/** GET /v1/admin/consumers items, the same as `consumers ls --json`. */
 export interface Consumer {
-  key_id?: string
-  address?: string
-  user_agent?: string | null
-  client?: string | null
-  list?: string | null
-  variant?: string | null
-  polls?: number
-  last_seen?: string
-  last_status?: number
+  id: string
+  key_id: string
+  address: string
+  user_agent: string
+  client: string | null
+  list: string
+  list_name: string | null
+  variant: string
+  polls: { total: number, ok: number, not_modified: number, client_errors: number, server_errors: number }
+  last_seen: string
+  last_status: number
   stale: boolean
-  stale_reason?: string | null
-  behind?: boolean | null
-  versions_behind?: number | null
+  stale_reason: string | null
+  behind: boolean | null
+  versions_behind: number | null
 }
+
+export interface Whoami { key_id: string, workspace: string, scopes: string[] }
 
 export interface Batch {
   id: string

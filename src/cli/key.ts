@@ -73,7 +73,7 @@ export const keyCommand: Command = {
         })
         if (outcome === 'unknown') throw new NotInStoreError(`no API key with id ${id}`)
         const already = outcome === 'already revoked'
-        if (values.json === true) writeJson(io, { id, revoked: true, alreadyRevoked: already })
+        if (values.json === true) writeJson(io, { id, revoked: true, already_revoked: already })
         else io.stdout.write(already ? `key ${id} was already revoked\n` : `revoked key ${id}\n`)
         return 0
       }

@@ -3,7 +3,8 @@ import { CliError, requireOption, writeJson, type CliIo, type Command, parseVerb
 import { checkText, requireWorkspace, withStore, writeNoneFound } from './open-store.js'
 import { GUARD_HELP, GUARD_OPTIONS, mergeGuards, readGuards } from './guard-flags.js'
 import { MAX_SHARDS } from '../feed/render/shard-networks.js'
-import { CONFIDENCES, FAMILIES, FEED_ACTIONS, FORMATS, SEVERITIES, type AccessList, type ListDefaults } from '../store/types.js'
+import { CONFIDENCES, FAMILIES, FEED_ACTIONS, FORMATS, SEVERITIES, type AccessList, type ListDefaults, type Store } from '../store/types.js'
+import { lastModifiedOf, showList } from '../feed/admin-shapes.js'
 
 const help = `Usage: threatfeed list <create|update|delete|show|accept|ls> [options]
 
@@ -14,9 +15,10 @@ const help = `Usage: threatfeed list <create|update|delete|show|accept|ls> [opti
          [--guard-mode hold|drop] [--min-prefix-v4 L] [--min-prefix-v6 L]
   update --id ID [the options of create but the workspace] [--clear-select] [--clear-guards] [--json]
   delete --id ID [--json]
-  show --id ID [--json]                       with the build a guard holds, if any, and its diff
+  show --id ID [--json]                       as GET /v1/admin/lists/ID answers: with the build a guard
+                                              holds, if any, and its diff
   accept --id ID [--digest D] [--json]        publish the held build (D: only if it is that one)
-  ls --workspace ID [--json]
+  ls --workspace ID [--json]                  --json: the items of GET /v1/admin/lists
 
   --format      ${FORMATS.join(' | ')}
   --family      ${FAMILIES.join(' | ')}
@@ -98,15 +100,9 @@ function readDefaults (values: Record<string, unknown>): ListDefaults {
   return d
 }
 
-export function showList (l: AccessList): Record<string, unknown> {
-  const out: Record<string, unknown> = { id: l.id, workspace: l.workspaceId, name: l.name, description: l.description, defaults: l.defaults, selector: l.selector, createdAt: new Date(l.createdAt).toISOString(), updatedAt: new Date(l.updatedAt).toISOString() }
-  // What the server's publish guards did last (src/feed/guards.ts): the held build and its diff.
-  if (l.publishState !== undefined) {
-    const { held, publishedDigest } = l.publishState
-    out.published = publishedDigest
-    out.held = held === null ? null : { ...held, since: new Date(held.since).toISOString() }
-  }
-  return out
+/** A list as GET /v1/admin/lists/ID answers it (feed/admin-shapes.ts): one shape for both. */
+async function showStored (store: Store, l: AccessList): Promise<Record<string, unknown>> {
+  return showList(l, await lastModifiedOf(store.feedVersions, l.workspaceId, l.id, l.publishState))
 }
 
 export const listCommand: Command = {
@@ -158,7 +154,7 @@ export const listCommand: Command = {
           return s.lists.update(id, patch)
         })
         if (l === null) throw new NotInStoreError(`no list with id ${id}`)
-        if (json) writeJson(io, showList(l))
+        if (json) writeJson(io, await withStore(io, (s) => showStored(s, l)))
         else io.stdout.write(`updated list ${l.id} (${l.name})\n`)
         return 0
       }
@@ -172,10 +168,13 @@ export const listCommand: Command = {
       }
       case 'show': {
         const id = requireOption(values, 'id')
-        const l = await withStore(io, (s) => s.lists.get(id))
-        if (l === null) throw new NotInStoreError(`no list with id ${id}`)
-        if (json) writeJson(io, showList(l))
-        else io.stdout.write(JSON.stringify(showList(l), null, 2) + '\n')
+        const shown = await withStore(io, async (s) => {
+          const l = await s.lists.get(id)
+          return l === null ? null : await showStored(s, l)
+        })
+        if (shown === null) throw new NotInStoreError(`no list with id ${id}`)
+        if (json) writeJson(io, shown)
+        else io.stdout.write(JSON.stringify(shown, null, 2) + '\n')
         return 0
       }
       case 'accept': {
@@ -195,18 +194,19 @@ export const listCommand: Command = {
           await s.lists.update(id, { defaults: { ...current.defaults, guards: { ...current.defaults.guards, accepted: held.digest } } })
           return { digest: held.digest, already: false }
         })
-        if (json) writeJson(io, { id, accepted: digest, ...(already ? { alreadyAccepted: true } : {}) })
+        if (json) writeJson(io, { id, accepted: digest, ...(already ? { already_accepted: true } : {}) })
         else if (already) io.stdout.write(`build ${digest} of list ${id} was already accepted; nothing to do\n`)
         else io.stdout.write(`accepted build ${digest} of list ${id}; the server publishes it within a second\n`)
         return 0
       }
       case 'ls': {
         const workspaceId = requireOption(values, 'workspace')
-        const lists = await withStore(io, async (s) => {
+        const [lists, shown] = await withStore(io, async (s) => {
           await requireWorkspace(s, workspaceId)
-          return s.lists.list(workspaceId)
+          const all = await s.lists.list(workspaceId)
+          return [all, await Promise.all(all.map((l) => showStored(s, l)))] as const
         })
-        if (json) writeJson(io, lists.map(showList))
+        if (json) writeJson(io, shown)
         else if (lists.length === 0) writeNoneFound(io, `lists in workspace ${workspaceId}`)
         else writeColumns(io, ['ID', 'NAME'], lists.map((l) => [l.id, l.name]))
         return 0

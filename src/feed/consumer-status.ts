@@ -106,3 +106,82 @@ export async function currentVersions (store: Store, consumers: readonly FeedCon
   }
   return out
 }
+
+/**
+ * One consumer as the admin API (GET /v1/admin/consumers) and `consumers ls --json` both show
+ * it: the same fields, spelled as every JSON answer of threatfeed is (snake_case), so a script
+ * written against one reads the other.
+ */
+export interface ConsumerView {
+  readonly id: string
+  readonly workspace: string
+  readonly key_id: string
+  readonly address: string
+  readonly user_agent: string
+  /** The `?client=` name; null when none was given. */
+  readonly client: string | null
+  /** A list id, or '*' for the workspace feed. */
+  readonly list: string
+  /** The list's name; null for the workspace feed and for a list deleted since. */
+  readonly list_name: string | null
+  /** The variant key polled last (`format|family|action|checksum[|shard/of]`); '' when none was answered. */
+  readonly variant: string
+  readonly stale: boolean
+  readonly stale_reason: StaleReason | null
+  readonly first_seen: string
+  readonly last_seen: string
+  readonly last_status: number
+  readonly last_200: string | null
+  readonly polls_per_hour: number | null
+  readonly median_interval_seconds: number | null
+  /** Null when unknown (no 200 or 304 yet, or no version record). */
+  readonly behind: boolean | null
+  readonly versions_behind: number | null
+  readonly polls: { readonly total: number, readonly ok: number, readonly not_modified: number, readonly client_errors: number, readonly server_errors: number }
+}
+
+const isoSeconds = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
+
+export function consumerView (c: FeedConsumer, s: ConsumerStatus, listName: string | null): ConsumerView {
+  return {
+    id: c.id,
+    workspace: c.workspaceId,
+    key_id: c.keyId,
+    address: c.address,
+    user_agent: c.userAgent,
+    client: c.client === '' ? null : c.client,
+    list: c.listId,
+    list_name: listName,
+    variant: c.variant,
+    stale: s.stale,
+    stale_reason: s.reason,
+    first_seen: isoSeconds(c.firstSeen),
+    last_seen: isoSeconds(c.lastSeen),
+    last_status: c.last.status,
+    last_200: c.last200At === null ? null : isoSeconds(c.last200At),
+    polls_per_hour: s.pollsPerHour,
+    median_interval_seconds: s.medianIntervalMs === null ? null : s.medianIntervalMs / 1000,
+    behind: s.behind?.behind ?? null,
+    versions_behind: s.behind?.versions ?? null,
+    polls: { total: c.polls, ok: c.ok, not_modified: c.notModified, client_errors: c.clientErrors, server_errors: c.serverErrors },
+  }
+}
+
+/**
+ * The consumers of a workspace (or of all, `workspaceId` undefined) seen in the last 30 days,
+ * with their status at `now`, in one order: stale first, then behind (most versions first), then
+ * the most recently seen, then by id.
+ */
+export async function consumerViews (store: Store, workspaceId: string | undefined, now: number, staleMs: number, keep: (c: FeedConsumer) => boolean = () => true): Promise<ConsumerView[]> {
+  // Records a server has not forgotten yet (none ran for a while) are left out all the same.
+  const consumers = (await store.consumers.list(workspaceId)).filter((c) => now - c.lastSeen <= CONSUMER_FORGET_MS && keep(c))
+  const versions = await currentVersions(store, consumers)
+  const names = new Map<string, string | null>()
+  for (const c of consumers) {
+    if (c.listId === '*' || names.has(c.listId)) continue
+    names.set(c.listId, (await store.lists.get(c.listId))?.name ?? null)
+  }
+  const views = consumers.map((c) => consumerView(c, consumerStatus(c, versions.get(versionId(c)) ?? null, now, staleMs), c.listId === '*' ? null : names.get(c.listId) ?? null))
+  const behind = (v: ConsumerView): number => v.behind === true ? Math.max(1, v.versions_behind ?? 1) : 0
+  return views.sort((a, b) => Number(b.stale) - Number(a.stale) || behind(b) - behind(a) || b.last_seen.localeCompare(a.last_seen) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+}

@@ -18,6 +18,7 @@ import type { AccessList, AccessRule, FeedAction, FeedFormat, Family, LapsedTomb
 import { CONFIDENCES, FEED_ACTIONS, FORMATS, SEVERITIES } from '../store/types.js'
 import { coveringNetworks, lookupPublished, type ExplainAddress, type PublishedRow } from './explain-lookup.js'
 import { geoMatchOf, type ExplainGeo, type GeoMatch } from './explain-geo.js'
+import { heldGuardsOf } from './guards.js'
 import { matchesSelector } from './rule-table.js'
 import { variantKey, WORKSPACE_FEED, type FeedId, type FeedSnapshot } from './snapshot-types.js'
 
@@ -29,12 +30,17 @@ export interface FeedHold {
   readonly reason: string
   /** ISO 8601 time the hold started. */
   readonly since: string
+  /** The guard tripped, per held action (an action not named publishes its new builds). */
+  readonly guards: Readonly<Partial<Record<FeedAction, string>>>
+  /** The held build's digest: what `list accept` and POST …/accept take. */
+  readonly digest: string
 }
 
 /** What explain (HTTP and CLI) and `feed get` say of a held build. */
 export function feedHoldOf (held: NonNullable<PublishState['held']>): FeedHold {
-  const guards = Object.entries(held.guards).map(([action, guard]) => `${action}: ${guard}`).join(', ')
-  return { reason: `held by a publish guard (${guards}); threatfeed list accept publishes build ${held.digest}`, since: new Date(held.since).toISOString() }
+  const named = heldGuardsOf(held.guards)
+  const guards = Object.entries(named).map(([action, guard]) => `${action}: ${guard}`).join(', ')
+  return { reason: `held by a publish guard (${guards}); threatfeed list accept publishes build ${held.digest}`, since: new Date(held.since).toISOString(), guards: named, digest: held.digest }
 }
 
 export interface ExplainSources {
@@ -89,6 +95,8 @@ export type ExplainReason =
   | { readonly code: 'over_cap', readonly message: string, readonly format: FeedFormat, readonly family: Family, readonly entries: number, readonly limit: number }
   | { readonly code: 'changed_since_build', readonly message: string, readonly built_at: string }
   | { readonly code: 'not_built', readonly message: string }
+  /** The rules changed since the published build, and a publish guard holds the new one back. */
+  | { readonly code: 'held', readonly message: string, readonly guard: string }
 
 export interface ExplainedFormat {
   readonly format: FeedFormat
@@ -244,8 +252,13 @@ function formatsOf (snapshot: FeedSnapshot, action: FeedAction, facts: ExplainFa
   return out
 }
 
-function explainAction (feed: { list: AccessList | null, snapshot: FeedSnapshot | null }, action: FeedAction, facts: ExplainFacts, now: number): ExplainedAction {
+function explainAction (feed: { list: AccessList | null, snapshot: FeedSnapshot | null, held: FeedHold | undefined }, action: FeedAction, facts: ExplainFacts, now: number): ExplainedAction {
   const { list, snapshot } = feed
+  // A guard holding this action's new builds: the next build publishes no change until it is accepted.
+  const guard = feed.held?.guards[action]
+  const nextBuild = guard === undefined
+    ? null
+    : `a publish guard (${guard}) holds this feed's new ${action} builds since ${feed.held!.since}, so it keeps serving the last published build until build ${feed.held!.digest} is accepted (threatfeed list accept, or POST …/accept)`
   const addr = facts.address
   const selector = list?.selector ?? {}
   const formats = snapshot === null ? [] : formatsOf(snapshot, action, facts)
@@ -271,7 +284,8 @@ function explainAction (feed: { list: AccessList | null, snapshot: FeedSnapshot 
   }
 
   if (published) {
-    if (rules.length === 0) reasons.push({ code: 'changed_since_build', message: `no current ${action} rule selected here covers ${addr.text}: the rules that put it there changed after this snapshot was built at ${builtAt}; the next build drops it`, built_at: builtAt })
+    if (rules.length === 0 && nextBuild !== null) reasons.push({ code: 'held', message: `no current ${action} rule selected here covers ${addr.text}, but ${nextBuild}; accepting it drops ${addr.text}`, guard: guard! })
+    else if (rules.length === 0) reasons.push({ code: 'changed_since_build', message: `no current ${action} rule selected here covers ${addr.text}: the rules that put it there changed after this snapshot was built at ${builtAt}; the next build drops it`, built_at: builtAt })
     return { published, default: { format: defaultFormat, family: defaultFamily }, formats, rules, reasons }
   }
   if (familyOut) {
@@ -282,6 +296,8 @@ function explainAction (feed: { list: AccessList | null, snapshot: FeedSnapshot 
   const carvers = action === 'block' ? facts.rules.filter((r) => r.action === 'allow' && isLive(r, now)).map((r) => explainRule(r, facts.geo)) : []
   if (rules.length > 0 && carvers.length > 0) {
     reasons.push({ code: 'carved', message: `carved out by ${carvers.map(describe).join(', ')}: an allow rule of the workspace always wins`, by: carvers })
+  } else if (rules.length > 0 && !inNetworks && snapshot !== null && nextBuild !== null) {
+    reasons.push({ code: 'held', message: `a current ${action} rule covers ${addr.text}, but ${nextBuild}; accepting it publishes ${addr.text}`, guard: guard! })
   } else if (rules.length > 0 && !inNetworks && snapshot !== null) {
     const newest = Math.max(...selected.map((r) => r.updatedAt))
     reasons.push({ code: 'changed_since_build', message: `the rules covering it changed at ${iso(newest)}, after this snapshot was built at ${builtAt}; the next build publishes it`, built_at: builtAt })
@@ -342,7 +358,7 @@ export async function explainAddress (
       const snapshot = snapshots[i]!
       const feedId = list?.id ?? WORKSPACE_FEED
       const held = sources.heldBy?.(workspace.id, feedId)
-      const actions = Object.fromEntries(FEED_ACTIONS.map((a) => [a, explainAction({ list, snapshot }, a, facts, now)])) as Record<FeedAction, ExplainedAction>
+      const actions = Object.fromEntries(FEED_ACTIONS.map((a) => [a, explainAction({ list, snapshot, held }, a, facts, now)])) as Record<FeedAction, ExplainedAction>
       return {
         feed: feedId,
         list: list === null ? null : { id: list.id, name: list.name, selector: list.selector },

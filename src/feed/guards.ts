@@ -27,7 +27,21 @@ import type { FeedTargets } from './build-snapshot.js'
 import type { RuleTable } from './rule-table.js'
 import type { FeedSnapshot, HeaderList, Representation, Variant } from './snapshot-types.js'
 
-export type GuardName = 'min-entries' | 'max-shrink-pct' | 'max-grow-pct' | 'reject-special' | 'min-prefix-v4' | 'min-prefix-v6'
+/**
+ * A guard's name wherever it is named (X-Feed-Held, `held.guards`, messages): its admin API field;
+ * the CLI flag is the same words in kebab-case (`--max-shrink-pct`).
+ */
+export type GuardName = 'min_entries' | 'max_shrink_pct' | 'max_grow_pct' | 'reject_special' | 'min_prefix_v4' | 'min_prefix_v6'
+
+/** A guard name as stored before names were the admin API's fields (`max-shrink-pct`), as named now. */
+export function guardNameOf (stored: string): string {
+  return stored.replaceAll('-', '_')
+}
+
+/** The held guards per action, named as now (a held state read from the store may predate the names). */
+export function heldGuardsOf (guards: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.entries(guards).map(([action, g]) => [action, guardNameOf(g)]))
+}
 
 /** Networks shown in `list show` for each side of a held build's diff. */
 const SAMPLE = 10
@@ -58,18 +72,18 @@ export interface ActionFacts {
  * (null when nothing was published yet: the size-change guards then have nothing to compare).
  *
  * @example
- *   judge({ minEntries: 10 }, { count: 3, special: 0, widest: { v4: 32, v6: Infinity } }, null) // 'min-entries'
+ *   judge({ minEntries: 10 }, { count: 3, special: 0, widest: { v4: 32, v6: Infinity } }, null) // 'min_entries'
  */
 export function judge (g: GuardSettings, candidate: ActionFacts, published: ActionFacts | null): GuardName | null {
-  if (g.minEntries !== undefined && candidate.count < g.minEntries) return 'min-entries'
+  if (g.minEntries !== undefined && candidate.count < g.minEntries) return 'min_entries'
   if (published !== null && published.count > 0) {
     const change = (candidate.count - published.count) / published.count * 100
-    if (g.maxShrinkPct !== undefined && -change > g.maxShrinkPct) return 'max-shrink-pct'
-    if (g.maxGrowPct !== undefined && change > g.maxGrowPct) return 'max-grow-pct'
+    if (g.maxShrinkPct !== undefined && -change > g.maxShrinkPct) return 'max_shrink_pct'
+    if (g.maxGrowPct !== undefined && change > g.maxGrowPct) return 'max_grow_pct'
   }
-  if (g.rejectSpecial === true && g.mode !== 'drop' && candidate.special > 0) return 'reject-special'
-  if (g.minPrefixV4 !== undefined && candidate.widest.v4 < g.minPrefixV4) return 'min-prefix-v4'
-  if (g.minPrefixV6 !== undefined && candidate.widest.v6 < g.minPrefixV6) return 'min-prefix-v6'
+  if (g.rejectSpecial === true && g.mode !== 'drop' && candidate.special > 0) return 'reject_special'
+  if (g.minPrefixV4 !== undefined && candidate.widest.v4 < g.minPrefixV4) return 'min_prefix_v4'
+  if (g.minPrefixV6 !== undefined && candidate.widest.v6 < g.minPrefixV6) return 'min_prefix_v6'
   return null
 }
 
@@ -244,7 +258,7 @@ export class FeedGuard {
   restore (published: RuleTable | null, state: PublishState | null): void {
     this.restored = true
     this.published = published
-    if (state !== null) this.state = state
+    if (state !== null) this.state = state.held === null ? state : { ...state, held: { ...state.held, guards: heldGuardsOf(state.held.guards) } }
   }
 
   /** Decides what to publish; null targets means nothing may be served (a first build that trips). */

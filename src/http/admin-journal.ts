@@ -253,7 +253,7 @@ export class AdminJournal {
           partition,
           at: hour,
           id: variant,
-          data: { entries: v.entries, bytes: v.identity.body.byteLength, gzip_bytes: v.gzip.body.byteLength, status: v.status, sampled_at: now },
+          data: { entries: v.entries, bytes: v.identity.body.byteLength, gzip_bytes: v.gzip.body.byteLength, status: v.status, sampled_at: now, last_modified: v.lastModified },
         })
       }
     }

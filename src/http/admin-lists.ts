@@ -9,7 +9,7 @@ import type { AccessList, ListDefaults, Store } from '../store/types.js'
 import { mayAccess, workspaceFor } from './admin-access.js'
 import { invalid, readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
 import type { AdminJournal } from './admin-journal.js'
-import { defaultsFromBody, guardsFromBody, showList, type DefaultsBody, type GuardsBody } from './admin-shapes.js'
+import { defaultsFromBody, guardsFromBody, lastModifiedOf, showList, type DefaultsBody, type GuardsBody } from '../feed/admin-shapes.js'
 
 const LISTS = '/v1/admin/lists'
 
@@ -39,6 +39,7 @@ async function listOf (store: Store, call: AdminCall): Promise<AccessList> {
 }
 
 export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
+  const show = async (l: AccessList): Promise<Record<string, unknown>> => showList(l, await lastModifiedOf(store.feedVersions, l.workspaceId, l.id, l.publishState))
   const audit = (call: AdminCall, action: string, target: string, workspaceId: string, status: number): Promise<void> =>
     journal.audit({ keyId: call.caller.key.id, address: call.caller.address, action, target, workspaceId, status })
   return [
@@ -48,13 +49,13 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
         const q = readQuery(call.query, ['workspace'])
         const w = await workspaceFor(store, call.caller, q.get('workspace') ?? undefined)
         const lists = await store.lists.list(w.id)
-        sendAdmin(call.ex, 200, { items: lists.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id)).map(showList) })
+        sendAdmin(call.ex, 200, { items: await Promise.all(lists.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id)).map(show)) })
       },
     },
     {
       method: 'get', pattern: `${LISTS}/:id`, route: 'admin_list',
       async handle (call) {
-        sendAdmin(call.ex, 200, showList(await listOf(store, call)))
+        sendAdmin(call.ex, 200, await show(await listOf(store, call)))
       },
     },
     {
@@ -67,7 +68,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
         const l = await store.lists.create({ workspaceId: w.id, name: body.name, description: body.description ?? '', defaults, selector: { ...body.selector } })
         await call.changed()
         await audit(call, 'list.create', l.id, w.id, 201)
-        sendAdmin(call.ex, 201, showList(l))
+        sendAdmin(call.ex, 201, await show(l))
       },
     },
     {
@@ -91,7 +92,7 @@ export function listRoutes (store: Store, journal: AdminJournal): AdminRoute[] {
         if (l === null) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
         await call.changed()
         await audit(call, 'list.update', l.id, l.workspaceId, 200)
-        sendAdmin(call.ex, 200, showList(l))
+        sendAdmin(call.ex, 200, await show(l))
       },
     },
     {

@@ -3,7 +3,7 @@
  * signal batches, feed sizes over 30 days, and the audit log as JSON lines.
  */
 import { ThreatfeedError } from '../errors.js'
-import { consumerStatus, currentVersions, versionId } from '../feed/consumer-status.js'
+import { consumerViews } from '../feed/consumer-status.js'
 import { normalizeTarget } from '../ingest/targets.js'
 import { RULE_KINDS, type JournalEntry, type JournalStore, type JournalTable, type Rule, type RuleKind, type Store, type Target } from '../store/types.js'
 import { workspaceFor } from './admin-access.js'
@@ -126,20 +126,8 @@ export function viewRoutes (store: Store, options: { staleMs: number }): AdminRo
         const list = q.get('list')
         // A list of another workspace, or none, is a 404 as on every other route (issue 35); '*' is the workspace feed.
         if (list !== null && list !== '*' && !(await store.lists.list(w.id)).some((l) => l.id === list)) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
-        const consumers = (await store.consumers.list(w.id)).filter((c) => list === null || c.listId === list)
-        const versions = await currentVersions(store, consumers)
-        const now = Date.now()
-        const rows = consumers.map((c) => {
-          const s = consumerStatus(c, versions.get(versionId(c)) ?? null, now, options.staleMs)
-          return {
-            id: c.id, key_id: c.keyId, address: c.address, user_agent: c.userAgent, client: c.client, list: c.listId, variant: c.variant,
-            polls: c.polls, first_seen: iso(c.firstSeen), last_seen: iso(c.lastSeen), last_status: c.last.status, last_200: iso(c.last200At),
-            stale: s.stale, stale_reason: s.reason, polls_per_hour: s.pollsPerHour,
-            behind: s.behind?.behind ?? null, versions_behind: s.behind?.versions ?? null,
-          }
-        })
-        // Stale first, then behind, then the most recently seen.
-        rows.sort((a, b) => Number(b.stale) - Number(a.stale) || Number(b.behind === true) - Number(a.behind === true) || (b.last_seen ?? '').localeCompare(a.last_seen ?? ''))
+        // The same view as `consumers ls --json` (feed/consumer-status.ts consumerViews).
+        const rows = await consumerViews(store, w.id, Date.now(), options.staleMs, (c) => list === null || c.listId === list)
         // What the per-key bounds let go in this workspace (docs/consumers.md), every node's.
         sendAdmin(call.ex, 200, { items: rows, dropped: await store.consumers.drops(w.id) })
       },
@@ -172,8 +160,10 @@ export function viewRoutes (store: Store, options: { staleMs: number }): AdminRo
           const entries = await journal.page('feed_size', `${w.id}/${feed}`, JOURNAL_BOUNDS.feed_size.maxPerPartition)
           const byVariant = new Map<string, JournalEntry[]>()
           for (const e of entries) byVariant.set(e.id, [...(byVariant.get(e.id) ?? []), e])
+          // at: the hour sampled; last_modified: when that variant's content last changed (its
+          // Last-Modified then; null for points sampled before it was recorded).
           for (const [variant, points] of [...byVariant].sort(([a], [b]) => a.localeCompare(b))) {
-            items.push({ list: feed, variant, points: points.reverse().map((e) => ({ at: iso(e.at), entries: e.data.entries, bytes: e.data.bytes, gzip_bytes: e.data.gzip_bytes })) })
+            items.push({ list: feed, variant, points: points.reverse().map((e) => ({ at: iso(e.at), entries: e.data.entries, bytes: e.data.bytes, gzip_bytes: e.data.gzip_bytes, last_modified: iso(typeof e.data.last_modified === 'number' ? e.data.last_modified : null) })) })
           }
         }
         sendAdmin(call.ex, 200, { items })

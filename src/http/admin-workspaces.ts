@@ -6,7 +6,7 @@ import { FEED_ACTIONS, type BouncerSetting, type FeedAction, type PublishState, 
 import { mayAccess, workspaceFor } from './admin-access.js'
 import { invalid, readJson, readQuery, sendAdmin, validateBody, type AdminCall, type AdminRoute } from './admin-io.js'
 import type { AdminJournal } from './admin-journal.js'
-import { guardsFromBody, showKey, showWorkspace, type GuardsBody } from './admin-shapes.js'
+import { guardsFromBody, lastModifiedOf, showKey, showWorkspace, type GuardsBody } from '../feed/admin-shapes.js'
 
 const WORKSPACES = '/v1/admin/workspaces'
 const KEYS = '/v1/admin/keys'
@@ -27,6 +27,14 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
     journal.audit({ keyId: call.caller.key.id, address: call.caller.address, action, target, workspaceId, status })
   return [
     {
+      // The key a session signed in with, so a console can mark it (never the key itself).
+      method: 'get', pattern: '/v1/admin/whoami', route: 'admin_whoami',
+      async handle (call) {
+        readQuery(call.query, [])
+        sendAdmin(call.ex, 200, { key_id: call.caller.key.id, workspace: call.caller.workspace.id, scopes: call.caller.key.scopes })
+      },
+    },
+    {
       method: 'get', pattern: WORKSPACES, route: 'admin_workspaces',
       async handle (call) {
         readQuery(call.query, [])
@@ -38,7 +46,8 @@ export function workspaceRoutes (store: Store, journal: AdminJournal): AdminRout
       method: 'get', pattern: `${WORKSPACES}/:id`, route: 'admin_workspace',
       async handle (call) {
         const w = await workspaceFor(store, call.caller, call.params[0])
-        sendAdmin(call.ex, 200, showWorkspace(await liveWorkspace(store, w.id), await workspaceFeedState(store, w.id)))
+        const state = await workspaceFeedState(store, w.id)
+        sendAdmin(call.ex, 200, showWorkspace(await liveWorkspace(store, w.id), { state, lastModified: await lastModifiedOf(store.feedVersions, w.id, WORKSPACE_FEED, state) }))
       },
     },
     {

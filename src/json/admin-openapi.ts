@@ -23,11 +23,46 @@ const anyObject = { type: 'object' }
 const page = { type: 'object', required: ['items', 'next_cursor'], properties: { items: { type: 'array', items: anyObject }, next_cursor: { type: ['string', 'null'] } } }
 const items = { type: 'object', required: ['items'], properties: { items: { type: 'array', items: anyObject } } }
 const count = { type: 'integer', minimum: 0 }
+const iso = { type: 'string', format: 'date-time' }
+const nullable = (type: string, extra: Record<string, unknown> = {}) => ({ type: [type, 'null'], ...extra })
+/** One consumer: also each element of `threatfeed consumers ls --json` (src/feed/consumer-status.ts ConsumerView). */
+const consumer = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'workspace', 'key_id', 'address', 'user_agent', 'client', 'list', 'list_name', 'variant', 'stale', 'stale_reason', 'first_seen', 'last_seen', 'last_status', 'last_200', 'polls_per_hour', 'median_interval_seconds', 'behind', 'versions_behind', 'polls'],
+  properties: {
+    id: { type: 'string' },
+    workspace: { type: 'string' },
+    key_id: { type: 'string' },
+    address: { type: 'string' },
+    user_agent: { type: 'string' },
+    client: nullable('string', { description: 'The ?client= name' }),
+    list: { type: 'string', description: 'A list id, or * for the workspace feed' },
+    list_name: nullable('string', { description: 'null for the workspace feed' }),
+    variant: { type: 'string', description: 'format|family|action|checksum[|shard/of]; empty before an answered poll' },
+    stale: { type: 'boolean' },
+    stale_reason: { enum: ['silent', 'failing', null] },
+    first_seen: iso,
+    last_seen: iso,
+    last_status: { type: 'integer' },
+    last_200: { ...nullable('string'), format: 'date-time' },
+    polls_per_hour: nullable('number'),
+    median_interval_seconds: nullable('number'),
+    behind: nullable('boolean', { description: 'null: unknown' }),
+    versions_behind: nullable('integer'),
+    polls: {
+      type: 'object',
+      required: ['total', 'ok', 'not_modified', 'client_errors', 'server_errors'],
+      properties: { total: count, ok: count, not_modified: count, client_errors: count, server_errors: count },
+    },
+  },
+}
+const whoami = { type: 'object', required: ['key_id', 'workspace', 'scopes'], properties: { key_id: { type: 'string' }, workspace: { type: 'string' }, scopes: { type: 'array', items: { type: 'string' } } } }
 const consumers = {
   type: 'object',
   required: ['items', 'dropped'],
   properties: {
-    items: { type: 'array', items: anyObject },
+    items: { type: 'array', items: consumer },
     dropped: { type: 'object', required: ['evicted', 'refused', 'removed'], properties: { evicted: count, refused: count, removed: count } },
   },
 }
@@ -65,6 +100,7 @@ const paging = [q('limit', '1..500, default 100', { type: 'integer', minimum: 1,
 export const adminOpenApiSchemas = Object.fromEntries(Object.entries(adminSchemas).map(([name, s]) => [name, asComponent(s)]))
 
 export const adminOpenApiPaths = {
+  '/v1/admin/whoami': { get: operation('The key this request is made with', [200, whoami], { params: [], errors: [401, 403, 429, 500] }) },
   '/v1/admin/workspaces': {
     get: operation('List workspaces', [200, items], { params: [] }),
     post: operation('Create a workspace (admin:all)', [201, anyObject], { body: 'admin-workspace-create' }),

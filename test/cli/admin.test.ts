@@ -42,13 +42,13 @@ t.test('workspace, key and list round trip', async (t) => {
   t.same(Object.keys(list), ['id', 'name'])
 
   const shown = JSON.parse((await run('list', 'show', '--id', list.id, '--json')).stdout) as Record<string, unknown>
-  t.same(shown.defaults, { format: 'dialect_a', family: 'v4', maxEntries: 500000, confidence: 'medium' })
+  t.same(shown.defaults, { format: 'dialect_a', family: 'v4', max_entries: 500000, confidence: 'medium' })
   t.same(shown.selector, { team: 'red', tier: '1' })
   t.equal(shown.description, 'edge routers')
 
   const up = await run('list', 'update', '--id', list.id, '--severity', 'critical', '--json')
   t.equal(up.code, 0, up.stderr)
-  t.same((JSON.parse(up.stdout) as { defaults: unknown }).defaults, { format: 'dialect_a', family: 'v4', maxEntries: 500000, confidence: 'medium', severity: 'critical' })
+  t.same((JSON.parse(up.stdout) as { defaults: unknown }).defaults, { format: 'dialect_a', family: 'v4', max_entries: 500000, confidence: 'medium', severity: 'critical' })
 
   const lists = JSON.parse((await run('list', 'ls', '--workspace', ws.id, '--json')).stdout) as unknown[]
   t.equal(lists.length, 1)
@@ -111,11 +111,11 @@ t.test('bad input: clear errors on stderr, non-zero exit, nothing on stdout', as
 t.test('key revoke is idempotent: a revoked key stays revoked, exit 0, and says so', async (t) => {
   const w = JSON.parse((await run('workspace', 'create', '--name', 'gamma', '--json')).stdout) as { id: string }
   const key = JSON.parse((await run('key', 'create', '--workspace', w.id, '--scopes', 'feeds:read', '--json')).stdout) as { id: string }
-  t.same(JSON.parse((await run('key', 'revoke', '--id', key.id, '--json')).stdout), { id: key.id, revoked: true, alreadyRevoked: false })
+  t.same(JSON.parse((await run('key', 'revoke', '--id', key.id, '--json')).stdout), { id: key.id, revoked: true, already_revoked: false })
   t.same(await run('key', 'revoke', '--id', key.id), { code: 0, stdout: `key ${key.id} was already revoked\n`, stderr: '' })
   const again = await run('key', 'revoke', '--id', key.id, '--json')
   t.equal(again.code, 0, again.stderr)
-  t.same(JSON.parse(again.stdout), { id: key.id, revoked: true, alreadyRevoked: true })
+  t.same(JSON.parse(again.stdout), { id: key.id, revoked: true, already_revoked: true })
   t.same((JSON.parse((await run('key', 'ls', '--workspace', w.id, '--json')).stdout) as Array<{ revoked: boolean }>).map((k) => k.revoked), [true])
 })
 

@@ -23,7 +23,7 @@ async function run (): Promise<void> {
   // About a minute alone; more beside the rest of the suite on two cores.
   t.setTimeout(360_000)
   const { chromium } = await import('playwright-core')
-  const { startConsoleFixture, BLOCKED, EXPLAINED, FAILED_REASON, GUARDED, HOSTILE, OTHER_EXPLAINED, OTHER_RULE_NAME, OTHER_WORKSPACE } = await import('./fixture.js')
+  const { startConsoleFixture, BLOCKED, EXPLAINED, FAILED_REASON, GUARDED, HOSTILE, OTHER_EXPLAINED, OTHER_RULE_NAME, OTHER_WORKSPACE, REFUSED_OUTCOME } = await import('./fixture.js')
   ensureConsoleBuilt()
   mkdirSync(ARTIFACTS, { recursive: true })
   const fx = await startConsoleFixture()
@@ -127,7 +127,7 @@ async function run (): Promise<void> {
 
   await t.test('overview: each list with entries, bytes, guard state and a sparkline, as the API says', async (t) => {
     await visit('#/', 'table[data-testid="overview"]')
-    const lists = await fx.api<{ items: Array<{ id: string, name: string, defaults: { format?: string, family?: string, action?: string }, publish: { held: { guards: Record<string, string> } | null } }> }>('/v1/admin/lists')
+    const lists = await fx.api<{ items: Array<{ id: string, name: string, defaults: { format?: string, family?: string, action?: string }, publish: { last_modified: string | null, held: { guards: Record<string, string> } | null } }> }>('/v1/admin/lists')
     const history = await fx.api<{ items: Array<{ list: string, variant: string, points: Array<{ entries: number, bytes: number }> }> }>(`/v1/admin/feed-versions?list=${fx.guardedId}`)
     const edge = lists.items.find((l) => l.name === GUARDED)!
     // The list sets no defaults: the server's own (README "Lists") are what the overview counts.
@@ -137,8 +137,20 @@ async function run (): Promise<void> {
     const last = variant!.points[variant!.points.length - 1]!
     const row = page.locator(`tr[data-list="${fx.guardedId}"]`)
     t.match(await row.locator('td[data-label="Entries"]').innerText(), `${defaults.family} ${defaults.action} ${last.entries.toLocaleString('en')}`)
-    const held = Object.entries(edge.publish.held!.guards).map(([a, g]) => `${a}: ${g}`).join(', ')
-    t.equal(await row.locator('td[data-label="Guards"]').innerText(), `held (${held})`)
+    // The guard by what it does, not by its field (max_shrink_pct).
+    t.same(edge.publish.held!.guards, { block: 'max_shrink_pct' }, 'the API: held by max_shrink_pct')
+    t.equal(await row.locator('td[data-label="Guards"]').innerText(), 'held (block: Largest shrink)')
+    // Last change: the feed's Last-Modified (publish.last_modified), not the hourly sample's time.
+    t.ok(edge.publish.last_modified !== null, 'the API: the guarded list published')
+    t.equal(await row.locator('td[data-label="Last change"]').innerText(), `${edge.publish.last_modified!.slice(0, 19).replace('T', ' ')}Z`)
+    // A list nobody polled never published: it says so, and when its history will start.
+    const hostile = lists.items.find((l) => l.name === HOSTILE)!
+    t.equal(hostile.publish.last_modified, null, 'the API: never published')
+    const never = page.locator(`tr[data-list="${hostile.id}"]`)
+    t.equal(await never.locator('td[data-label="Last change"]').innerText(), 'never published')
+    t.equal(await never.locator('td[data-label="Guards"]').innerText(), 'not published yet (built when first polled); no guards')
+    t.match(await never.locator('td[data-label="Trend"]').innerText(), /^no history yet: starts within 5 min of the first poll$/)
+    t.notOk((await page.locator('table[data-testid="overview"]').innerText()).includes('max_shrink_pct'), 'no raw guard field')
     t.equal(await row.locator('svg.spark').count(), 1, 'a sparkline')
     t.equal(await page.locator('tr[data-list]').count(), lists.items.length + 1, 'every list and the workspace feed')
     // The hostile list name is text: the cell holds it verbatim and the page has no <img> at all.
@@ -151,23 +163,49 @@ async function run (): Promise<void> {
 
   await t.test('a list: variants, shards, defaults, the held build with accept, the 30-day chart', async (t) => {
     await visit(`#/lists/${fx.guardedId}`, 'h1[data-testid="list-name"]')
-    const list = await fx.api<{ name: string, publish: { held: { digest: string } | null } }>(`/v1/admin/lists/${fx.guardedId}`)
+    const list = await fx.api<{ name: string, publish: { held: { digest: string, diff: { block: { published: number, held: number, added: number, removed: number, removed_sample: string[] } } } | null } }>(`/v1/admin/lists/${fx.guardedId}`)
     t.equal(await page.locator('h1[data-testid="list-name"]').innerText(), list.name)
     t.match(await page.locator('[data-testid="guard-state"]').innerText(), /^held/)
     t.match(await page.locator('.held-box').innerText(), list.publish.held!.digest)
+    // Accept with the diff the API has: what publishing the held build changes.
+    const d = list.publish.held!.diff.block
+    t.equal(await page.locator('[data-testid="held-diff"] li[data-action="block"]').innerText().then((x) => x.split('\n')[0]),
+      `block: ${d.published} networks published → ${d.held} in the held build (${d.removed} removed, ${d.added} added)`)
+    t.same(await page.locator('[data-testid="held-diff"] li[data-action="block"] p.sample code').allInnerTexts(), d.removed_sample, 'the removed sample')
+    t.equal(await page.locator('dd[data-guard="max_shrink_pct"]').innerText(), '50 % between builds')
+    t.notOk((await page.locator('main').innerText()).includes('max_shrink_pct'), 'no raw guard field on the page')
     t.equal(await page.getByRole('button', { name: 'Accept held build' }).count(), 1)
     t.equal(await page.locator('figure.chart svg').count(), 1, 'the chart')
     const history = await fx.api<{ items: Array<{ variant: string, points: Array<{ entries: number }> }> }>(`/v1/admin/feed-versions?list=${fx.guardedId}`)
-    const shown = await page.locator('[data-testid="variant-entries"]').allInnerTexts()
+    const shown = await page.locator('table[data-testid="variants"] td[data-testid="variant-entries"]').allInnerTexts()
     t.same(shown.sort(), history.items.map((h) => h.points[h.points.length - 1]?.entries.toLocaleString('en') ?? '—').sort(), 'each variant\'s entries')
+    t.same(await page.locator('table[data-testid="variants"] td[data-label="Variant"]').allInnerTexts(), history.items.map((h) => h.variant === 'plain|both|block|' ? 'plain, IPv4 + IPv6, block' : h.variant).sort(), 'named, not keyed')
     await shoot('list')
     await noSideScroll(t, 'list')
     await everyActionByTab(t, 'list')
   })
 
+  await t.test('a list of 64 polled shards: one row per variant, the shards folded, no raw keys (issue 36)', async (t) => {
+    await visit(`#/lists/${fx.shardedId}`, 'table[data-testid="variants"]')
+    const history = await fx.api<{ items: Array<{ variant: string, points: Array<{ entries: number }> }> }>(`/v1/admin/feed-versions?list=${fx.shardedId}`)
+    t.equal(history.items.length, 128, 'the API: 64 shards of two formats')
+    const table = page.locator('table[data-testid="variants"]')
+    t.same(await table.locator('td[data-label="Variant"]').allInnerTexts(), ['dialect A, IPv4 + IPv6, block', 'plain, IPv4 + IPv6, block'])
+    const height = (await table.boundingBox())!.height
+    t.ok(height < 300, `the table is ${height} px tall at 1280 px`)
+    t.notOk((await table.innerText()).includes('|'), 'no variant key in the table')
+    const sum = history.items.filter((h) => h.variant.startsWith('plain|')).reduce((n, h) => n + h.points[h.points.length - 1]!.entries, 0)
+    t.equal(await table.locator('tr[data-variant="plain, IPv4 + IPv6, block"] td[data-label="Entries"]').innerText(), sum.toLocaleString('en'), 'the shards\' entries summed')
+    await table.locator('tr[data-variant="plain, IPv4 + IPv6, block"] summary').click()
+    t.equal(await table.locator('tr[data-variant="plain, IPv4 + IPv6, block"] ul.shards li').count(), 64, 'each shard on asking')
+    t.match(await table.locator('tr[data-variant="plain, IPv4 + IPv6, block"] ul.shards li').nth(2).innerText(), /^shard 3 of 64: 103 entries/)
+    await shoot('list-sharded')
+    await noSideScroll(t, 'list-sharded')
+  })
+
   await t.test('consumers: the stale one first', async (t) => {
     await visit('#/consumers', 'table[data-testid="consumers"]')
-    const api = await fx.api<{ items: Array<{ user_agent: string | null, stale: boolean, list: string, address: string }> }>('/v1/admin/consumers')
+    const api = await fx.api<{ items: Array<{ user_agent: string | null, stale: boolean, list: string, address: string, variant: string }> }>('/v1/admin/consumers')
     const rows = page.locator('table[data-testid="consumers"] tbody tr')
     t.equal(await rows.count(), api.items.length, 'one row per consumer the API lists')
     t.same(api.items.filter((c) => c.list === '*').map((c) => [c.user_agent, c.stale]), [['PAN-OS-B', true], ['FortiGate-A', false]], 'the API: of the workspace feed\'s pollers, B stale, A fresh')
@@ -175,6 +213,28 @@ async function run (): Promise<void> {
     t.match(await rows.filter({ hasText: 'PAN-OS-B' }).innerText(), /^stale \(silent\)\t127\.0\.0\.3/)
     t.match(await rows.filter({ hasText: 'FortiGate-A' }).innerText(), /^fresh\t127\.0\.0\.2/)
     t.ok(await rows.first().innerText().then((r) => r.startsWith('stale')), 'a stale one on top')
+    // At 1280 px no address, name or header is broken inside a word: each word's text is on one line.
+    const broken = await inPage<string[]>(`(() => {
+      const out = []
+      for (const td of document.querySelectorAll('table[data-testid="consumers"] td, table[data-testid="consumers"] th')) {
+        const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT)
+        for (let n = walker.nextNode(); n !== null; n = walker.nextNode()) {
+          const text = n.textContent
+          // A word, or the part of one up to a hyphen or slash (where a line may break, UAX #14).
+          for (const m of text.matchAll(/[^\\s\\/-]+[\\/-]?/g)) {
+            const r = document.createRange()
+            r.setStart(n, m.index)
+            r.setEnd(n, m.index + m[0].length)
+            const lines = new Set([...r.getClientRects()].map((x) => Math.round(x.top)))
+            if (lines.size > 1) out.push((td.dataset.label ?? 'heading') + ': ' + m[0])
+          }
+        }
+      }
+      return out
+    })()`)
+    t.same(broken, [], 'no word broken across lines')
+    const named: Record<string, string> = { 'plain|both|block|': 'plain, IPv4 + IPv6, block', 'plain|both|block||1/64': 'plain, IPv4 + IPv6, block, shard 1 of 64' }
+    t.same(await rows.locator('td[data-label="Variant"]').allInnerTexts(), api.items.map((c) => named[c.variant] ?? c.variant), 'variants named, not keyed')
     // Filtered by the guarded list: only its poller (the fixture's own checks, User-Agent node).
     const only = await fx.api<{ items: Array<{ user_agent: string | null }> }>(`/v1/admin/consumers?list=${fx.guardedId}`)
     t.same(only.items.map((c) => c.user_agent), ['node'])
@@ -207,6 +267,21 @@ async function run (): Promise<void> {
     await shoot('explain')
     await noSideScroll(t, 'explain')
     await everyActionByTab(t, 'explain')
+  })
+
+  await t.test('explain on a held list: the next build stays held, not "the next build drops it" (issue 36)', async (t) => {
+    const dropped = BLOCKED[10]!
+    await visit(`#/explain?ip=${dropped}&list=${fx.guardedId}`, '[data-testid="explain"]')
+    const api = await fx.api<{ feeds: Array<{ feed: string, actions: { block: { published: boolean, reasons: Array<{ code: string, message: string }> } } }> }>(`/v1/admin/explain?ip=${dropped}&list=${fx.guardedId}`)
+    const block = api.feeds[0]!.actions.block
+    t.ok(block.published, 'the API: still published (the held build would drop it)')
+    t.same(block.reasons.map((r) => r.code), ['held'], 'the API: reason held')
+    const node = page.locator(`li[data-feed="${fx.guardedId}"] > ul > li[data-action="block"]`)
+    const why = await node.locator('li.reason').allInnerTexts()
+    t.equal(why.length, 1)
+    t.match(why[0], /holds this feed's new block builds since .* until build [0-9a-f]{32} is accepted/)
+    t.notOk((await node.innerText()).includes('the next build drops it'))
+    await shoot('explain-held')
   })
 
   await t.test('explain with an admin:all key: another workspace picked, its tree, as /v1/admin/explain says', async (t) => {
@@ -250,7 +325,10 @@ async function run (): Promise<void> {
     await cell.filter({ hasText: 'held' }).waitFor()
     const held = (await workspace()).publish.held
     t.ok(held !== null, 'the API: the workspace feed\'s build is held')
-    t.match(await cell.innerText(), `held (${Object.entries(held!.guards).map(([a, g]) => `${a}: ${g}`).join(', ')})`)
+    t.same(held!.guards, { block: 'min_entries' })
+    t.match(await cell.innerText(), /^held \(block: Minimum entries\)\n/)
+    // Accepting says what it changes: the API's diff, before the button.
+    t.match(await cell.locator('[data-testid="held-diff"]').innerText(), /block: 2 networks published → 1 in the held build \(1 removed, 0 added\)/)
     await p.screenshot({ path: join(ARTIFACTS, 'overview-workspace-held.png'), fullPage: true })
     await cell.getByRole('button', { name: 'Accept held build' }).focus()
     await p.keyboard.press('Enter')
@@ -264,7 +342,11 @@ async function run (): Promise<void> {
     const api = await fx.api<{ items: Array<{ failed: number, errors: string[] }> }>('/v1/admin/batches?failed=true')
     t.same(api.items[0]?.errors, [FAILED_REASON], 'the API has the reason')
     const first = page.locator('ol[data-testid="batches"] > li').first()
-    t.match(await first.innerText(), /1 failed/)
+    t.match(await first.innerText(), /^1 failed, 1 of 2 entries accepted/)
+    // The v2 batch refused whole: all its 7 entries counted, none accepted.
+    const refused = await fx.api<{ items: Array<{ status: number, entries: number, accepted: number, failed: number }> }>('/v1/admin/batches?failed=true')
+    t.match(refused.items.find((b) => b.status === 400), { entries: 7, accepted: 0, failed: 2 }, 'the API')
+    t.same(await page.locator('[data-testid="batch-outcome"]').filter({ hasText: 'refused' }).allInnerTexts(), [REFUSED_OUTCOME])
     t.same(await first.locator('ul.reasons li').allInnerTexts(), [FAILED_REASON])
     const posted = await fx.api<{ items: Array<{ key_id: string | null }> }>('/v1/admin/batches')
     t.ok(posted.items.length > 0 && posted.items.every((b) => b.key_id === fx.feedKeyId), 'the API: every batch posted by the signals key')
@@ -291,6 +373,10 @@ async function run (): Promise<void> {
     t.match(await created.innerText(), fresh!.id)
     t.match(await created.locator('code.secret').innerText(), /^tf_[A-Za-z0-9_-]{43}$/, 'the key, shown once')
     await page.locator(`tr[data-key="${fresh!.id}"]`).waitFor()
+    // The key this session signed in with is marked, by id (GET /v1/admin/whoami), and only it.
+    t.same(await page.locator('[data-testid="this-key"]').count(), 1)
+    t.equal(await page.locator(`tr[data-key="${fx.adminKeyId}"] [data-testid="this-key"]`).innerText(), 'this session\'s key')
+    t.match(await page.locator('[data-testid="session-key"]').innerText(), new RegExp(`^key ${fx.adminKeyId.slice(0, 8)} · admin$`))
     await shoot('keys')
     await noSideScroll(t, 'keys')
     await everyActionByTab(t, 'keys')

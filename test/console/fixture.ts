@@ -24,6 +24,11 @@ export const GUARDED = 'edge'
 export const BLOCKED = Array.from({ length: 20 }, (_, i) => `198.51.100.${2 * i + 1}`)
 export const EXPLAINED = BLOCKED[0]!
 export const FAILED_REASON = 'Entry 1: rule.target.ip: IPv4 octet 300 is out of range'
+/** A list of 64 shards whose shards were all polled (history seeded): its variant table must stay short. */
+export const SHARDED = 'shards-64'
+export const LONG_USER_AGENT = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0.6099.71 Safari/537.36 threatfeed-sync/2.4.1'
+/** A v2 batch of 7 entries refused whole: 2 WAF rules without rule.type (DECISIONS §3). */
+export const REFUSED_OUTCOME = 'refused whole: 7 entries, 2 invalid, none accepted'
 /** A second workspace, and an address blocked only there (explain with an admin:all key). */
 export const OTHER_WORKSPACE = 'fleet-b'
 export const OTHER_EXPLAINED = '203.0.113.9'
@@ -35,6 +40,7 @@ export interface ConsoleFixture {
   readonly server: RunningServer
   readonly base: string
   readonly adminKey: string
+  readonly adminKeyId: string
   /** signals:write and feeds:read: a valid key without an admin scope. */
   readonly feedKey: string
   /** feedKey's id: what the batches page names as the poster. */
@@ -44,6 +50,7 @@ export interface ConsoleFixture {
   readonly otherWorkspaceId: string
   readonly workspaceId: string
   readonly guardedId: string
+  readonly shardedId: string
   /** GET on the API with the admin key. */
   api<T> (path: string): Promise<T>
   /** Polls the workspace feed as the consumer that goes on polling; stop() ends it. */
@@ -77,7 +84,7 @@ function poll (port: number, path: string, key: string, from: string, userAgent:
  * every 5 minutes, with no setting to make it sooner): a test cannot wait a month. Entries climb
  * in steps so the charts have changes to draw.
  */
-async function seedHistory (server: RunningServer, workspaceId: string): Promise<void> {
+async function seedHistory (server: RunningServer, workspaceId: string, shardedId: string): Promise<void> {
   const journal = server.store.journal
   if (journal === undefined) throw new Error('console fixture: the store has no journal')
   const hour = 3_600_000
@@ -91,6 +98,12 @@ async function seedHistory (server: RunningServer, workspaceId: string): Promise
       entries.push({ table: 'feed_size' as const, partition: `${workspaceId}/${feed}`, at: start + i * hour, id: 'plain|both|block|', data: { entries: n, bytes: n * 16, gzip_bytes: n * 6 + 20, status: 200, sampled_at: start + i * hour } })
     }
   }
+  // One recent point per shard of two formats, as if each of the 64 shards had been polled.
+  for (const format of ['plain', 'dialect_a']) {
+    for (let i = 1; i <= 64; i++) {
+      entries.push({ table: 'feed_size' as const, partition: `${workspaceId}/${shardedId}`, at: start + 30 * 24 * hour - hour, id: `${format}|both|block||${i}/64`, data: { entries: 100 + i, bytes: (100 + i) * 16, gzip_bytes: (100 + i) * 6, status: 200, sampled_at: start } })
+    }
+  }
   await journal.put(entries)
 }
 
@@ -102,7 +115,7 @@ export async function startConsoleFixture (): Promise<ConsoleFixture> {
   const feedKey = generateApiKey()
   const rootKey = generateApiKey()
   const otherKey = generateApiKey()
-  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(adminKey), scopes: ['admin'] })
+  const adminKeyId = (await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(adminKey), scopes: ['admin'] })).id
   const feedKeyId = (await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(feedKey), scopes: ['signals:write', 'feeds:read'] })).id
   await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(rootKey), scopes: ['admin:all'] })
   const other = await store.workspaces.create({ name: OTHER_WORKSPACE, subscription: 'active' })
@@ -136,7 +149,8 @@ export async function startConsoleFixture (): Promise<ConsoleFixture> {
 
   const guarded = await must('POST', '/v1/admin/lists', adminKey, { name: GUARDED, description: 'edge firewalls', guards: { max_shrink_pct: 50, mode: 'hold' } }, 201) as { id: string }
   await must('POST', '/v1/admin/lists', adminKey, { name: HOSTILE, description: HOSTILE }, 201)
-  await seedHistory(server, ws.id)
+  const sharded = await must('POST', '/v1/admin/lists', adminKey, { name: SHARDED, description: 'a fleet polling 64 shards', shards: 64 }, 201) as { id: string }
+  await seedHistory(server, ws.id, sharded.id)
   await must('POST', '/v1/signal', otherKey, [{ type: 'access_rules', action: 'block', ip: OTHER_EXPLAINED, name: OTHER_RULE_NAME }, { type: 'access_rules', action: 'block', ip: OTHER_DROPPED }], 200)
   const otherFeed = (): Promise<Response> => fetch(`${base}/v1/threat/feeds`, { headers: { authorization: `Bearer ${otherKey}` } })
   await until('the second workspace\'s feed published with 2 entries', async () => (await (await otherFeed()).text()).trim().split('\n').length === 2)
@@ -148,6 +162,9 @@ export async function startConsoleFixture (): Promise<ConsoleFixture> {
     return r.headers.get('x-feed-held') !== null && w.publish?.held !== null && w.publish?.held !== undefined
   })
   await must('POST', '/v1/signal', feedKey, BLOCKED.map((ip, i) => ({ type: 'access_rules', action: 'block', ip, ...(i === 0 ? { name: HOSTILE, description: HOSTILE } : {}) })), 200)
+  // Refused whole, before the 206 one (which stays the newest failure, shown first).
+  const waf = (ref: string): unknown => ({ kind: 'waf_rule', op: 'upsert', rule_ref: ref, rule: { name: ref, expression: 'http.request.uri.path eq "/x"', action: 'block' } })
+  await must('POST', '/v2/signal', feedKey, [...[1, 2, 3, 4, 5].map((i) => ({ kind: 'access_rule', op: 'upsert', rule_ref: `refused-${i}`, rule: { target: { ip: `192.0.2.${100 + i}` } } })), waf('no-type-1'), waf('no-type-2')], 400)
   // v2 with one bad entry: the batch the batches page shows first, with its reason.
   await must('POST', '/v2/signal', feedKey, [
     { kind: 'access_rule', op: 'upsert', rule_ref: 'ok-1', rule: { target: { ip: '192.0.2.10' } } },
@@ -166,6 +183,9 @@ export async function startConsoleFixture (): Promise<ConsoleFixture> {
     await poll(server.port, '/v1/threat/feeds', feedKey, '127.0.0.3', 'PAN-OS-B')
     await new Promise((resolve) => setTimeout(resolve, 200))
   }
+  // A third appliance with a browser-like User-Agent, polling the sharded list's first shard:
+  // the consumers table must not break its words (or any address) at 1280 px.
+  await poll(server.port, `/v1/threat/feeds/${sharded.id}?shard=1&of=64&client=edge-fw-03.dc-west`, feedKey, '127.0.0.4', LONG_USER_AGENT)
   let polling = true
   const a = (async () => {
     while (polling) {
@@ -188,12 +208,14 @@ export async function startConsoleFixture (): Promise<ConsoleFixture> {
     server,
     base,
     adminKey,
+    adminKeyId,
     feedKey,
     feedKeyId,
     rootKey,
     otherWorkspaceId: other.id,
     workspaceId: ws.id,
     guardedId: guarded.id,
+    shardedId: sharded.id,
     api,
     async stop () {
       polling = false

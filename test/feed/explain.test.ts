@@ -55,7 +55,21 @@ t.test('a rule deleted after the build: still published, with no rule, and said 
 t.test('held: absent without guards, carried when a guard reports a hold', async (t) => {
   const plain = await explainAddress(sources([old]), { id: WS, name: 'w' }, [null], parseExplainAddress('192.0.2.1'), BUILT)
   t.notOk('held' in plain.feeds[0]!)
-  const hold = { reason: 'the new content drops 40 % of the networks', since: '2026-01-01T00:00:00.000Z' }
+  const hold = { reason: 'the new content drops 40 % of the networks', since: '2026-01-01T00:00:00.000Z', guards: { block: 'max_shrink_pct' }, digest: 'd1' }
   const held = await explainAddress(sources([old], (ws, feed) => ws === WS && feed === '*' ? hold : undefined), { id: WS, name: 'w' }, [null], parseExplainAddress('192.0.2.1'), BUILT)
   t.same(held.feeds[0]!.held, hold)
+})
+
+t.test('a rule deleted after the build of a held feed: the next build stays held, and explain says so (issue 36)', async (t) => {
+  const hold = { reason: 'held', since: '2026-01-01T00:00:00.000Z', guards: { block: 'max_shrink_pct' }, digest: 'd1' }
+  const e = await explainAddress(sources([], () => hold), { id: WS, name: 'w' }, [null], parseExplainAddress('192.0.2.1'), BUILT + 6000)
+  const block = e.feeds[0]!.actions.block
+  t.equal(block.published, true)
+  t.same(block.reasons.map((r) => r.code), ['held'], 'not changed_since_build: the next build does not drop it')
+  t.equal(block.reasons[0]!.message, "no current block rule selected here covers 192.0.2.1, but a publish guard (max_shrink_pct) holds this feed's new block builds since 2026-01-01T00:00:00.000Z, so it keeps serving the last published build until build d1 is accepted (threatfeed list accept, or POST …/accept); accepting it drops 192.0.2.1")
+  // A rule written after the build of a held feed: published only once the held build is accepted.
+  const fresh = rule('new', '192.0.2.2/32', BUILT + 5000)
+  const added = await explainAddress(sources([old, fresh], () => hold), { id: WS, name: 'w' }, [null], parseExplainAddress('192.0.2.2'), BUILT + 6000)
+  t.same(added.feeds[0]!.actions.block.reasons.map((r) => r.code), ['held'])
+  t.match(added.feeds[0]!.actions.block.reasons[0]!.message, /accepting it publishes 192\.0\.2\.2$/)
 })

@@ -16,6 +16,7 @@ import { startServer, type RunningServer } from '../../src/main.js'
 import { openStore } from '../../src/store/open.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import type { FeedConsumer } from '../../src/store/types.js'
+import type { ConsumerView } from '../../src/feed/consumer-status.js'
 import { ASN_TEST_DB, COUNTRY_TEST_DB } from './server.js'
 
 export interface Fixture {
@@ -99,21 +100,8 @@ export function poll (port: number, o: PollOptions): Promise<{ status: number, e
   })
 }
 
-export interface Row {
-  address: string
-  userAgent: string
-  client: string | null
-  list: string
-  listName: string | null
-  variant: string
-  state: string
-  staleReason: string | null
-  lastStatus: number
-  last200: string | null
-  version: string
-  versionsBehind: number | null
-  polls: { total: number, ok: number, notModified: number, clientErrors: number, serverErrors: number }
-}
+/** A row of `consumers ls --json`: the admin API's consumer (feed/consumer-status.ts ConsumerView). */
+export type Row = ConsumerView
 
 /**
  * `threatfeed consumers ls ARGS` as a process of its own, as an operator runs it beside the

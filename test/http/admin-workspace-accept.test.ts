@@ -45,17 +45,17 @@ t.test('the workspace feed\'s held build is accepted over the API, by digest, an
   t.same(none.body, { error: 'ConflictError', message: `the feed of workspace ${ws} has no held build`, code: 409 })
 
   await store.rules.deleteAccessByTarget(ws, { type: 'ip', value: '198.51.100.1/32' })
-  await until('the guard to hold', feed, (f) => f.held === 'min-entries')
+  await until('the guard to hold', feed, (f) => f.held === 'min_entries')
   const shown = await until('the held build in GET', () => srv.call('GET', `/v1/admin/workspaces/${ws}`, 'admin'), (r) => r.body.publish?.held !== null && r.body.publish?.held !== undefined)
   const held = shown.body.publish.held as Json
-  t.match(held, { digest: /^[0-9a-f]{32}$/, guards: { block: 'min-entries' } })
+  t.match(held, { digest: /^[0-9a-f]{32}$/, guards: { block: 'min_entries' } })
   t.ok(!Number.isNaN(Date.parse(held.since as string)), 'since is a time')
 
   const wrong = await srv.call('POST', accept, 'admin', { digest: '0'.repeat(32) })
   t.equal(wrong.status, 409)
   t.same(wrong.body, { error: 'ConflictError', message: `the held build of the feed of workspace ${ws} is ${held.digest as string}, not ${'0'.repeat(32)}; nothing accepted`, code: 409 })
   t.equal((await store.workspaces.get(ws))?.feedGuards?.accepted, undefined, 'nothing accepted')
-  t.equal((await feed()).held, 'min-entries', 'still held')
+  t.equal((await feed()).held, 'min_entries', 'still held')
 
   const ok = await srv.call('POST', accept, 'admin', { digest: held.digest })
   t.equal(ok.status, 200)

@@ -39,7 +39,7 @@ t.test('?client= names a consumer; a bad name is a 400 with the feed error body'
   await storedConsumers(server, (c) => c.filter((x) => x.client !== '').length === 4 && c.some((x) => x.client === '' && x.polls === 7))
   const rows = await consumersLs(f.dir)
   t.same(rows.filter((x) => x.client !== null).map((x) => x.client).sort(), ['a', 'fw-1', 'site_2.rack:4@dc-1', 'x'.repeat(64)])
-  t.same(rows.filter((x) => x.client === null).map((x) => [x.lastStatus, x.polls.clientErrors]), [[400, 7]], 'the 400s count for the consumer without a name')
+  t.same(rows.filter((x) => x.client === null).map((x) => [x.last_status, x.polls.client_errors]), [[400, 7]], 'the 400s count for the consumer without a name')
 })
 
 t.test('THREATFEED_CONSUMER_TRACKING=off counts nothing', async (t) => {

@@ -49,10 +49,10 @@ t.test('two server processes on one store merge their views of a consumer', asyn
   // Another one polls the second node only.
   t.equal((await poll(other.port, { key: f.key, userAgent: 'only-b', from: '127.0.0.9' })).status, 200)
   await storedConsumers(server, (c) => c.length === 3 && c.filter((x) => x.userAgent !== 'warm-up').reduce((n, x) => n + x.polls, 0) === 7)
-  const rows = (await consumersLs(f.dir, ['--stale', '1h'])).filter((r) => r.userAgent !== 'warm-up')
+  const rows = (await consumersLs(f.dir, ['--stale', '1h'])).filter((r) => r.user_agent !== 'warm-up')
   t.equal(rows.length, 2)
-  t.match(rows.find((x) => x.userAgent === 'balanced'), { address: '127.0.0.1', lastStatus: 304, version: 'current', polls: { total: 6, ok: 1, notModified: 5 } }, 'both nodes\' polls in one record')
-  t.match(rows.find((x) => x.userAgent === 'only-b'), { address: '127.0.0.9', polls: { total: 1, ok: 1 } })
+  t.match(rows.find((x) => x.user_agent === 'balanced'), { address: '127.0.0.1', last_status: 304, behind: false, polls: { total: 6, ok: 1, not_modified: 5 } }, 'both nodes\' polls in one record')
+  t.match(rows.find((x) => x.user_agent === 'only-b'), { address: '127.0.0.9', polls: { total: 1, ok: 1 } })
   t.equal(await other.stop(), 0)
 })
 
@@ -67,8 +67,8 @@ t.test('the consumer table survives a restart; a consumer unseen for 30 days is 
   t.equal((await poll(server.port, { key: f.key, userAgent: 'survivor' })).status, 200)
   // Stopping writes what was counted since the last flush.
   await server.stop()
-  let rows = (await consumersLs(f.dir, ['--stale', '1h'])).filter((r) => r.userAgent !== 'warm-up')
-  t.match(rows, [{ userAgent: 'survivor', polls: { total: 2, ok: 2 } }])
+  let rows = (await consumersLs(f.dir, ['--stale', '1h'])).filter((r) => r.user_agent !== 'warm-up')
+  t.match(rows, [{ user_agent: 'survivor', polls: { total: 2, ok: 2 } }])
 
   // A consumer last seen 31 days ago (as a store left alone that long would hold it).
   const store = await openStore({ kind: 'embedded', dataDir: f.dir })
@@ -83,6 +83,6 @@ t.test('the consumer table survives a restart; a consumer unseen for 30 days is 
   t.equal((await poll(server.port, { key: f.key, userAgent: 'survivor' })).status, 200)
   const left = await storedConsumers(server, (c) => c.length === 2 && c.some((x) => x.userAgent === 'survivor' && x.polls === 3))
   t.same(left.map((c) => c.userAgent).sort(), ['survivor', 'warm-up'], 'the server forgot the consumer unseen for 30 days')
-  rows = (await consumersLs(f.dir, ['--stale', '1h'])).filter((r) => r.userAgent !== 'warm-up')
-  t.match(rows, [{ userAgent: 'survivor', polls: { total: 3, ok: 3 } }], 'counts go on from the stored ones')
+  rows = (await consumersLs(f.dir, ['--stale', '1h'])).filter((r) => r.user_agent !== 'warm-up')
+  t.match(rows, [{ user_agent: 'survivor', polls: { total: 3, ok: 3 } }], 'counts go on from the stored ones')
 })

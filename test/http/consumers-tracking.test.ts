@@ -9,7 +9,7 @@ import { consumersCli, consumersLs, eventually, makeFixture, poll, serverEnv, st
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
-const find = (rows: Row[], userAgent: string, client: string | null = null): Row | undefined => rows.find((r) => r.userAgent === userAgent && r.client === client)
+const find = (rows: Row[], userAgent: string, client: string | null = null): Row | undefined => rows.find((r) => r.user_agent === userAgent && r.client === client)
 
 t.test('304 and 200 pollers, direct and through a trusted proxy, and a spoofed X-Forwarded-For', async (t) => {
   const f = await makeFixture()
@@ -41,15 +41,15 @@ t.test('304 and 200 pollers, direct and through a trusted proxy, and a spoofed X
   const rows = await consumersLs(f.dir, ['--stale', '1h'])
   t.equal(rows.length, 6, 'six consumers; the 401 is none')
   t.match(find(rows, 'PAN-OS/10.2'), {
-    address: '127.0.0.3', client: null, list: '*', listName: '(workspace feed)', variant: 'plain|both|block|', state: 'fresh',
-    lastStatus: 304, version: 'current', versionsBehind: 0, polls: { total: 4, ok: 1, notModified: 3, clientErrors: 0, serverErrors: 0 },
+    address: '127.0.0.3', client: null, list: '*', list_name: null, variant: 'plain|both|block|', stale: false,
+    last_status: 304, behind: false, versions_behind: 0, polls: { total: 4, ok: 1, not_modified: 3, client_errors: 0, server_errors: 0 },
   })
-  t.type(find(rows, 'PAN-OS/10.2')?.last200, 'string')
+  t.type(find(rows, 'PAN-OS/10.2')?.last_200, 'string')
   t.match(find(rows, 'curl/8.5'), {
-    address: '127.0.0.4', list: f.listId, listName: 'edl', variant: 'dialect_b|v4|block|', lastStatus: 200, version: 'current',
-    polls: { total: 2, ok: 2, notModified: 0 },
+    address: '127.0.0.4', list: f.listId, list_name: 'edl', variant: 'dialect_b|v4|block|', last_status: 200, behind: false,
+    polls: { total: 2, ok: 2, not_modified: 0 },
   })
-  t.match(find(rows, 'FortiGate-600E'), { address: '203.0.113.5', lastStatus: 200 })
+  t.match(find(rows, 'FortiGate-600E'), { address: '203.0.113.5', last_status: 200 })
   t.match(find(rows, 'two-hops'), { address: '192.0.2.44' })
   t.match(find(rows, 'spoofer'), { address: '127.0.0.5' }, 'a forged X-Forwarded-For from an untrusted peer is ignored')
   t.match(find(rows, 'PAN-OS/10.2', 'fw-b.branch:2'), { address: '127.0.0.3', polls: { total: 1, ok: 1 } })
@@ -82,14 +82,14 @@ t.test('a poller that stops turns stale within the threshold and recovers; one f
   const staleLine = (userAgent: string) => () => eventually(async () => logs.find((l) => l.msg === 'feed consumer is stale' && (l.consumer as { userAgent: string }).userAgent === userAgent), (l) => l !== undefined)
   t.match(await staleLine('misconfigured')(), { reason: 'failing' })
   let rows = await consumersLs(f.dir)
-  t.match(find(rows, 'misconfigured'), { state: 'stale', staleReason: 'failing', list: f.listId, variant: '', lastStatus: 400, polls: { clientErrors: 3 } })
-  const states = rows.map((r) => r.state)
+  t.match(find(rows, 'misconfigured'), { stale: true, stale_reason: 'failing', list: f.listId, variant: '', last_status: 400, polls: { client_errors: 3 } })
+  const states = rows.map((r) => r.stale ? 'stale' : 'fresh')
   t.same(states, [...states].sort((x, y) => (x === 'stale' ? 0 : 1) - (y === 'stale' ? 0 : 1)), 'stale ones first')
 
   // The poller stopped: stale once 2 s (the setting; its own intervals are far shorter) have passed.
   const line = await staleLine('edl-poller')()
   rows = await consumersLs(f.dir)
-  t.match(find(rows, 'edl-poller'), { state: 'stale', staleReason: 'silent' })
+  t.match(find(rows, 'edl-poller'), { stale: true, stale_reason: 'silent' })
   t.ok(line !== undefined, 'a log line when it turns stale')
   t.ok(Date.parse(String(line?.time)) - staleAt < 2000 + 3000, 'within the threshold, plus a flush and an evaluation')
   t.match(line, { level: 40, reason: 'silent', consumer: { address: '127.0.0.1', list: '*', variant: 'plain|both|block|', keyId: /^[0-9a-f-]{36}$/ } })
@@ -104,12 +104,12 @@ t.test('a poller that stops turns stale within the threshold and recovers; one f
   t.match(recovered, { level: 30, consumer: { userAgent: 'edl-poller' } }, 'a log line when it recovers')
   // The command takes a while to start under load: a threshold it cannot outlast.
   rows = await consumersLs(f.dir, ['--stale', '30s'])
-  t.match(find(rows, 'edl-poller'), { state: 'fresh', staleReason: null })
+  t.match(find(rows, 'edl-poller'), { stale: false, stale_reason: null })
 
   // --stale stretches the threshold for the listing.
   rows = await consumersLs(f.dir, ['--stale', '1h'])
-  t.equal(find(rows, 'edl-poller')?.state, 'fresh')
-  t.equal(find(rows, 'misconfigured')?.state, 'stale', 'failing polls are stale whatever the threshold')
+  t.equal(find(rows, 'edl-poller')?.stale, false)
+  t.equal(find(rows, 'misconfigured')?.stale, true, 'failing polls are stale whatever the threshold')
 })
 
 t.test('a poller holding an old ETag shows as behind until it fetches the new version', async (t) => {
@@ -122,7 +122,7 @@ t.test('a poller holding an old ETag shows as behind until it fetches the new ve
   t.equal(old.status, 200)
   await storedConsumers(server, (c) => c.length === 1)
   let rows = await consumersLs(f.dir, ['--stale', '1h'])
-  t.match(find(rows, 'slow-fw'), { version: 'current', versionsBehind: 0 })
+  t.match(find(rows, 'slow-fw'), { behind: false, versions_behind: 0 })
 
   // The feed changes (one more block); Last-Modified has whole seconds, so a second passes first.
   await sleep(1100)
@@ -139,8 +139,8 @@ t.test('a poller holding an old ETag shows as behind until it fetches the new ve
   // flush can carry quick-fw's earlier poll of the old one alone).
   await storedConsumers(server, (c) => c.length === 2 && c.find((x) => x.userAgent === 'quick-fw')?.held?.etag === fresh.etag)
   rows = await consumersLs(f.dir, ['--stale', '1h'])
-  t.match(find(rows, 'slow-fw'), { version: 'behind', versionsBehind: 1, state: 'fresh' })
-  t.match(find(rows, 'quick-fw'), { version: 'current' })
+  t.match(find(rows, 'slow-fw'), { behind: true, versions_behind: 1, stale: false })
+  t.match(find(rows, 'quick-fw'), { behind: false })
   t.match((await consumersCli(f.dir, ['ls', '--stale', '1h'])).stdout, /slow-fw .* behind /)
 
   // A second change: two versions behind, counted in the feed-version record's history.
@@ -153,11 +153,11 @@ t.test('a poller holding an old ETag shows as behind until it fetches the new ve
   t.equal(second.status, 200)
   await eventually(() => poll(port, { key: f.key, userAgent: 'quick-fw', path: '/v1/threat/feeds?family=v4' }), (r) => r.body.includes('192.0.2.78'))
   rows = await consumersLs(f.dir, ['--stale', '1h'])
-  t.match(find(rows, 'slow-fw'), { version: 'behind', versionsBehind: 2 })
+  t.match(find(rows, 'slow-fw'), { behind: true, versions_behind: 2 })
 
   // It polls with its old ETag: a 200 with the new version, and it is current.
   t.equal((await poll(port, { key: f.key, userAgent: 'slow-fw', path: '/v1/threat/feeds?family=v4', ifNoneMatch: old.etag })).status, 200)
   await storedConsumers(server, (c) => c.find((x) => x.userAgent === 'slow-fw')?.polls === 2)
   rows = await consumersLs(f.dir, ['--stale', '1h'])
-  t.match(find(rows, 'slow-fw'), { version: 'current', polls: { total: 2, ok: 2 } })
+  t.match(find(rows, 'slow-fw'), { behind: false, polls: { total: 2, ok: 2 } })
 })

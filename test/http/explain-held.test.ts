@@ -61,12 +61,17 @@ t.test('a feed held by a guard is explained from its last good build, and says i
   t.equal(before.feeds[0]!.actions.block.published, true)
 
   await server.store.rules.deleteAccessByTarget(ws.id, { type: 'ip', value: '198.51.100.1/32' })
-  await until('the guard to hold', async () => (await feed()).headers.get('x-feed-held') === 'min-entries')
+  await until('the guard to hold', async () => (await feed()).headers.get('x-feed-held') === 'min_entries')
   const held = await explain('198.51.100.1')
   const hold = held.feeds[0]!.held
   t.ok(hold !== undefined, 'held is there')
-  t.match(hold!.reason, /block: min-entries/)
+  t.match(hold!.reason, /block: min_entries/)
   t.match(hold!.reason, /list accept publishes build [0-9a-f]{32}/)
   t.ok(!Number.isNaN(Date.parse(hold!.since)), 'since is a time')
   t.equal(held.feeds[0]!.actions.block.published, true, 'the held feed still publishes the deleted rule\'s address')
+  t.match(hold, { guards: { block: 'min_entries' }, digest: /^[0-9a-f]{32}$/ }, 'the guard per action and the digest accept takes')
+  // Issue 36: not "the next build drops it" — the next build stays held until it is accepted.
+  const block = held.feeds[0]!.actions.block
+  t.same(block.reasons.map((r) => r.code), ['held'])
+  t.match(block.reasons[0]!.message, new RegExp(`^no current block rule selected here covers 198\\.51\\.100\\.1, but a publish guard \\(min_entries\\) holds this feed's new block builds since .* until build ${hold!.digest} is accepted`))
 })

@@ -52,11 +52,11 @@ t.test('the guard\'s view of the fixtures: the widest record of each key, per fa
 
 t.test('min-prefix on expansion records: wider records hold, fitting records publish', async (t) => {
   const cases: Array<{ name: string, guards: GuardSettings, add: Target[], held: string | null, family?: string }> = [
-    { name: 'asn-v4-held', guards: { minPrefixV4: 12 }, add: [{ type: 'asn', value: 'AS1221' }], held: 'min-prefix-v4' },
+    { name: 'asn-v4-held', guards: { minPrefixV4: 12 }, add: [{ type: 'asn', value: 'AS1221' }], held: 'min_prefix_v4' },
     { name: 'asn-v4-fits', guards: { minPrefixV4: 11 }, add: [{ type: 'asn', value: 'AS1221' }], held: null },
-    { name: 'asn-v6-held', guards: { minPrefixV6: 21 }, add: [{ type: 'asn', value: 'AS1221' }], held: 'min-prefix-v6' },
+    { name: 'asn-v6-held', guards: { minPrefixV6: 21 }, add: [{ type: 'asn', value: 'AS1221' }], held: 'min_prefix_v6' },
     { name: 'asn-v6-fits', guards: { minPrefixV6: 20 }, add: [{ type: 'asn', value: 'AS1221' }], held: null },
-    { name: 'country-held', guards: { minPrefixV4: 26 }, add: [{ type: 'country', value: 'SE' }], held: 'min-prefix-v4' },
+    { name: 'country-held', guards: { minPrefixV4: 26 }, add: [{ type: 'country', value: 'SE' }], held: 'min_prefix_v4' },
     // SE's records are /25 or longer; with the two /25 rules beside them the published output
     // coalesces into wider networks, which the guard does not judge.
     { name: 'country-fits', guards: { minPrefixV4: 25 }, add: [{ type: 'country', value: 'SE' }, ip('89.160.20.0/25'), ip('89.160.20.128/25')], held: null },

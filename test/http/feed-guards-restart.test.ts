@@ -77,13 +77,13 @@ t.test('a held feed keeps its bytes, ETag and hold across a restart; list accept
     for (const value of hosts('11.60.2', 10)) await store.rules.upsertAccessRule(rule(value))
     await store.close()
   }
-  await until('the hold', async () => (await feed(first)).headers['x-feed-held'] === 'max-grow-pct')
+  await until('the hold', async () => (await feed(first)).headers['x-feed-held'] === 'max_grow_pct')
   let held = ''
   let heldSince = 0
   await until('list show to record the hold', async () => {
-    const s = JSON.parse((await cli('list', 'show', '--id', listId, '--json')).stdout) as { held: { digest: string, since: number, diff: { block: { added: number } } } | null }
+    const s = (JSON.parse((await cli('list', 'show', '--id', listId, '--json')).stdout) as { publish: { held: { digest: string, since: string, diff: { block: { added: number } } } | null } }).publish
     held = s.held?.digest ?? ''
-    heldSince = s.held?.since ?? 0
+    heldSince = s.held === null ? 0 : Date.parse(s.held.since)
     // The whole batch: a build may have caught the rules half written.
     return s.held?.diff.block.added === 10
   })
@@ -94,7 +94,7 @@ t.test('a held feed keeps its bytes, ETag and hold across a restart; list accept
   const fromSecond = await feed(second)
   t.equal(fromSecond.status, 200, 'another node: 200')
   t.equal(fromSecond.headers.etag, etag, 'another node: the last good ETag')
-  t.equal(fromSecond.headers['x-feed-held'], 'max-grow-pct', 'another node: X-Feed-Held')
+  t.equal(fromSecond.headers['x-feed-held'], 'max_grow_pct', 'another node: X-Feed-Held')
   await stopNode(second)
 
   await stopNode(first)
@@ -103,18 +103,18 @@ t.test('a held feed keeps its bytes, ETag and hold across a restart; list accept
   const after = await feed(restarted)
   t.equal(after.status, 200)
   t.equal(after.headers.etag, etag, 'the last good ETag after the restart')
-  t.equal(after.headers['x-feed-held'], 'max-grow-pct', 'still held after the restart')
+  t.equal(after.headers['x-feed-held'], 'max_grow_pct', 'still held after the restart')
   t.same(after.body, published.body, 'the last good bytes')
   t.equal((await feed(restarted, { 'if-none-match': etag })).status, 304, 'a holder of the old tag gets its 304')
-  const shown = JSON.parse((await cli('list', 'show', '--id', listId, '--json')).stdout) as { held: { digest: string, since: number } | null }
+  const shown = (JSON.parse((await cli('list', 'show', '--id', listId, '--json')).stdout) as { publish: { held: { digest: string } | null } }).publish
   t.equal(shown.held?.digest, held, 'list show names the same held build')
   const printed = await cli('feed', 'get', '--workspace', workspaceId, '--list', listId)
   t.equal(printed.code, 0, printed.stderr)
   t.equal(printed.stdout, published.body.toString(), 'feed get prints what the server serves: the last good bytes')
-  t.equal(printed.stderr, `threatfeed: the server serves the last published rules since ${new Date(heldSince).toISOString()}: held by a publish guard (block: max-grow-pct); threatfeed list accept publishes build ${held}\n`, 'feed get says the feed is held')
+  t.equal(printed.stderr, `threatfeed: the server serves the last published rules since ${new Date(heldSince).toISOString()}: held by a publish guard (block: max_grow_pct); threatfeed list accept publishes build ${held}\n`, 'feed get says the feed is held')
 
   // explain from the store: the hold, and "published" as the server serves it.
-  const hold = { reason: `held by a publish guard (block: max-grow-pct); threatfeed list accept publishes build ${held}`, since: new Date(heldSince).toISOString() }
+  const hold = { reason: `held by a publish guard (block: max_grow_pct); threatfeed list accept publishes build ${held}`, since: new Date(heldSince).toISOString(), guards: { block: 'max_grow_pct' }, digest: held }
   for (const [ip, published] of [['11.60.2.1', false], ['11.60.1.1', true]] as const) {
     const r = await cli('explain', ip, '--workspace', workspaceId, '--list', listId, '--json')
     t.equal(r.code, 0, r.stderr)

@@ -83,12 +83,12 @@ t.test('each guard trips on a crafted batch; the last good bytes, tag and 304s s
   const cases: Array<{ guard: string, settings: GuardSettings, base: string[], add: string[], remove: string[] }> = [
     // Every batch trips from its first write on: with no rebuild interval here, a build may run
     // between two writes of one batch.
-    { guard: 'min-entries', settings: { minEntries: 5 }, base: hosts('11.18.1', 5), add: [], remove: ['11.18.1.1/32', '11.18.1.3/32'] },
-    { guard: 'max-shrink-pct', settings: { maxShrinkPct: 5 }, base: hosts('11.19.1', 10), add: [], remove: hosts('11.19.1', 4) },
-    { guard: 'max-grow-pct', settings: { maxGrowPct: 20 }, base: hosts('11.20.1', 4), add: hosts('11.20.2', 3), remove: [] },
-    { guard: 'reject-special', settings: { rejectSpecial: true }, base: hosts('11.21.1', 3), add: ['192.168.7.0/24'], remove: [] },
-    { guard: 'min-prefix-v4', settings: { minPrefixV4: 16 }, base: hosts('11.22.1', 3), add: ['11.32.0.0/12'], remove: [] },
-    { guard: 'min-prefix-v6', settings: { minPrefixV6: 32 }, base: ['2606:4700::1/128'], add: ['2a00::/16'], remove: [] },
+    { guard: 'min_entries', settings: { minEntries: 5 }, base: hosts('11.18.1', 5), add: [], remove: ['11.18.1.1/32', '11.18.1.3/32'] },
+    { guard: 'max_shrink_pct', settings: { maxShrinkPct: 5 }, base: hosts('11.19.1', 10), add: [], remove: hosts('11.19.1', 4) },
+    { guard: 'max_grow_pct', settings: { maxGrowPct: 20 }, base: hosts('11.20.1', 4), add: hosts('11.20.2', 3), remove: [] },
+    { guard: 'reject_special', settings: { rejectSpecial: true }, base: hosts('11.21.1', 3), add: ['192.168.7.0/24'], remove: [] },
+    { guard: 'min_prefix_v4', settings: { minPrefixV4: 16 }, base: hosts('11.22.1', 3), add: ['11.32.0.0/12'], remove: [] },
+    { guard: 'min_prefix_v6', settings: { minPrefixV6: 32 }, base: ['2606:4700::1/128'], add: ['2a00::/16'], remove: [] },
   ]
   for (const c of cases) {
     const id = await guardedList(`g-${c.guard}`, c.settings, c.base)
@@ -106,18 +106,18 @@ t.test('each guard trips on a crafted batch; the last good bytes, tag and 304s s
     t.equal(again.status, 304, `${c.guard}: 304 for the holder of the old tag`)
     const gz = await feed(id, { 'accept-encoding': 'gzip', 'if-none-match': '"x"' })
     t.equal(gz.headers['x-feed-held'], c.guard, `${c.guard}: the gzip answer says so too`)
-    type Shown = { held: { guards: Record<string, string>, diff: { block: { added: number, removed: number, addedSample: string[], removedSample: string[] } } } }
+    type Shown = { publish: { held: { guards: Record<string, string>, diff: { block: { added: number, removed: number, added_sample: string[], removed_sample: string[] } } } } }
     let state: Shown | null = null
     await until(`${c.guard}: list show of the whole batch`, async () => {
       const shown = await cli('list', 'show', '--id', id, '--json')
       state = JSON.parse(shown.stdout) as Shown
-      return state.held?.diff.block.added === c.add.length && state.held.diff.block.removed === c.remove.length
+      return state.publish.held?.diff.block.added === c.add.length && state.publish.held.diff.block.removed === c.remove.length
     }, 30_000)
     state = state!
-    t.equal(state.held.guards.block, c.guard, `${c.guard}: list show names it`)
-    t.equal(state.held.diff.block.removed, c.remove.length, `${c.guard}: networks removed`)
-    t.same(state.held.diff.block.removedSample.sort(), [...c.remove].sort(), `${c.guard}: the removed sample`)
-    t.equal(state.held.diff.block.added, c.add.length, `${c.guard}: networks added`)
+    t.equal(state.publish.held.guards.block, c.guard, `${c.guard}: list show names it`)
+    t.equal(state.publish.held.diff.block.removed, c.remove.length, `${c.guard}: networks removed`)
+    t.same(state.publish.held.diff.block.removed_sample.sort(), [...c.remove].sort(), `${c.guard}: the removed sample`)
+    t.equal(state.publish.held.diff.block.added, c.add.length, `${c.guard}: networks added`)
     t.ok(logs.some((l) => l.msg === 'feed build held by a publish guard' && l.obj.feed === id), `${c.guard}: a log line`)
   }
   t.equal(await heldGauge(), String(cases.length), 'the /metrics gauge counts the held feeds')
@@ -127,29 +127,29 @@ t.test('list accept publishes the held build, by its digest only', async (t) => 
   const id = await guardedList('accept-me', { maxShrinkPct: 5 }, hosts('11.30.1', 10))
   t.equal((await feed(id)).status, 200)
   for (const v of hosts('11.30.1', 5)) await server.store.rules.deleteAccessByTarget(ws, { type: 'ip', value: v })
-  await until('the hold', async () => (await feed(id)).headers['x-feed-held'] === 'max-shrink-pct')
+  await until('the hold', async () => (await feed(id)).headers['x-feed-held'] === 'max_shrink_pct')
   const before = await heldGauge()
-  let state: { held: { digest: string, diff: { block: { removed: number } } } } | null = null
+  let state: { publish: { held: { digest: string, diff: { block: { removed: number } } } } } | null = null
   await until('the whole batch held', async () => {
     state = JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout)
-    return state!.held.diff.block.removed === 5
+    return state!.publish.held.diff.block.removed === 5
   }, 30_000)
   state = state!
   const wrong = await cli('list', 'accept', '--id', id, '--digest', 'feedface', '--json')
   t.equal(wrong.code, 1)
-  t.match(wrong.stderr, `the held build of list ${id} is ${state.held.digest}, not feedface; nothing accepted`)
-  t.equal((await feed(id)).headers['x-feed-held'], 'max-shrink-pct', 'still held')
-  const ok = await cli('list', 'accept', '--id', id, '--digest', state.held.digest, '--json')
+  t.match(wrong.stderr, `the held build of list ${id} is ${state.publish.held.digest}, not feedface; nothing accepted`)
+  t.equal((await feed(id)).headers['x-feed-held'], 'max_shrink_pct', 'still held')
+  const ok = await cli('list', 'accept', '--id', id, '--digest', state.publish.held.digest, '--json')
   t.equal(ok.code, 0, ok.stderr)
-  t.same(JSON.parse(ok.stdout), { id, accepted: state.held.digest })
+  t.same(JSON.parse(ok.stdout), { id, accepted: state.publish.held.digest })
   await until('the accepted build', async () => (await feed(id)).body.toString() === hosts('11.30.1', 10).slice(5).join('\n') + '\n')
   t.equal((await feed(id)).headers['x-feed-held'], undefined)
-  await until('list show to clear', async () => JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout).held === null, 10_000)
+  await until('list show to clear', async () => JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout).publish.held === null, 10_000)
   t.equal(Number(await heldGauge()), Number(before) - 1, 'one held feed fewer')
   // Once more: it says it was done already (issue 36), not that nothing is held.
   const again = await cli('list', 'accept', '--id', id)
   t.equal(again.code, 0, again.stderr)
-  t.equal(again.stdout, `build ${state.held.digest} of list ${id} was already accepted; nothing to do\n`)
+  t.equal(again.stdout, `build ${state.publish.held.digest} of list ${id} was already accepted; nothing to do\n`)
 })
 
 t.test('a held rule lapses at its expiry; the tag moves only then', async (t) => {
@@ -158,14 +158,14 @@ t.test('a held rule lapses at its expiry; the tag moves only then', async (t) =>
   const first = await feed(id)
   t.match(first.body.toString(), '11.40.9.9/32')
   for (const v of hosts('11.40.2', 5)) await server.store.rules.upsertAccessRule(rule(v, 'lapsing'))
-  await until('the hold', async () => (await feed(id)).headers['x-feed-held'] === 'max-grow-pct')
+  await until('the hold', async () => (await feed(id)).headers['x-feed-held'] === 'max_grow_pct')
   t.equal((await feed(id)).headers.etag, first.headers.etag, 'held: the same tag')
   t.ok(Date.now() < lapse, 'still before the expiry')
   await until('the lapse', async () => !(await feed(id)).body.toString().includes('11.40.9.9'), 15_000)
   const after = await feed(id)
   t.ok(Date.now() >= lapse, 'not before its expiry')
   t.equal(after.body.toString(), hosts('11.40.1', 5).join('\n') + '\n', 'the published rules, less the lapsed one; the held batch still waits')
-  t.equal(after.headers['x-feed-held'], 'max-grow-pct')
+  t.equal(after.headers['x-feed-held'], 'max_grow_pct')
   t.not(after.headers.etag, first.headers.etag, 'the tag moved at the expiry')
 })
 
@@ -187,7 +187,7 @@ t.test('a list that never published serves its first build only if it passes', a
   const id = await guardedList('never', { minEntries: 5 }, hosts('11.60.1', 2))
   const r = await feed(id)
   t.equal(r.status, 503)
-  t.equal(r.headers['x-feed-held'], 'min-entries')
+  t.equal(r.headers['x-feed-held'], 'min_entries')
   t.equal(JSON.parse(r.body.toString()).success, false)
   for (const v of hosts('11.60.2', 3)) await server.store.rules.upsertAccessRule(rule(v, 'never'))
   await until('the first passing build', async () => (await feed(id)).status === 200)
@@ -247,7 +247,7 @@ t.test('workspace update sets the workspace feed\'s guards', async (t) => {
   t.equal(set.code, 0, set.stderr)
   t.same(JSON.parse(set.stdout).feedGuards, { maxGrowPct: 0 })
   await server.store.rules.upsertAccessRule(rule('11.70.0.1/32', 'workspace-feed'))
-  await until('the workspace feed to hold', async () => (await rawRequest(server.base, '/v1/threat/feeds', { headers: auth })).headers['x-feed-held'] === 'max-grow-pct')
+  await until('the workspace feed to hold', async () => (await rawRequest(server.base, '/v1/threat/feeds', { headers: auth })).headers['x-feed-held'] === 'max_grow_pct')
   const held = await rawRequest(server.base, '/v1/threat/feeds', { headers: auth })
   t.notMatch(held.body.toString(), '11.70.0.1/32', 'the new rule waits')
   const clear = await cli('workspace', 'update', '--workspace', ws, '--clear-guards', '--json')
@@ -259,7 +259,7 @@ t.test('workspace update sets the workspace feed\'s guards', async (t) => {
 
 t.test('bad guard and shard options: usage errors', async (t) => {
   const cases: Array<{ description: string, args: string[], stderr: RegExp }> = [
-    { description: 'min-entries 0', args: ['--min-entries', '0'], stderr: /--min-entries must be a whole number from 1 to 100000000, got "0"/ },
+    { description: 'min_entries 0', args: ['--min-entries', '0'], stderr: /--min-entries must be a whole number from 1 to 100000000, got "0"/ },
     { description: 'shrink over 100', args: ['--max-shrink-pct', '101'], stderr: /--max-shrink-pct must be a whole number from 0 to 100, got "101"/ },
     { description: 'grow not a number', args: ['--max-grow-pct', '5%'], stderr: /--max-grow-pct must be a whole number from 0 to 1000000, got "5%"/ },
     { description: 'v4 prefix 33', args: ['--min-prefix-v4', '33'], stderr: /--min-prefix-v4 must be a whole number from 0 to 32, got "33"/ },
@@ -280,11 +280,11 @@ t.test('removing the guards publishes what they held, and list show says nothing
   const id = await guardedList('cleared', { maxGrowPct: 0 }, hosts('11.80.1', 3))
   t.equal((await feed(id)).status, 200)
   await server.store.rules.upsertAccessRule(rule('11.80.2.1/32', 'cleared'))
-  await until('the hold', async () => (await feed(id)).headers['x-feed-held'] === 'max-grow-pct')
+  await until('the hold', async () => (await feed(id)).headers['x-feed-held'] === 'max_grow_pct')
   const r = await cli('list', 'update', '--id', id, '--clear-guards', '--json')
   t.equal(r.code, 0, r.stderr)
   t.equal(JSON.parse(r.stdout).defaults.guards, undefined)
   await until('the publish', async () => (await feed(id)).body.toString().includes('11.80.2.1/32'))
   t.equal((await feed(id)).headers['x-feed-held'], undefined)
-  await until('list show', async () => JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout).held === null, 15_000)
+  await until('list show', async () => JSON.parse((await cli('list', 'show', '--id', id, '--json')).stdout).publish.held === null, 15_000)
 })

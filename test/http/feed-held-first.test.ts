@@ -47,21 +47,21 @@ t.test('a feed held before it ever published: 503 naming the guard, stale poller
     const r = await fetch(url, { headers: { ...auth, 'user-agent': 'held-poller' } })
     const ms = Date.now() - t0
     t.equal(r.status, 503, `poll ${i + 1}: 503`)
-    t.equal(r.headers.get('x-feed-held'), 'min-entries')
+    t.equal(r.headers.get('x-feed-held'), 'min_entries')
     t.equal(r.headers.get('retry-after'), '10')
     const body = await r.json() as { success: boolean, error: string, details: { held: string, digest: string, accept: string } }
-    t.match(body, { success: false, error: `feed held by publish guard min-entries before it ever published; publish the held build with \`${accept}\``, details: { held: 'min-entries', digest: /^[0-9a-f]+$/, accept } })
+    t.match(body, { success: false, error: `feed held by publish guard min_entries before it ever published; publish the held build with \`${accept}\``, details: { held: 'min_entries', digest: /^[0-9a-f]+$/, accept } })
     // The first build is waited for; after it, the answer is at once (it waited the 10 s await).
     if (i > 0) t.ok(ms < 3000, `poll ${i + 1} answered in ${ms} ms`)
   }
   const head = await fetch(url, { method: 'HEAD', headers: auth })
   t.equal(head.status, 503, 'HEAD: 503')
-  t.equal(head.headers.get('x-feed-held'), 'min-entries', 'HEAD: X-Feed-Held')
+  t.equal(head.headers.get('x-feed-held'), 'min_entries', 'HEAD: X-Feed-Held')
   t.equal(head.headers.get('retry-after'), '10', 'HEAD: Retry-After')
 
   // Three 503s and never a 200: stale, failing.
-  const rows = await eventually(() => consumersLs(f.dir), (rs) => rs.some((r) => r.userAgent === 'held-poller' && r.state === 'stale'))
-  t.match(rows.find((r) => r.userAgent === 'held-poller'), { state: 'stale', staleReason: 'failing', lastStatus: 503, last200: null, polls: { total: 3, serverErrors: 3, ok: 0 } })
+  const rows = await eventually(() => consumersLs(f.dir), (rs) => rs.some((r) => r.user_agent === 'held-poller' && r.stale))
+  t.match(rows.find((r) => r.user_agent === 'held-poller'), { stale: true, stale_reason: 'failing', last_status: 503, last_200: null, polls: { total: 3, server_errors: 3, ok: 0 } })
 
   const accepted = await cli(f.dir, ['list', 'accept', '--id', list.id])
   const acceptedAt = Date.now()
@@ -78,5 +78,5 @@ t.test('a feed held before it ever published: 503 naming the guard, stale poller
   t.equal(again.code, 0, again.stderr)
   t.match(again.stdout, `was already accepted; nothing to do`)
   const json = await cli(f.dir, ['list', 'accept', '--id', list.id, '--json'])
-  t.match(JSON.parse(json.stdout), { id: list.id, accepted: /^[0-9a-f]+$/, alreadyAccepted: true })
+  t.match(JSON.parse(json.stdout), { id: list.id, accepted: /^[0-9a-f]+$/, already_accepted: true })
 })

@@ -5,6 +5,14 @@ import { Status, useLoad } from '../load.js'
 import type { Batch, Page } from '../types.js'
 import { formatTime } from '../variants.js'
 
+/** A 400 refused the whole batch: none of its entries was accepted, whichever were invalid. */
+export function outcome (b: Batch): string {
+  const n = (k: number, one: string): string => `${k.toLocaleString('en')} ${k === 1 ? one : `${one.replace(/y$/, 'ie')}s`}`
+  if (b.status === 400) return `refused whole: ${n(b.entries, 'entry')}, ${b.failed.toLocaleString('en')} invalid, none accepted`
+  if (b.failed > 0) return `${b.failed.toLocaleString('en')} failed, ${b.accepted.toLocaleString('en')} of ${n(b.entries, 'entry')} accepted`
+  return `all ${n(b.entries, 'entry')} accepted`
+}
+
 export function Batches ({ workspace }: { workspace: string }) {
   const [pages, setPages] = useState<Batch[][]>([])
   const [cursor, setCursor] = useState<string | null>(null)
@@ -32,8 +40,8 @@ export function Batches ({ workspace }: { workspace: string }) {
         {ordered.map((b) => (
           <li key={b.id} class={b.failed > 0 ? 'failed' : ''}>
             <p>
-              <strong>{b.failed > 0 ? `${b.failed} failed` : 'all accepted'}</strong>
-              {' · '}{b.accepted} of {b.entries} accepted · {b.api} · HTTP {b.status} · {formatTime(b.at)}{b.key_id !== null && <> · key <code data-testid="batch-key">{b.key_id}</code></>}
+              <strong data-testid="batch-outcome">{outcome(b)}</strong>
+              {' · '}{b.api} · HTTP {b.status} · {formatTime(b.at)}{b.key_id !== null && <> · key <code data-testid="batch-key">{b.key_id}</code></>}
             </p>
             {b.errors.length > 0 && (
               <ul class="reasons">

@@ -3,7 +3,7 @@ import { get } from '../api.js'
 import { Status, useLoad } from '../load.js'
 import { href } from '../route.js'
 import type { Consumer, List, Page } from '../types.js'
-import { formatTime } from '../variants.js'
+import { describeVariant, formatTime } from '../variants.js'
 
 function behind (c: Consumer): number {
   return c.behind === true ? Math.max(1, c.versions_behind ?? 1) : 0
@@ -12,13 +12,13 @@ function behind (c: Consumer): number {
 /** Stale first, then behind (most versions first), then the most recently seen: the API's order, kept if it changes. */
 export function orderConsumers (items: readonly Consumer[]): Consumer[] {
   return [...items].sort((a, b) =>
-    Number(b.stale) - Number(a.stale) || behind(b) - behind(a) || (b.last_seen ?? '').localeCompare(a.last_seen ?? ''))
+    Number(b.stale) - Number(a.stale) || behind(b) - behind(a) || b.last_seen.localeCompare(a.last_seen))
 }
 
 function state (c: Consumer): string {
-  if (c.stale) return c.stale_reason ? `stale (${c.stale_reason})` : 'stale'
+  if (c.stale) return c.stale_reason !== null ? `stale (${c.stale_reason})` : 'stale'
   if (c.behind === true) return 'behind'
-  return c.behind === null || c.behind === undefined ? 'fresh (version unknown)' : 'fresh'
+  return c.behind === null ? 'fresh (version unknown)' : 'fresh'
 }
 
 export function Consumers ({ workspace, list }: { workspace: string, list: string | null }) {
@@ -44,15 +44,15 @@ export function Consumers ({ workspace, list }: { workspace: string, list: strin
             <tbody>
               {orderConsumers(loaded.data.items).map((c, i) => (
                 <tr key={i} class={c.stale ? 'stale' : ''}>
-                  <td data-label="State">{state(c)}</td>
-                  <td data-label="Address">{c.address ?? '—'}</td>
-                  <td data-label="Client">{[c.client, c.user_agent].filter((x) => x !== null && x !== undefined && x !== '').join(' · ') || '—'}</td>
-                  <td data-label="List">{c.list === null || c.list === undefined || c.list === '*' ? 'workspace feed' : names.get(c.list) ?? c.list}</td>
-                  <td data-label="Variant">{c.variant ?? '—'}</td>
-                  <td data-label="Last seen">{formatTime(c.last_seen)}</td>
-                  <td data-label="Status">{c.last_status ?? '—'}</td>
-                  <td data-label="Behind">{c.behind === true ? (c.versions_behind ?? 'yes') : c.behind === false ? 0 : '—'}</td>
-                  <td data-label="Polls">{c.polls ?? '—'}</td>
+                  <td data-label="State" class="nowrap">{state(c)}</td>
+                  <td data-label="Address" class="nowrap">{c.address}</td>
+                  <td data-label="Client" class="words">{c.client !== null && <><span class="nowrap">{c.client}</span><br /></>}<span data-testid="user-agent">{c.user_agent === '' ? '—' : c.user_agent}</span></td>
+                  <td data-label="List" class="words">{c.list === '*' ? 'workspace feed' : c.list_name ?? names.get(c.list) ?? c.list}</td>
+                  <td data-label="Variant" class="words" title={c.variant}>{describeVariant(c.variant)}</td>
+                  <td data-label="Last seen" class="words">{formatTime(c.last_seen)}</td>
+                  <td data-label="Status" class="nowrap">{c.last_status}</td>
+                  <td data-label="Behind" class="nowrap">{c.behind === true ? (c.versions_behind ?? 'yes') : c.behind === false ? 0 : '—'}</td>
+                  <td data-label="Polls" class="nowrap">{c.polls.total.toLocaleString('en')}</td>
                 </tr>
               ))}
             </tbody>

@@ -67,7 +67,7 @@ function RevokeButton ({ k, onRevoked }: { k: Key, onRevoked: () => void }) {
   )
 }
 
-export function Keys ({ workspace }: { workspace: string }) {
+export function Keys ({ workspace, me }: { workspace: string, me: string | null }) {
   const loaded = useLoad(() => get<Page<Key>>('/v1/admin/keys', { workspace }), [workspace])
   return (
     <section>
@@ -80,8 +80,8 @@ export function Keys ({ workspace }: { workspace: string }) {
           <thead><tr><th>Id</th><th>Scopes</th><th>Created</th><th>State</th></tr></thead>
           <tbody>
             {[...loaded.data.items].sort((a, b) => Number(a.revoked_at !== null) - Number(b.revoked_at !== null) || b.created_at.localeCompare(a.created_at)).map((k) => (
-              <tr key={k.id} data-key={k.id}>
-                <td data-label="Id"><code>{k.id}</code></td>
+              <tr key={k.id} data-key={k.id} class={k.id === me ? 'you' : ''}>
+                <td data-label="Id"><code>{k.id}</code>{k.id === me && <> <strong class="you" data-testid="this-key">this session's key</strong></>}</td>
                 <td data-label="Scopes">{k.scopes.join(', ')}</td>
                 <td data-label="Created">{formatTime(k.created_at)}</td>
                 <td data-label="State"><RevokeButton k={k} onRevoked={loaded.reload} /></td>

@@ -2,17 +2,17 @@
 import { useState } from 'preact/hooks'
 import { call, get } from '../api.js'
 import { Sparkline } from '../components/chart.js'
+import { HeldBuild } from '../components/held.js'
 import { Status, useLoad } from '../load.js'
 import { href } from '../route.js'
-import type { History, List, Page, WorkspaceDetail } from '../types.js'
-import { effectiveDefaults, formatBytes, formatTime, lastChange, lastPoint, parseVariant } from '../variants.js'
+import type { History, List, Page, Publish, WorkspaceDetail } from '../types.js'
+import { describeHeldGuards, effectiveDefaults, formatBytes, formatTime, lastPoint, parseVariant } from '../variants.js'
 
 export interface FeedSummary {
   /** `family action` → entries, of the list's default format, whole (unsharded, no checksum) variants. */
   entries: Map<string, number>
   /** format → bytes of its default family and action. */
   bytes: Map<string, number>
-  lastChange: string | null
   /** The default variant's history, for the sparkline. */
   trend: History | undefined
 }
@@ -22,25 +22,32 @@ export function summarize (histories: readonly History[], defaults: { format: st
   const format = defaults?.format ?? whole[0]?.v.format ?? 'plain'
   const entries = new Map<string, number>()
   const bytes = new Map<string, number>()
-  let changed: string | null = null
   for (const { h, v } of whole) {
     const last = lastPoint(h.points)
     if (last === undefined) continue
     if (v.format === format) entries.set(`${v.family} ${v.action}`, last.entries)
     if (defaults === null || (v.family === defaults.family && v.action === defaults.action)) bytes.set(v.format, Math.max(bytes.get(v.format) ?? 0, last.bytes))
-    const c = lastChange(h.points)
-    if (c !== null && (changed === null || c > changed)) changed = c
   }
   const trend = whole.find(({ v }) => defaults !== null && v.format === defaults.format && v.family === defaults.family && v.action === defaults.action)?.h ??
     whole.find(({ v }) => v.format === format)?.h
-  return { entries, bytes, lastChange: changed, trend }
+  return { entries, bytes, trend }
 }
 
-/** A list's, or the workspace feed's (its workspace's `guards` and `publish`). */
+/**
+ * A list's, or the workspace feed's (its workspace's `guards` and `publish`): held, published or
+ * not yet, from the server's publish state (last_modified null: never published).
+ */
 export function guardState (list: Pick<List, 'guards' | 'publish'>): string {
-  if (list.publish?.held) return `held (${Object.entries(list.publish.held.guards).map(([a, g]) => `${a}: ${g}`).join(', ')})`
-  if (list.guards === null || list.guards === undefined) return 'no guards'
-  return `guarded, ${list.guards.mode ?? 'hold'} mode, published`
+  if (list.publish?.held) return `held (${describeHeldGuards(list.publish.held.guards)})`
+  const guarded = list.guards === null || list.guards === undefined ? 'no guards' : `guarded, ${list.guards.mode ?? 'hold'} mode`
+  if (list.publish?.last_modified === null || list.publish === undefined) return `not published yet (built when first polled); ${guarded}`
+  return `published; ${guarded}`
+}
+
+/** When what the feed serves last changed (its Last-Modified), not when it was last sampled. */
+export function lastChangeOf (publish: Publish | undefined): string {
+  if (publish === undefined || publish.last_modified === null) return 'never published'
+  return formatTime(publish.last_modified)
 }
 
 function Pairs ({ map, render }: { map: Map<string, number>, render?: (n: number) => string }) {
@@ -95,13 +102,13 @@ export function Overview ({ workspace }: { workspace: string }) {
                 <td data-label="List">{r.list === null ? <span>{r.name}</span> : <a href={href('lists', r.id)}>{r.name}</a>}</td>
                 <td data-label="Entries"><Pairs map={r.s.entries} /></td>
                 <td data-label="Bytes"><Pairs map={r.s.bytes} render={formatBytes} /></td>
-                <td data-label="Last change">{formatTime(r.s.lastChange)}</td>
+                <td data-label="Last change" data-testid="last-change">{lastChangeOf(r.list === null ? loaded.data!.ws.publish : r.list.publish)}</td>
                 {r.list !== null
                   ? <td data-label="Guards" class={r.list.publish?.held ? 'held' : ''}>{guardState(r.list)}</td>
                   : (
                     <td data-label="Guards" class={held !== null ? 'held' : ''}>
                       {guardState(loaded.data!.ws)}
-                      {held !== null && <> <button type="button" onClick={() => { void accept(held.digest) }}>Accept held build</button></>}
+                      {held !== null && <><HeldBuild held={held} /><button type="button" onClick={() => { void accept(held.digest) }}>Accept held build</button></>}
                     </td>
                     )}
                 <td data-label="Trend"><Sparkline points={r.s.trend?.points ?? []} label={`entries of ${r.name} over time`} /></td>

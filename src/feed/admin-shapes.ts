@@ -1,9 +1,12 @@
 /**
  * The admin API's JSON shapes (docs/admin-api.md): the store's records in snake_case with ISO
- * times, and the guards both ways. One place, so the routes and the OpenAPI document agree.
+ * times, and the guards both ways. One place, so the routes, the CLI's --json and the OpenAPI
+ * document agree.
  */
-import type { AccessList, ApiKey, GuardSettings, ListDefaults, PublishState, Workspace } from '../store/types.js'
-import { iso } from './admin-io.js'
+import { heldGuardsOf } from './guards.js'
+import { FEED_ACTIONS, type AccessList, type ApiKey, type FeedVersionStore, type GuardSettings, type ListDefaults, type PublishState, type Workspace } from '../store/types.js'
+
+const iso = (ms: number | null | undefined): string | null => ms === null || ms === undefined ? null : new Date(ms).toISOString()
 
 /** The admin body's guards (src/json/admin-schemas.ts `admin-guards`). */
 export interface GuardsBody {
@@ -60,12 +63,40 @@ export function showGuards (g: GuardSettings | undefined): Record<string, unknow
   return out
 }
 
-/** A feed's publish state: the build published last and the one a guard holds, if any. */
-export function showPublish (state: PublishState | undefined): Record<string, unknown> {
+/**
+ * When the content a feed serves last changed (its Last-Modified, the latest over families and
+ * actions, as every node records it), or null when it never published: never built, or held
+ * before its first publish.
+ */
+export async function lastModifiedOf (versions: Pick<FeedVersionStore, 'get'>, workspaceId: string, listId: string, state: PublishState | undefined | null): Promise<number | null> {
+  if (state?.held != null && state.publishedDigest === null) return null
+  let last: number | null = null
+  for (const family of ['v4', 'v6'] as const) {
+    for (const action of FEED_ACTIONS) {
+      const v = await versions.get({ workspaceId, listId, family, action })
+      if (v !== null && (last === null || v.since > last)) last = v.since
+    }
+  }
+  return last
+}
+
+/**
+ * A feed's publish state: when what it serves last changed (null: never published), the build
+ * published last and the one a guard holds, if any, with its diff against the published one.
+ */
+export function showPublish (state: PublishState | undefined, lastModified: number | null): Record<string, unknown> {
   const held = state?.held ?? null
   return {
+    last_modified: iso(lastModified),
     published_digest: state?.publishedDigest ?? null,
-    held: held === null ? null : { digest: held.digest, guards: held.guards, since: iso(held.since), diff: held.diff },
+    held: held === null
+      ? null
+      : {
+          digest: held.digest,
+          guards: heldGuardsOf(held.guards),
+          since: iso(held.since),
+          diff: Object.fromEntries(Object.entries(held.diff).map(([action, d]) => [action, { published: d.published, held: d.held, added: d.added, removed: d.removed, added_sample: d.addedSample, removed_sample: d.removedSample }])),
+        },
   }
 }
 
@@ -73,9 +104,9 @@ export function showPublish (state: PublishState | undefined): Record<string, un
  * `publish`: the workspace feed's publish state (null: none recorded), shown where the route reads
  * it (one workspace); undefined leaves the field out.
  */
-export function showWorkspace (w: Workspace, publish?: PublishState | null): Record<string, unknown> {
+export function showWorkspace (w: Workspace, publish?: { state: PublishState | null, lastModified: number | null }): Record<string, unknown> {
   const out: Record<string, unknown> = { id: w.id, name: w.name, subscription: w.subscription, created_at: iso(w.createdAt), guards: showGuards(w.feedGuards) }
-  if (publish !== undefined) out.publish = showPublish(publish ?? undefined)
+  if (publish !== undefined) out.publish = showPublish(publish.state ?? undefined, publish.lastModified)
   return out
 }
 
@@ -86,7 +117,7 @@ export function showKey (k: ApiKey): Record<string, unknown> {
   return out
 }
 
-export function showList (l: AccessList): Record<string, unknown> {
+export function showList (l: AccessList, lastModified: number | null): Record<string, unknown> {
   const d = l.defaults
   const defaults: Record<string, unknown> = {}
   for (const [to, from] of DEFAULT_FIELDS) if (d[from] !== undefined) defaults[to] = d[from]
@@ -100,6 +131,6 @@ export function showList (l: AccessList): Record<string, unknown> {
     selector: l.selector,
     created_at: iso(l.createdAt),
     updated_at: iso(l.updatedAt),
-    publish: showPublish(l.publishState),
+    publish: showPublish(l.publishState, lastModified),
   }
 }
