@@ -78,6 +78,13 @@ export interface Config {
   readonly deltaHistory: number
   /** A kept version older than this answers full. */
   readonly deltaMaxAgeMs: number
+  /**
+   * Store bytes of the served copies, all feeds together (issue 35, docs/operating.md "Restarts
+   * and deploys"): what a restarted node answers from while it builds; 0: none kept.
+   */
+  readonly servedCopyBytes: number
+  /** Store bytes of one feed's served copy: the variants polled least lately are left out past it. */
+  readonly servedCopyFeedBytes: number
 }
 
 type Env = Record<string, string | undefined>
@@ -225,5 +232,7 @@ export function loadConfig (env: Env = process.env): Config {
     batchJournalRetentionMs: duration(env, 'THREATFEED_BATCH_JOURNAL_RETENTION', BATCH_JOURNAL_RETENTION_MS, 60_000, 3650 * 86_400_000),
     deltaHistory: int(env, 'THREATFEED_DELTA_HISTORY', 32, 0, 1024),
     deltaMaxAgeMs: duration(env, 'THREATFEED_DELTA_MAX_AGE', 86_400_000, 1000, 30 * 86_400_000),
+    servedCopyBytes: int(env, 'THREATFEED_SERVED_COPY_BYTES', 256 * 1024 * 1024, 0, 2 ** 40),
+    servedCopyFeedBytes: int(env, 'THREATFEED_SERVED_COPY_FEED_BYTES', 64 * 1024 * 1024, 0, 2 ** 40),
   })
 }
