@@ -189,8 +189,11 @@ export class FeedService {
       if (this.#ownCatalog !== null) await this.#ownCatalog.start()
       else if (this.#catalog.view === null) await this.#catalog.refresh()
       await this.#sync.load()
+      // Before the first builds: their rule reads hold the event loop for long stretches, and a
+      // copy is worth having before the node listens (main.ts starts HTTP after this resolves).
       this.#restoringNow = true
       this.#restoring = this.#restoreCopies().finally(() => { this.#restoringNow = false })
+      await this.#restoring
     } catch (e) {
       // The store is down at start: the next poll retries the load.
       this.#log.warn({ err: e }, 'feed service: store unavailable at start; retrying')

@@ -268,7 +268,8 @@ export class SnapshotExporter {
         headers: r.headers,
         notModifiedHeaders: r.notModifiedHeaders,
         length: r.length ?? r.body.byteLength,
-        body: asked?.has(representationOf(key, gzip)) === true ? this.#inShared(r.body) : null,
+        // A served copy's bytes are in hand already, and its polls come at once (a restart).
+        body: asked?.has(representationOf(key, gzip)) === true || snapshot.restored === true ? this.#inShared(r.body) : null,
       })
       variants.push({ key, status: v.status, contentType: v.contentType, entries: v.entries, limit: v.limit, lastModified: v.lastModified, lastModifiedHttp: v.lastModifiedHttp, identity: rep(v.identity, false), gzip: rep(v.gzip, true) })
     }

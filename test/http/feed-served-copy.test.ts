@@ -24,8 +24,8 @@ import { ASN_TEST_DB, COUNTRY_TEST_DB } from '../helpers/server.js'
 import { rawRequest, type RawResponse } from '../helpers/feed-server.js'
 
 const RULES = Number(process.env.SERVED_RULES ?? 300_000)
-/** The first answer after a restart, from the copy: well under an appliance's 30 s, and under the build. */
-const FIRST_ANSWER_MS = 1500
+/** The first answer after a restart, from the copy: well under an appliance's 30 s and the build (13 s at 300,000 rules here, loaded). */
+const FIRST_ANSWER_MS = 3000
 const RUN = fileURLToPath(new URL('../../src/cli/run.ts', import.meta.url))
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
@@ -168,15 +168,16 @@ t.test('a restarted node answers from the served copy at once, then switches to 
   // While down: the lapse passes, a list's settings change, a key is revoked.
   {
     const store = await openStore({ kind: 'embedded', dataDir: dir })
-    const copies = await store.feedVersions.listServed!()
+    const copies = await store.feedVersions.listServed?.() ?? []
     const big = copies.find((c) => c.listId === lists.big)
     t.ok(big !== undefined, 'the big list has a served copy')
-    t.ok(big!.bytes <= RULES * 6, `its copy (${big!.bytes} bytes) is within the per-feed bound (${RULES * 6})`)
-    t.ok(big!.bytes >= gzip.body.length, 'and holds the plain v4 gzip body')
+    const bytes = big?.bytes ?? 0
+    t.ok(bytes <= RULES * 6, `its copy (${bytes} bytes) is within the per-feed bound (${RULES * 6})`)
+    t.ok(bytes >= gzip.body.length, 'and holds the plain v4 gzip body')
     t.ok(copies.some((c) => c.listId === lists.lapsing), 'the lapsing list has one')
     if (process.env.SERVED_DEBUG !== undefined) {
-      const c = await store.feedVersions.loadServed!({ workspaceId, listId: lists.lapsing })
-      const b = Buffer.from(c!.bytes)
+      const c = await store.feedVersions.loadServed?.({ workspaceId, listId: lists.lapsing })
+      const b = Buffer.from(c?.bytes ?? Buffer.alloc(4))
       console.error(b.subarray(4, 4 + b.readUInt32BE(0)).toString().slice(0, 600), lapseAt)
     }
     await store.lists.update(lists.renamed, { description: 'after' })
