@@ -29,6 +29,9 @@ const FIRST_ANSWER_MS = 3000
 const RUN = fileURLToPath(new URL('../../src/cli/run.ts', import.meta.url))
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
+// Two starts of a node that builds a feed of SERVED_RULES rules, on a loaded machine: past tap's 180 s.
+t.setTimeout(900_000)
+
 const dir = mkdtempSync(join(tmpdir(), 'tf-served-copy-'))
 t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
 
