@@ -173,6 +173,13 @@ function decodeMeta (bytes: Uint8Array): { meta: CopyMeta, bodies: Uint8Array } 
   return { meta, bodies: view.subarray(4 + n) }
 }
 
+/** Bytes in shared memory: the front-end threads answer from them without a copy of their own (snapshot-port.ts). */
+function toShared (bytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(new SharedArrayBuffer(bytes.byteLength))
+  out.set(bytes)
+  return out
+}
+
 /** A representation of a restored variant: its bytes in hand. */
 function restoredRep (r: StoredRepresentation, body: Uint8Array): Representation {
   return { body, etag: r.etag, headers: r.headers, notModifiedHeaders: r.notModifiedHeaders, length: r.length }
@@ -246,8 +253,8 @@ export async function restoreServedCopy (store: Store, ref: FeedRef, now: number
     variants.set(v.key, {
       status: v.status,
       contentType: v.contentType,
-      identity: restoredRep(v.identity, identity),
-      gzip: restoredRep(v.gzip, gz),
+      identity: restoredRep(v.identity, toShared(identity)),
+      gzip: restoredRep(v.gzip, toShared(gz)),
       entries: v.entries,
       limit: v.limit,
       lastModified: v.lastModified,
