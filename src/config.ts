@@ -80,6 +80,13 @@ export interface Config {
   readonly deltaMaxAgeMs: number
   /** The longest duration a CrowdSec bouncer is told to keep a decision (docs/bouncers.md). */
   readonly bouncerMaxDurationMs: number
+  /**
+   * Store bytes of the served copies, all feeds together (issue 35, docs/operating.md "Restarts
+   * and deploys"): what a restarted node answers from while it builds; 0: none kept.
+   */
+  readonly servedCopyBytes: number
+  /** Store bytes of one feed's served copy: the variants polled least lately are left out past it. */
+  readonly servedCopyFeedBytes: number
 }
 
 type Env = Record<string, string | undefined>
@@ -228,5 +235,7 @@ export function loadConfig (env: Env = process.env): Config {
     deltaHistory: int(env, 'THREATFEED_DELTA_HISTORY', 32, 0, 1024),
     deltaMaxAgeMs: duration(env, 'THREATFEED_DELTA_MAX_AGE', 86_400_000, 1000, 30 * 86_400_000),
     bouncerMaxDurationMs: duration(env, 'THREATFEED_BOUNCER_MAX_DURATION', 86_400_000, 60_000, 30 * 86_400_000),
+    servedCopyBytes: int(env, 'THREATFEED_SERVED_COPY_BYTES', 256 * 1024 * 1024, 0, 2 ** 40),
+    servedCopyFeedBytes: int(env, 'THREATFEED_SERVED_COPY_FEED_BYTES', 64 * 1024 * 1024, 0, 2 ** 40),
   })
 }

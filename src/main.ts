@@ -145,6 +145,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     // Everything accepted so far: the head of the stream as this process knows it.
     caughtUp: () => consumer.waitFor(consumer.position + consumer.backlog, CAUGHT_UP_MS),
     catalog,
+    servedCopy: { feedBytes: config.servedCopyFeedBytes, totalBytes: config.servedCopyBytes },
   })
   // Before the feeds start: the journal samples the snapshots they publish, those built at start too.
   journal.start(feeds)
@@ -156,6 +157,8 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   // Networks whose lapse moved later, for the bouncers' durations (docs/bouncers.md).
   const bouncerRetimes = new BouncerRetimes()
   feeds.onSwap((workspaceId, feedId, snapshot) => {
+    // A served copy (a restart) has no networks to take deltas from: a build's snapshot does.
+    if (snapshot?.restored === true) return
     const now = Date.now()
     deltaHistory.record(workspaceId, feedId, snapshot, now)
     bouncerRetimes.record(workspaceId, feedId, snapshot)

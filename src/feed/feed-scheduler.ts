@@ -76,14 +76,25 @@ export class FeedScheduler {
     for (const l of this.#swapListeners) l(workspaceId, feedId, snapshot)
   }
 
-  /** The snapshot if valid at `now`; otherwise starts what is due and answers null. */
-  current (f: FeedState, now: number): FeedSnapshot | null {
+  /**
+   * The snapshot if valid at `now`; otherwise starts what is due and answers the served copy
+   * restored at start while it is valid (unless `built`), else null.
+   */
+  current (f: FeedState, now: number, built = false): FeedSnapshot | null {
     this.promote(f, now)
     const s = f.snapshot
     if (s !== undefined && now < s.expiresAt && !this.#superseded.holds(f, f.building)) return s
     f.wanted = true
     this.tick(f)
-    return null
+    const r = f.restored
+    return !built && s === undefined && r !== null && now < r.expiresAt ? r : null
+  }
+
+  /** Starts answering from a served copy (a restart), on every thread, until the first build swaps in. */
+  restore (f: FeedState, copy: FeedSnapshot): void {
+    if (f.snapshot !== undefined || this.#stopped) return
+    f.restored = copy
+    this.publish(f.workspaceId, f.feedId, copy)
   }
 
   markDirty (f: FeedState, reason: BuildReason): void {
@@ -154,6 +165,7 @@ export class FeedScheduler {
   /** The swap: one assignment, so a reader sees the old snapshot or the new one, never a mix. */
   swap (f: FeedState, built: NextSnapshot): void {
     f.snapshot = built.snapshot
+    f.restored = null
     f.next = null
     this.publish(f.workspaceId, f.feedId, built.snapshot)
     this.#superseded.built(f, built.versions)

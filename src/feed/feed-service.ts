@@ -39,6 +39,7 @@ import type { FeedMetrics } from './metrics.js'
 import { awaitShardCount } from './shards.js'
 import type { FeedId, FeedSnapshot } from './snapshot-types.js'
 import { Supersession } from './supersession.js'
+import { copyBasis, pollKey, restoreServedCopy, ServedCopies, type ServedCopyBounds } from './served-copy.js'
 
 export type { FeedPoolLike }
 
@@ -82,6 +83,11 @@ export interface FeedServiceOptions {
    * life cycle is the caller's. Without one, the service polls with a catalog of its own.
    */
   catalog?: PolledCatalog
+  /**
+   * Bounds of the served copies (served-copy.ts: THREATFEED_SERVED_COPY_BYTES and
+   * THREATFEED_SERVED_COPY_FEED_BYTES); absent or a total of 0: no copy is saved or restored.
+   */
+  servedCopy?: ServedCopyBounds
 }
 
 const IDLE_MS = 3_600_000
@@ -107,6 +113,11 @@ export class FeedService {
   #started = false
   #ready = false
   #initial: Promise<void> | null = null
+  readonly #served: ServedCopies
+  readonly #idleMs: number
+  #restoring: Promise<void> = Promise.resolve()
+  /** True while served copies are read at start: a waiting poll looks again every 25 ms, not only when the build ends. */
+  #restoringNow = false
 
   constructor (opts: FeedServiceOptions) {
     this.#store = opts.store
@@ -154,6 +165,19 @@ export class FeedService {
       idleMs: opts.idleMs ?? IDLE_MS,
     })
     if (opts.geo !== undefined) this.#builder.installGeo(opts.geo)
+    this.#idleMs = opts.idleMs ?? IDLE_MS
+    this.#served = new ServedCopies(opts.store, opts.servedCopy ?? { feedBytes: 0, totalBytes: 0 }, opts.log)
+    // Each published build leaves its copy: what a restart answers from (served-copy.ts).
+    this.#scheduler.onSwap((workspaceId, feedId, snapshot) => {
+      const f = this.#registry.feed(workspaceId, feedId)
+      if (snapshot !== null && f !== undefined) this.#saveCopy(f, snapshot)
+    })
+  }
+
+  #saveCopy (f: FeedState, snapshot: FeedSnapshot): void {
+    const ws = this.#registry.workspaces.get(f.workspaceId)
+    if (ws === undefined || snapshot.restored === true) return
+    this.#served.published(snapshot, copyBasis(f.list?.updatedAt ?? null, ws.name ?? snapshot.name, ws.guardsJson), f.polls, Date.now() - this.#idleMs)
   }
 
   /** Loads workspaces and lists, builds the feeds served in the last idleMs, then polls for changes. */
@@ -165,6 +189,11 @@ export class FeedService {
       if (this.#ownCatalog !== null) await this.#ownCatalog.start()
       else if (this.#catalog.view === null) await this.#catalog.refresh()
       await this.#sync.load()
+      // Before the first builds: their rule reads hold the event loop for long stretches, and a
+      // copy is worth having before the node listens (main.ts starts HTTP after this resolves).
+      this.#restoringNow = true
+      this.#restoring = this.#restoreCopies().finally(() => { this.#restoringNow = false })
+      await this.#restoring
     } catch (e) {
       // The store is down at start: the next poll retries the load.
       this.#log.warn({ err: e }, 'feed service: store unavailable at start; retrying')
@@ -174,6 +203,7 @@ export class FeedService {
 
   /** Stops polling and timers; waits for builds in flight. The pool and the store are the caller's. */
   async stop (): Promise<void> {
+    await this.#restoring
     this.#scheduler.stop()
     this.#unsubscribe?.()
     this.#ownCatalog?.stop()
@@ -185,6 +215,60 @@ export class FeedService {
       }
     }
     await Promise.allSettled(pending)
+    await this.#served.flush()
+  }
+
+  /**
+   * A poll answered from a representation of the feed (at most about once a second per
+   * representation and thread: the route throttles): what the feed's served copy keeps.
+   */
+  notePoll (workspaceId: string, feedId: FeedId, variantKey: string, gzip: boolean, at: number): void {
+    const f = this.#registry.feed(workspaceId, feedId)
+    if (f === undefined) return
+    const k = pollKey(variantKey, gzip)
+    const seen = f.polls.get(k)
+    if (seen === undefined || seen < at) f.polls.set(k, at)
+    // A representation first polled since the copy was saved: the copy gains it now, not at the
+    // next change (a feed's first build is published before any poll of it is told).
+    if (seen === undefined && f.snapshot !== undefined) this.#saveCopy(f, f.snapshot)
+  }
+
+  /** Resolves once the served copies asked for so far are saved (tests). */
+  flushServedCopies (): Promise<void> {
+    return this.#served.flush()
+  }
+
+  /**
+   * At start: each feed's served copy that may still be served answers its polls until the
+   * feed's first build lands (served-copy.ts). Copies of feeds this node does not know (a list
+   * deleted) are left to the total bound's eviction.
+   */
+  async #restoreCopies (): Promise<void> {
+    if (!this.#served.enabled) return
+    let entries
+    try {
+      entries = await this.#served.load()
+    } catch (e) {
+      this.#log.warn({ err: e }, 'served copies not listed; feeds wait for their first build')
+      return
+    }
+    const started = performance.now()
+    let restored = 0
+    for (const e of entries) {
+      const ws = this.#registry.workspaces.get(e.workspaceId)
+      const f = ws?.active === true ? ws.feeds.get(e.listId) : undefined
+      if (f === undefined || f.snapshot !== undefined) continue
+      try {
+        const r = await restoreServedCopy(this.#store, e, Date.now(), this.#log)
+        if (r === null) continue
+        for (const [k, at] of r.polls) if ((f.polls.get(k) ?? 0) < at) f.polls.set(k, at)
+        this.#scheduler.restore(f, r.snapshot)
+        restored++
+      } catch (err) {
+        this.#log.warn({ err, workspace: e.workspaceId, feed: e.listId }, 'served copy not restored')
+      }
+    }
+    this.#log.info({ copies: entries.length, restored, ms: Math.round(performance.now() - started) }, 'served copies restored')
   }
 
   /** True once a geo index is set and the feeds served in the idleMs before the start are built (for /readyz). */
@@ -221,13 +305,13 @@ export class FeedService {
    * 503) when no valid snapshot could be built in time, TF_ERR_FEED_HELD (503) at once when a
    * publish guard holds the feed's first build.
    */
-  async awaitSnapshot (workspaceId: string, feedId: FeedId, now?: number): Promise<FeedSnapshot> {
+  async awaitSnapshot (workspaceId: string, feedId: FeedId, now?: number, built = false): Promise<FeedSnapshot> {
     const deadline = Date.now() + this.#awaitMs
     const feed = this.#registry.known(workspaceId, feedId) ?? await this.#discover(workspaceId, feedId)
     feed.fetchedAt = Date.now()
     let overtime = false
     for (;;) {
-      const s = this.#scheduler.current(feed, now ?? Date.now())
+      const s = this.#scheduler.current(feed, now ?? Date.now(), built)
       if (s !== null) return s
       if (feed.missing) throw new ThreatfeedError('TF_ERR_LIST_NOT_FOUND')
       // Held before it ever published, and no build under way that could change that: waiting
@@ -246,7 +330,7 @@ export class FeedService {
         continue
       }
       await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, Math.min(left, feed.building === null ? 25 : left))
+        const t = setTimeout(resolve, Math.min(left, feed.building === null || (this.#restoringNow && !built) ? 25 : left))
         if (feed.building !== null) void feed.building.finally(() => { clearTimeout(t); resolve() })
       })
       // A caller-given `now` is honoured once; later rounds are about the new snapshot.

@@ -54,6 +54,10 @@ export class FeedState {
   recordedAt = -Infinity
   readonly shards = new ShardDemand()
   readonly guard = new FeedGuard()
+  /** The served copy answered from until the first build lands (served-copy.ts); null after it. */
+  restored: FeedSnapshot | null = null
+  /** When each representation was last polled (served-copy.ts pollKey): what a copy keeps. */
+  readonly polls = new Map<string, number>()
 
   constructor (readonly workspaceId: string, readonly feedId: FeedId) {}
 }

@@ -129,6 +129,7 @@ export class FeedSync {
     f.wanted = false
     scheduler.clearTimer(f)
     f.snapshot = undefined
+    f.restored = null
     f.next = null
     scheduler.publish(ws.id, f.feedId, null)
     f.caches = undefined
@@ -149,6 +150,7 @@ export class FeedSync {
   #dropFeed (ws: WorkspaceState, f: FeedState): void {
     this.#o.scheduler.clearTimer(f)
     f.next = null
+    f.restored = null
     f.missing = f.feedId !== WORKSPACE_FEED
     ws.feeds.delete(f.feedId)
     this.#o.lastModified.forget(ws.id, f.feedId)

@@ -34,8 +34,10 @@ import type { FeedId, FeedSnapshot, HeaderList, Representation, Variant } from '
 /** What the main thread's feed side offers (FeedService, or a test's source). */
 export interface SnapshotSource {
   getSnapshot (workspaceId: string, feedId: FeedId, now: number): FeedSnapshot | null
-  awaitSnapshot (workspaceId: string, feedId: FeedId, now: number): Promise<FeedSnapshot>
+  awaitSnapshot (workspaceId: string, feedId: FeedId, now: number, built?: boolean): Promise<FeedSnapshot>
   awaitShards? (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot>
+  /** A poll a thread answered from one representation (FeedService.notePoll: what a served copy keeps). */
+  notePoll? (workspaceId: string, feedId: FeedId, variantKey: string, gzip: boolean, at: number): void
   /** A poll's tag matched nothing in `snapshot`: the snapshot to answer with once another node's newer content is caught up (FeedService.fresher). */
   fresher? (workspaceId: string, feedId: FeedId, snapshot: FeedSnapshot): Promise<FeedSnapshot>
   /** Calls `listener` in the same tick as each swap (null: the snapshot was dropped); returns the unsubscribe. */
@@ -76,7 +78,15 @@ interface LeanSnapshot {
   readonly shardCounts: readonly number[]
   readonly networks: FeedSnapshot['networks']
   readonly variants: readonly LeanVariant[]
+  /** A served copy restored at start (FeedSnapshot.restored). */
+  readonly restored: boolean
 }
+
+/** A poll a thread answered: workspace, feed, variant key, gzip, when. */
+type PolledRepresentation = readonly [string, FeedId, string, boolean, number]
+
+/** Polls a thread keeps between two reports at most (each is throttled per representation by the route). */
+const MAX_POLLS_KEPT = 4096
 
 /** Posted on a thread's snapshot port. */
 interface SnapshotMessage { readonly seq: number, readonly workspaceId: string, readonly feedId: FeedId, readonly snapshot: LeanSnapshot | null }
@@ -98,10 +108,10 @@ export function fromWireError (w: WireError): Error {
 
 /** Requests a replica makes of the main thread (answered by SnapshotExporter.answer). */
 export type ReplicaRequest =
-  | { readonly type: 'await', readonly id: number, readonly workspaceId: string, readonly feedId: FeedId, readonly now: number }
+  | { readonly type: 'await', readonly id: number, readonly workspaceId: string, readonly feedId: FeedId, readonly now: number, readonly built?: boolean }
   | { readonly type: 'shards', readonly id: number, readonly workspaceId: string, readonly feedId: FeedId, readonly of: number }
   | { readonly type: 'fresher', readonly id: number, readonly workspaceId: string, readonly feedId: FeedId, readonly seq: number }
-  | { readonly type: 'touch', readonly fetches: ReadonlyArray<readonly [string, FeedId, number]> }
+  | { readonly type: 'touch', readonly fetches: ReadonlyArray<readonly [string, FeedId, number]>, readonly polls?: readonly PolledRepresentation[] }
   | { readonly type: 'body', readonly id: number, readonly seq: number, readonly key: string, readonly gzip: boolean }
 
 export type ReplicaReply =
@@ -190,6 +200,7 @@ export class SnapshotExporter {
     if (m.type === 'touch') {
       // A poll answered on a thread counts as a fetch here (idle feeds are released, fetches recorded).
       for (const [workspaceId, feedId, at] of m.fetches) this.#source.getSnapshot(workspaceId, feedId, at)
+      for (const [workspaceId, feedId, key, gzip, at] of m.polls ?? []) this.#source.notePoll?.(workspaceId, feedId, key, gzip, at)
       return
     }
     if (m.type === 'body') {
@@ -198,7 +209,7 @@ export class SnapshotExporter {
     }
     try {
       const snapshot = m.type === 'await'
-        ? await this.#source.awaitSnapshot(m.workspaceId, m.feedId, m.now)
+        ? await this.#source.awaitSnapshot(m.workspaceId, m.feedId, m.now, m.built === true)
         : m.type === 'shards'
           ? await this.#awaitShards(m.workspaceId, m.feedId, m.of)
           : await this.#fresher(m.workspaceId, m.feedId, m.seq)
@@ -257,7 +268,8 @@ export class SnapshotExporter {
         headers: r.headers,
         notModifiedHeaders: r.notModifiedHeaders,
         length: r.length ?? r.body.byteLength,
-        body: asked?.has(representationOf(key, gzip)) === true ? this.#inShared(r.body) : null,
+        // A served copy's bytes are in hand already, and its polls come at once (a restart).
+        body: asked?.has(representationOf(key, gzip)) === true || snapshot.restored === true ? this.#inShared(r.body) : null,
       })
       variants.push({ key, status: v.status, contentType: v.contentType, entries: v.entries, limit: v.limit, lastModified: v.lastModified, lastModifiedHttp: v.lastModifiedHttp, identity: rep(v.identity, false), gzip: rep(v.gzip, true) })
     }
@@ -273,6 +285,7 @@ export class SnapshotExporter {
       shardCounts: snapshot.shardCounts,
       networks: snapshot.networks,
       variants,
+      restored: snapshot.restored === true,
     }
     this.#lean.set(snapshot, lean)
     this.#seqOf.set(snapshot, seq)
@@ -393,6 +406,7 @@ export class SnapshotReplica {
   readonly #bodies = new Map<number, { resolve: (body: Uint8Array) => void, reject: (e: Error) => void, timer: NodeJS.Timeout }>()
   #seen = -1
   #nextId = 0
+  #polls: PolledRepresentation[] = []
   readonly #touchTimer: NodeJS.Timeout
 
   /**
@@ -419,10 +433,15 @@ export class SnapshotReplica {
     return held.snapshot
   }
 
-  async awaitSnapshot (workspaceId: string, feedId: FeedId, now: number): Promise<FeedSnapshot> {
+  async awaitSnapshot (workspaceId: string, feedId: FeedId, now: number, built = false): Promise<FeedSnapshot> {
     const id = this.#nextId++
-    await this.#ask({ type: 'await', id, workspaceId, feedId, now }, id)
+    await this.#ask({ type: 'await', id, workspaceId, feedId, now, ...(built ? { built } : {}) }, id)
     return this.#after(workspaceId, feedId)
+  }
+
+  /** Reported to the main thread with the fetches (the route throttles it per representation). */
+  notePoll (workspaceId: string, feedId: FeedId, variantKey: string, gzip: boolean, at: number): void {
+    if (this.#polls.length < MAX_POLLS_KEPT) this.#polls.push([workspaceId, feedId, variantKey, gzip, at])
   }
 
   async awaitShards (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot> {
@@ -514,6 +533,7 @@ export class SnapshotReplica {
       variants,
       // Explain answers on the main thread (its routes are forwarded there).
       published: { block: none, allow: none },
+      ...(lean.restored ? { restored: true } : {}),
     }
   }
 
@@ -562,6 +582,8 @@ export class SnapshotReplica {
       held.reportedAt = held.touchedAt
       fetches.push([held.snapshot.workspaceId, held.snapshot.feedId, held.touchedAt])
     }
-    if (fetches.length > 0) this.#request({ type: 'touch', fetches })
+    const polls = this.#polls
+    if (polls.length > 0) this.#polls = []
+    if (fetches.length > 0 || polls.length > 0) this.#request({ type: 'touch', fetches, ...(polls.length > 0 ? { polls } : {}) })
   }
 }

@@ -133,6 +133,11 @@ export interface FeedSnapshot {
   readonly variants: ReadonlyMap<string, Variant>
   /** The networks every variant was rendered from, per action: what explain looks an address up in. */
   readonly published: Readonly<Record<FeedAction, PublishedNetworks>>
+  /**
+   * A served copy a restarted node answers from until its first build lands (feed/served-copy.ts):
+   * only the variants appliances polled, no prefix arrays. Absent on a built snapshot.
+   */
+  readonly restored?: boolean
 }
 
 /** Coalesced prefixes of one set in the PackedPrefixes layout (src/net/packed.ts): v4 pairs

@@ -189,7 +189,8 @@ export class AdminJournal {
     const published = this.#published = new Map()
     this.#unsubscribe = feeds.onSwap((workspaceId, feedId, snapshot) => {
       if (snapshot === null) published.delete(`${workspaceId}/${feedId}`)
-      else published.set(`${workspaceId}/${feedId}`, { workspaceId, feedId, snapshot })
+      // A served copy (a restart) holds only the variants polled: sizes are sampled from builds.
+      else if (snapshot.restored !== true) published.set(`${workspaceId}/${feedId}`, { workspaceId, feedId, snapshot })
     })
   }
 

@@ -99,7 +99,9 @@ export async function explainIn (store: Store, deps: ExplainRouteDeps, workspace
       const id = list?.id ?? WORKSPACE_FEED
       const now = Date.now()
       if (query.list === null && deps.feeds.peekSnapshot !== undefined) return deps.feeds.peekSnapshot(workspace.id, id, now)
-      return deps.feeds.getSnapshot(workspace.id, id, now) ?? await deps.feeds.awaitSnapshot(workspace.id, id, now)
+      const s = deps.feeds.getSnapshot(workspace.id, id, now)
+      // A served copy (a restart) has no networks to look an address up in: the build has.
+      return s !== null && s.restored !== true ? s : await deps.feeds.awaitSnapshot(workspace.id, id, now, true)
     },
     ...(deps.heldBy !== undefined ? { heldBy: deps.heldBy } : {}),
   }

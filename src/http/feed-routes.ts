@@ -40,12 +40,20 @@ import { answerDelta, type DeltaDeps, type DeltaSource } from './feed-delta.js'
  */
 const TURN_CLOCK_SLACK_MS = 1000
 
+/** Least time between two polls of one representation told to the feed side (FeedSource#notePoll). */
+const NOTE_MS = 1000
+
 /** What the routes need from the snapshot side (src/feed/feed-service.ts implements it). */
 export interface FeedSource {
   /** The current snapshot when it is built and not past its expiry; null otherwise. Synchronous. */
   getSnapshot (workspaceId: string, feedId: FeedId, now: number): FeedSnapshot | null
-  /** Builds (or joins a build of) the snapshot and resolves with it. */
-  awaitSnapshot (workspaceId: string, feedId: FeedId, now: number): Promise<FeedSnapshot>
+  /**
+   * Builds (or joins a build of) the snapshot and resolves with it; `built`: not a served copy
+   * restored at start (feed/served-copy.ts), which lacks what the caller needs.
+   */
+  awaitSnapshot (workspaceId: string, feedId: FeedId, now: number, built?: boolean): Promise<FeedSnapshot>
+  /** A poll answered from one representation of the feed: what its served copy keeps. */
+  notePoll? (workspaceId: string, feedId: FeedId, variantKey: string, gzip: boolean, at: number): void
   /** Resolves with a snapshot holding the shards of `of`, building them first when none does. */
   awaitShards? (workspaceId: string, feedId: FeedId, of: number): Promise<FeedSnapshot>
   /** A tag matched nothing in `snapshot`: the snapshot to answer from once this node caught up with newer content recorded by another. */
@@ -169,6 +177,7 @@ type FeedHandler = (ex: Exchange, req: HttpRequest, head: boolean, isList: boole
 
 function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: HttpContext): FeedHandler {
   const feeds = deps.feeds
+  const notePoll = feeds.notePoll === undefined ? null : feeds.notePoll.bind(feeds)
   const counters = feedCounters(ctx)
   const consumers = deps.consumers ?? null
   const polled = (ex: Exchange, r: FeedRequest, status: number, etag: string | null, since: number): void => {
@@ -179,21 +188,28 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
   const answer = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, retried = false, checked = false): void | Promise<void> => {
     const variant = snapshot.variants.get(r.variant!.key)
     if (variant === undefined) {
+      // A served copy holds the variants polled before the restart; another waits for the build.
+      if (snapshot.restored === true) return built(ex, r)
       // A shard count this feed has not built yet: its first request waits for one build.
       const shard = r.variant!.params.shard
       if (shard == null || retried || feeds.awaitShards === undefined) throw missingVariant(r)
       return feeds.awaitShards(r.workspaceId, r.feedId, shard.of).then((s) => ex.aborted ? undefined : answer(ex, r, s, true, checked))
     }
-    if (r.query!.delta) return delta(ex, r, snapshot, variant, retried, checked)
     const prepared = prepareVariant(variant)
     const rep = r.gzip ? prepared.gzip : prepared.identity
+    if (notePoll !== null && r.at - rep.notedAt >= NOTE_MS) {
+      rep.notedAt = r.at
+      notePoll(r.workspaceId, r.feedId, r.variant!.key, r.gzip, r.at)
+    }
+    if (r.query!.delta) return delta(ex, r, snapshot, variant, retried, checked)
     if (rep.notModified !== null && isNotModified(r.ifNoneMatch, r.ifModifiedSince, rep.etag, variant.lastModifiedHttp, variant.lastModified)) {
       writeNotModified(ex, rep.notModified, r.close)
       polled(ex, r, 304, rep.etag, variant.lastModified)
       return
     }
-    // A tag from another node that switched first: a node hop must not cost a download.
-    if (!checked && r.ifNoneMatch !== '' && rep.notModified !== null && feeds.fresher !== undefined) {
+    // A tag from another node that switched first: a node hop must not cost a download. A served
+    // copy is the newest version the store recorded (served-copy.ts): nothing fresher to wait for.
+    if (!checked && r.ifNoneMatch !== '' && rep.notModified !== null && feeds.fresher !== undefined && snapshot.restored !== true) {
       return feeds.fresher(r.workspaceId, r.feedId, snapshot).then((s) => ex.aborted ? undefined : answer(ex, r, s, retried, true))
     }
     polled(ex, r, rep.status, rep.status === 200 ? rep.etag : null, variant.lastModified)
@@ -211,19 +227,31 @@ function createFeedHandler (deps: FeedRouteDeps, lists: ListDirectory, ctx: Http
   /** The request being answered within uWS's callback, for a forward (null outside it). */
   let syncRequest: HttpRequest | null = null
   const delta = (ex: Exchange, r: FeedRequest, snapshot: FeedSnapshot, variant: Variant, retried: boolean, checked: boolean): void | Promise<void> => {
+    // A served copy has no networks: an answer format waits for the build; a `since` answers
+    // full from the copy (X-Feed-Delta: full), or 304 when it names the copy's own tag.
+    const restored = snapshot.restored === true
+    if (restored && r.query!.answer !== null) return built(ex, r)
     const req = syncRequest
     const deltaDeps: DeltaDeps = {
-      history,
+      history: restored ? null : history,
       // Past an await `req` is gone: such a request (rare: a key or list loaded a moment ago) answers full.
-      elsewhere: forwardDelta === null ? null : req === null ? null : () => forwardDelta(ex, req),
+      elsewhere: restored || forwardDelta === null || req === null ? null : () => forwardDelta(ex, req),
       rendered,
       polled: (status, etag, since) => { polled(ex, r, status, etag, since) },
       sent: counters.bytes,
     }
-    const fresher = checked || feeds.fresher === undefined
+    const fresher = checked || restored || feeds.fresher === undefined
       ? null
       : () => feeds.fresher!(r.workspaceId, r.feedId, snapshot).then((s) => ex.aborted ? undefined : answer(ex, r, s, retried, true))
     return answerDelta(ex, r, r.query!, snapshot, variant, deltaDeps, fresher)
+  }
+
+  /** The feed's own build, not its served copy (which lacks the variant or the networks asked for). */
+  const built = async (ex: Exchange, r: FeedRequest): Promise<void> => {
+    counters.waits.inc()
+    const snapshot = await feeds.awaitSnapshot(r.workspaceId, r.feedId, Date.now(), true)
+    if (ex.aborted) return
+    await answer(ex, r, snapshot)
   }
 
   const wait = async (ex: Exchange, r: FeedRequest): Promise<void> => {

@@ -51,6 +51,8 @@ export interface PreparedRepresentation {
   readonly head: HeaderBlock
   /** 304 line and headers; null for a 413, which conditionals never turn into a 304. */
   readonly notModified: HeaderBlock | null
+  /** When a poll of it was last told to the feed side (FeedSource#notePoll): at most once a second. */
+  notedAt: number
 }
 
 export interface PreparedVariant {
@@ -90,6 +92,7 @@ function prepareRepresentation (variant: Variant, rep: Representation): Prepared
     full: toBlock(status, rep.headers),
     head: toBlock(status, [...rep.headers, ['Content-Length', String(length)]]),
     notModified: variant.status === 200 && rep.notModifiedHeaders.length > 0 ? toBlock(STATUS_304, rep.notModifiedHeaders) : null,
+    notedAt: -Infinity,
   }
 }
 

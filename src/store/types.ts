@@ -585,6 +585,28 @@ export interface FeedVersionStore {
    */
   savePublished (ref: FeedRef, record: PublishedRecord | null): Promise<void>
   loadPublished (ref: FeedRef): Promise<PublishedRecord | null>
+  /**
+   * The bytes of a feed's last published version, as the variants appliances polled were served
+   * (src/feed/served-copy.ts encodes them; opaque here), so a restarted node answers from them
+   * while its first build runs. Replaced whole (a reader never sees parts of two saves); null
+   * forgets it. Both stores implement these; a test double may leave them out (no copies).
+   */
+  saveServed? (ref: FeedRef, copy: ServedCopy | null): Promise<void>
+  loadServed? (ref: FeedRef): Promise<ServedCopy | null>
+  /** Every feed with a served copy, its size and save time, without reading the bytes. */
+  listServed? (): Promise<ServedCopyEntry[]>
+}
+
+/** A feed's served copy as stored (FeedVersionStore#saveServed). */
+export interface ServedCopy {
+  readonly bytes: Uint8Array
+  readonly savedAt: number
+}
+
+/** One entry of FeedVersionStore#listServed. */
+export interface ServedCopyEntry extends FeedRef {
+  readonly bytes: number
+  readonly savedAt: number
 }
 
 /** A guarded feed's published rules (encoded by the feed service, opaque here) and publish state. */

@@ -12,6 +12,7 @@ import { describeConsumerContract } from './contract-consumers.js'
 import { describeDeadlineContract } from './contract-deadline.js'
 import { describeIdempotencyContract } from './contract-idempotency.js'
 import { describePublishedContract } from './contract-published.js'
+import { describeServedContract } from './contract-served.js'
 import { describeClusterContract, describeLeaseContract } from './contract-cluster.js'
 import { describeRuleContract } from './contract-rules.js'
 import { describeStreamContract } from './contract-stream.js'
@@ -64,4 +65,5 @@ export function runStoreContract (t: Test, name: string, makeStore: MakeStore): 
   describeClusterContract(storeTest)
   describeLeaseContract(storeTest)
   describePublishedContract(storeTest)
+  describeServedContract(storeTest)
 }

@@ -1,7 +1,7 @@
 /** Feed versions (Last-Modified, DECISIONS §5) and feed fetch times (DECISIONS §6) on LMDB. */
 import { decodePublished, encodePublished, nextFeedVersion, normalizeRecord, versionOf } from '../feed-version-record.js'
-import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedRef, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord as StoredVersion, type FeedVersionStore, type PublishedRecord } from '../types.js'
-import { feedOfVersionKey, feedVersionKey, publishedRulesKey } from './key-layout.js'
+import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedRef, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord as StoredVersion, type FeedVersionStore, type PublishedRecord, type ServedCopy, type ServedCopyEntry } from '../types.js'
+import { feedOfPublishedKey, feedOfVersionKey, feedVersionKey, publishedRulesKey } from './key-layout.js'
 import type { Databases } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
 
@@ -84,6 +84,37 @@ export class EmbeddedFeedVersionStore implements FeedVersionStore {
   async loadPublished (ref: FeedRef): Promise<PublishedRecord | null> {
     const raw: Buffer | undefined = this.#env.readLatest((dbs) => dbs.publishedRules.get(publishedRulesKey(ref)))
     return raw === undefined ? null : decodePublished(raw)
+  }
+
+  async saveServed (ref: FeedRef, copy: ServedCopy | null): Promise<void> {
+    // Same key as the published rules: one feed, one key, in both databases.
+    const id = publishedRulesKey(ref)
+    await this.#env.write((dbs) => {
+      if (copy === null) {
+        void dbs.servedCopies.remove(id)
+        void dbs.servedIndex.remove(id)
+        return
+      }
+      void dbs.servedCopies.put(id, Buffer.from(copy.bytes.buffer, copy.bytes.byteOffset, copy.bytes.byteLength))
+      void dbs.servedIndex.put(id, { bytes: copy.bytes.byteLength, savedAt: copy.savedAt })
+    })
+  }
+
+  async loadServed (ref: FeedRef): Promise<ServedCopy | null> {
+    const id = publishedRulesKey(ref)
+    return this.#env.readLatest((dbs) => {
+      const raw: Buffer | undefined = dbs.servedCopies.get(id)
+      const entry = dbs.servedIndex.get(id)
+      return raw === undefined || entry === undefined ? null : { bytes: raw, savedAt: entry.savedAt }
+    })
+  }
+
+  async listServed (): Promise<ServedCopyEntry[]> {
+    return this.#env.readLatest((dbs) => {
+      const out: ServedCopyEntry[] = []
+      for (const { key, value } of dbs.servedIndex.getRange({})) out.push({ ...feedOfPublishedKey(key), bytes: value.bytes, savedAt: value.savedAt })
+      return out
+    })
   }
 
   async fetchedSince (since: number): Promise<FeedFetch[]> {

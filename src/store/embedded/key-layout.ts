@@ -196,6 +196,12 @@ export function publishedRulesKey (ref: FeedRef): string {
   return ref.workspaceId + SEP + ref.listId
 }
 
+/** The feed of a published-rules (or served-copies) key. */
+export function feedOfPublishedKey (key: string): FeedRef {
+  const a = key.indexOf(SEP)
+  return { workspaceId: key.slice(0, a), listId: key.slice(a + 1) }
+}
+
 /** The feed a feed-versions key belongs to (its first two components). */
 export function feedOfVersionKey (key: string): FeedRef {
   const a = key.indexOf(SEP)

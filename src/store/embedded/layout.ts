@@ -48,6 +48,10 @@ export interface Databases {
   readonly feedVersions: Database<FeedVersion, string>
   /** workspace␟list → what a guarded feed last published (feed-version-store.ts savePublished). */
   readonly publishedRules: Database<Buffer, string>
+  /** workspace␟list → the bytes of the feed's last published version (feed-version-store.ts saveServed). */
+  readonly servedCopies: Database<Buffer, string>
+  /** workspace␟list → { bytes, savedAt } of its served copy: listServed without reading the bytes. */
+  readonly servedIndex: Database<{ bytes: number, savedAt: number }, string>
   /** workspace␟consumer id → the consumer's record (consumer-store.ts). */
   readonly consumers: Database<FeedConsumer, string>
   /** [table, partition, at, id] → the entry's data (journal-store.ts: the admin API's diagnostics and audit log). */

@@ -176,6 +176,8 @@ export class LmdbEnv {
         checkpoints: root.openDB('checkpoints', json),
         feedVersions: root.openDB('feed-versions', json),
         publishedRules: root.openDB('published-rules', binary),
+        servedCopies: root.openDB('served-copies', binary),
+        servedIndex: root.openDB('served-index', json),
         consumers: root.openDB('feed-consumers', json),
         journal: root.openDB('admin-journal', json),
         meta: root.openDB('meta', json),

@@ -2,9 +2,9 @@
  * Feed versions (Last-Modified, DECISIONS §5) on MongoDB: one document per feed key, which also
  * holds when its feed was last served (DECISIONS §6).
  */
-import { Binary, type Collection } from 'mongodb'
+import { Binary, type ClientSession, type Collection } from 'mongodb'
 import { decodePublished, encodePublished, nextFeedVersion, normalizeRecord, versionOf } from '../feed-version-record.js'
-import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedRef, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord, type FeedVersionStore, type PublishedRecord } from '../types.js'
+import { FAMILIES, FEED_ACTIONS, type FeedFetch, type FeedKey, type FeedRef, type FeedVersion, type FeedVersionBasis, type FeedVersionRecord, type FeedVersionStore, type PublishedRecord, type ServedCopy, type ServedCopyEntry } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 import type { MongoContext } from './mongo-context.js'
 import { num, text } from './values.js'
@@ -95,43 +95,39 @@ export class MongoFeedVersionStore implements FeedVersionStore {
    * every part and drops the parts a smaller record no longer needs, so a reader never mixes two.
    */
   savePublished (ref: FeedRef, record: PublishedRecord | null): Promise<void> {
-    const id = publishedId(ref)
-    const workspaceId = text(ref.workspaceId)
-    const bytes = record === null ? null : encodePublished(record)
-    const parts = bytes === null ? 0 : Math.max(1, Math.ceil(bytes.length / PUBLISHED_PART_BYTES))
-    return this.#ctx.write(async (session) => {
-      const c = this.#published()
-      const before = (await c.findOne({ _id: id, workspaceId }, { session, projection: { parts: 1 } }))?.parts ?? 1
-      for (let i = 0; i < parts; i++) {
-        const data = new Binary(bytes!.subarray(i * PUBLISHED_PART_BYTES, (i + 1) * PUBLISHED_PART_BYTES))
-        const doc = i === 0 ? { workspaceId, data, parts } : { workspaceId, data }
-        await c.replaceOne({ _id: partId(id, i), workspaceId }, doc, { session, upsert: true })
-      }
-      const gone = Array.from({ length: Math.max(0, before - parts) }, (_, k) => partId(id, parts + k))
-      if (gone.length > 0) await c.deleteMany({ _id: { $in: gone }, workspaceId }, { session })
-    })
+    return this.#ctx.write((session) => writeParts(this.#collection('published_rules'), ref, record === null ? null : encodePublished(record), {}, session))
   }
 
   loadPublished (ref: FeedRef): Promise<PublishedRecord | null> {
-    const id = publishedId(ref)
-    const workspaceId = text(ref.workspaceId)
     // In a (read-only) transaction: the parts of one save, never of two.
     return this.#ctx.write(async (session) => {
-      const c = this.#published()
-      const first = await c.findOne({ _id: id, workspaceId }, { session })
-      if (first === null) return null
-      const parts = first.parts ?? 1
-      if (parts === 1) return decodePublished(first.data.buffer)
-      const rest = await c.find({ _id: { $in: Array.from({ length: parts - 1 }, (_, k) => partId(id, k + 1)) }, workspaceId }, { session }).toArray()
-      const byId = new Map(rest.map((d) => [d._id, d.data.buffer]))
-      const chunks = [first.data.buffer, ...Array.from({ length: parts - 1 }, (_, k) => byId.get(partId(id, k + 1)))]
-      if (chunks.some((b) => b === undefined)) throw new Error(`published record ${id}: a part is missing`)
-      return decodePublished(Buffer.concat(chunks as Uint8Array[]))
+      const got = await readParts(this.#collection('published_rules'), ref, session)
+      return got === null ? null : decodePublished(got.bytes)
     })
   }
 
-  #published (): Collection<{ _id: string, workspaceId: string, data: Binary, parts?: number }> {
-    return this.#ctx.client.db(this.#ctx.c.feedVersions.dbName).collection('published_rules')
+  /** A feed's served copy in `served_copies`, in parts as the published records (its size and time on the first part). */
+  saveServed (ref: FeedRef, copy: ServedCopy | null): Promise<void> {
+    return this.#ctx.write((session) => writeParts(this.#collection('served_copies'), ref, copy === null ? null : copy.bytes, copy === null ? {} : { listId: text(ref.listId), bytes: copy.bytes.byteLength, savedAt: num(copy.savedAt) }, session))
+  }
+
+  loadServed (ref: FeedRef): Promise<ServedCopy | null> {
+    return this.#ctx.write(async (session) => {
+      const got = await readParts(this.#collection('served_copies'), ref, session)
+      return got === null ? null : { bytes: got.bytes, savedAt: got.first.savedAt ?? 0 }
+    })
+  }
+
+  listServed (): Promise<ServedCopyEntry[]> {
+    return this.#ctx.run(async () => {
+      // First parts only: they alone carry `parts`.
+      const docs = await this.#collection('served_copies').find({ parts: { $exists: true } }, { projection: { workspaceId: 1, listId: 1, bytes: 1, savedAt: 1 } }).toArray()
+      return docs.map((d) => ({ workspaceId: d.workspaceId, listId: d.listId ?? '', bytes: d.bytes ?? 0, savedAt: d.savedAt ?? 0 }))
+    })
+  }
+
+  #collection (name: 'published_rules' | 'served_copies'): Collection<PartDoc> {
+    return this.#ctx.client.db(this.#ctx.c.feedVersions.dbName).collection(name)
   }
 
   fetchedSince (since: number): Promise<FeedFetch[]> {
@@ -147,6 +143,42 @@ export class MongoFeedVersionStore implements FeedVersionStore {
       return [...latest.values()]
     })
   }
+}
+
+/** A part of a record kept in parts: the first carries how many there are (and, for served copies, size and time). */
+interface PartDoc { _id: string, workspaceId: string, data: Binary, parts?: number, listId?: string, bytes?: number, savedAt?: number }
+
+/**
+ * Writes `bytes` as the parts of the feed's record (null: removes them all), inside the caller's
+ * transaction, and drops the parts a smaller record no longer needs.
+ */
+async function writeParts (c: Collection<PartDoc>, ref: FeedRef, bytes: Uint8Array | null, head: Partial<PartDoc>, session: ClientSession): Promise<void> {
+  const id = publishedId(ref)
+  const workspaceId = text(ref.workspaceId)
+  const parts = bytes === null ? 0 : Math.max(1, Math.ceil(bytes.length / PUBLISHED_PART_BYTES))
+  const before = (await c.findOne({ _id: id, workspaceId }, { session, projection: { parts: 1 } }))?.parts ?? 1
+  for (let i = 0; i < parts; i++) {
+    const data = new Binary(bytes!.subarray(i * PUBLISHED_PART_BYTES, (i + 1) * PUBLISHED_PART_BYTES))
+    const doc = i === 0 ? { workspaceId, data, parts, ...head } : { workspaceId, data }
+    await c.replaceOne({ _id: partId(id, i), workspaceId }, doc, { session, upsert: true })
+  }
+  const gone = Array.from({ length: Math.max(0, before - parts) }, (_, k) => partId(id, parts + k))
+  if (gone.length > 0) await c.deleteMany({ _id: { $in: gone }, workspaceId }, { session })
+}
+
+/** The parts of the feed's record, joined, with its first document; null when there is none. */
+async function readParts (c: Collection<PartDoc>, ref: FeedRef, session: ClientSession): Promise<{ first: PartDoc, bytes: Buffer } | null> {
+  const id = publishedId(ref)
+  const workspaceId = text(ref.workspaceId)
+  const first = await c.findOne({ _id: id, workspaceId }, { session })
+  if (first === null) return null
+  const parts = first.parts ?? 1
+  if (parts === 1) return { first, bytes: Buffer.from(first.data.buffer) }
+  const rest = await c.find({ _id: { $in: Array.from({ length: parts - 1 }, (_, k) => partId(id, k + 1)) }, workspaceId }, { session }).toArray()
+  const byId = new Map(rest.map((d) => [d._id, d.data.buffer]))
+  const chunks = [first.data.buffer, ...Array.from({ length: parts - 1 }, (_, k) => byId.get(partId(id, k + 1)))]
+  if (chunks.some((b) => b === undefined)) throw new Error(`record ${id}: a part is missing`)
+  return { first, bytes: Buffer.concat(chunks as Uint8Array[]) }
 }
 
 /** Bytes of a published record per document: half of MongoDB's 16 MiB, leaving room for the rest. */
