@@ -78,6 +78,8 @@ export interface Config {
   readonly deltaHistory: number
   /** A kept version older than this answers full. */
   readonly deltaMaxAgeMs: number
+  /** The longest duration a CrowdSec bouncer is told to keep a decision (docs/bouncers.md). */
+  readonly bouncerMaxDurationMs: number
 }
 
 type Env = Record<string, string | undefined>
@@ -225,5 +227,6 @@ export function loadConfig (env: Env = process.env): Config {
     batchJournalRetentionMs: duration(env, 'THREATFEED_BATCH_JOURNAL_RETENTION', BATCH_JOURNAL_RETENTION_MS, 60_000, 3650 * 86_400_000),
     deltaHistory: int(env, 'THREATFEED_DELTA_HISTORY', 32, 0, 1024),
     deltaMaxAgeMs: duration(env, 'THREATFEED_DELTA_MAX_AGE', 86_400_000, 1000, 30 * 86_400_000),
+    bouncerMaxDurationMs: duration(env, 'THREATFEED_BOUNCER_MAX_DURATION', 86_400_000, 60_000, 30 * 86_400_000),
   })
 }

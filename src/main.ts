@@ -14,6 +14,7 @@ import { startHttpServer, type HttpContext, type Readiness } from './http/app.js
 import { signalRoutes } from './http/signal-routes.js'
 import { openapiRoutes } from './http/openapi-routes.js'
 import { feedRoutes } from './http/feed-routes.js'
+import { bouncerRoutes } from './http/bouncer-routes.js'
 import { explainGeoOf, explainRoutes } from './http/explain-route.js'
 import { ListDirectory } from './http/list-resolve.js'
 import { ConsumerTracker } from './http/consumers.js'
@@ -211,6 +212,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     adminRoutes({ journal, explain }),
     signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) }, deltas: { history: deltaHistory, rendered: () => { renderedForRequest.inc() } } }),
+    bouncerRoutes({ feeds, history: deltaHistory, maxDurationMs: config.bouncerMaxDurationMs, perKey: config.consumersPerKey, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
     explainRoutes(explain),
     openapiRoutes(buildOpenApiDocument()),
   ], { threads: { feeds, catalog, tracker }, onThreadLost: (e) => { lostThread(e) } })

@@ -51,7 +51,7 @@ export function parseExplainAddress (raw: string): ExplainAddress {
 }
 
 /** Index (in prefixes) of the v4 prefix holding `addr`, or -1. */
-function findV4 (list: Uint32Array, addr: number): number {
+export function findV4 (list: Uint32Array, addr: number): number {
   let lo = 0
   let hi = (list.length >>> 1) - 1
   let at = -1
@@ -77,7 +77,7 @@ function compareV6 (list: Uint32Array, o: number, w: Uint32Array): number {
 }
 
 /** Index (in prefixes) of the v6 prefix holding `w`, or -1. */
-function findV6 (list: Uint32Array, w: Uint32Array): number {
+export function findV6 (list: Uint32Array, w: Uint32Array): number {
   let lo = 0
   let hi = list.length / 5 - 1
   let at = -1

@@ -124,8 +124,11 @@ export function sendBody (ex: Exchange, status: number, body: string | Uint8Arra
   })
 }
 
-/** Error body shapes: the signal interface (SPEC 2.6) and the feed interface (SPEC 2.9). */
-export type ErrorShape = 'signal' | 'feed'
+/**
+ * Error body shapes: the signal interface (SPEC 2.6), the feed interface (SPEC 2.9) and the
+ * CrowdSec bouncer API (LAPI's `{"message": …}`, which go-cs-bouncer prints; docs/bouncers.md).
+ */
+export type ErrorShape = 'signal' | 'feed' | 'bouncer'
 
 export interface ErrorReport {
   (error: ThreatfeedError): void
@@ -153,7 +156,8 @@ export function errorAnswer (thrown: unknown, shape: ErrorShape, report: ErrorRe
   const e = toThreatfeedError(thrown)
   if (e.fault !== 'caller') report(e)
   const headers: Array<readonly [string, string]> = [...extraHeaders]
-  if (e.status === 401) headers.push(['WWW-Authenticate', AUTH_CHALLENGES[shape]])
+  // The bouncer routes take the feed routes' credentials besides X-Api-Key.
+  if (e.status === 401) headers.push(['WWW-Authenticate', AUTH_CHALLENGES[shape === 'bouncer' ? 'feed' : shape]])
   if (e.code === 'TF_ERR_FEED_HELD') headers.push(['X-Feed-Held', (e.details as { held: string }).held], ['Retry-After', String(HELD_RETRY_AFTER_S)])
   return { status: e.status, body: errorBody(e, shape), headers }
 }
@@ -166,6 +170,8 @@ const HELD_RETRY_AFTER_S = 10
 
 /** The error body of SPEC 2.6 (signal) or SPEC 2.9 (feed); only sendError writes it in src/http. */
 export function errorBody (e: ThreatfeedError, shape: ErrorShape): unknown {
+  // LAPI's ErrorResponse: `errors` is its free-text field, here the registry code.
+  if (shape === 'bouncer') return { message: e.message, errors: e.code }
   if (shape === 'feed') {
     return { success: false, error: e.message, details: isPlainObject(e.details) ? e.details : {} }
   }
