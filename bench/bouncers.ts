@@ -204,7 +204,7 @@ if (haveLapi) {
   ratios.push(
     { case: 'cpu', label: 'startup pull, threatfeed / LAPI server CPU', value: tfPull / lapiPull, target: '< 1', pass: tfPull < lapiPull },
     { case: 'bytes', label: 'startup pull, threatfeed / LAPI bytes on the wire', value: median(pulls.get('threatfeed')!.map((x) => x.bytes)) / median(pulls.get(lapiName)!.map((x) => x.bytes)) },
-    { case: 'cpu', label: 'idle stream poll, threatfeed / LAPI server CPU per answer', value: tfIdle / median(idle.get(lapiName)!.map((x) => x.cpuUs)) },
+    { case: 'cpu', label: 'idle stream poll, LAPI / threatfeed server CPU per answer', value: median(idle.get(lapiName)!.map((x) => x.cpuUs)) / tfIdle },
   )
 }
 report('bouncers', 'CrowdSec bouncer API: startup pull and idle stream polls against CrowdSec LAPI, the feed 304 as denominator', rows, ratios, {
