@@ -15,6 +15,7 @@ import { openStore } from '../../src/store/open.js'
 import { generateApiKey, hashApiKey } from '../../src/store/api-key.js'
 import type { RuleOp } from '../../src/store/batch-types.js'
 import { ASN_TEST_DB, COUNTRY_TEST_DB } from './server.js'
+import { threadsFromEnv } from './feed-server.js'
 
 const DOC = join(import.meta.dirname, '..', '..', 'docs', 'bouncers-configs.md')
 
@@ -81,6 +82,7 @@ export function serveEnv (dir: string, extra: Record<string, string> = {}): Reco
     THREATFEED_GEO_ASN_DB: ASN_TEST_DB,
     THREATFEED_RATE_LIMIT_RPS: '100000',
     THREATFEED_RATE_LIMIT_BURST: '100000',
+    THREATFEED_HTTP_THREADS: String(threadsFromEnv()),
     ...extra,
   }
 }
