@@ -152,6 +152,8 @@ t.test('the custom bouncer\'s set follows the feed', async (t) => {
   await server.stop()
   server = await spawnServe(env)
   fwd.retarget(server.port)
+  // The change goes to a server that serves (its first build after a start is not a rebuild interval).
+  await within(120_000, async () => (await plainFeed(server.port, f.key)) !== null, 200)
   t0 = Date.now()
   await signal(server.port, f.key, [block('h5', '192.0.2.13'), block('v6b', '2001:db8:2::/64')])
   await round(t, '7 a restart, then adds', t0, server.port)
