@@ -33,6 +33,7 @@ import { createPool } from './pool/pool.js'
 import { backgroundNice, niceAllThreadsBut } from './pool/thread-priority.js'
 import { FeedService } from './feed/feed-service.js'
 import { DeltaHistory } from './feed/delta-history.js'
+import { BouncerRetimes } from './feed/bouncer-retimes.js'
 import { StoreCatalog } from './feed/catalog.js'
 import { registerFeedMetrics } from './feed/metrics.js'
 import { loadGeoIndex } from './geo/load.js'
@@ -152,9 +153,12 @@ export async function startServer (config: Config, log: Logger): Promise<Running
   const deltaRenders = metrics.counter('threatfeed_feed_delta_renders_total', 'Delta bodies rendered: in the pool per build (one and two versions behind), or while a request waited', ['where'])
   const renderedInPool = deltaRenders.labels('pool')
   const renderedForRequest = deltaRenders.labels('request')
+  // Networks whose lapse moved later, for the bouncers' durations (docs/bouncers.md).
+  const bouncerRetimes = new BouncerRetimes()
   feeds.onSwap((workspaceId, feedId, snapshot) => {
     const now = Date.now()
     deltaHistory.record(workspaceId, feedId, snapshot, now)
+    bouncerRetimes.record(workspaceId, feedId, snapshot)
     if (snapshot === null) return
     prerenderDeltas(snapshot, deltaHistory, (task) => pool.renderDeltas(task), now).then((n) => { renderedInPool.inc(n) }, (e: unknown) => {
       log.warn({ err: e, workspaceId, feedId }, 'deltas not rendered ahead; requests render them')
@@ -212,7 +216,7 @@ export async function startServer (config: Config, log: Logger): Promise<Running
     adminRoutes({ journal, explain }),
     signalRoutes({ ingester, consumer }),
     feedRoutes({ feeds, lists, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) }, deltas: { history: deltaHistory, rendered: () => { renderedForRequest.inc() } } }),
-    bouncerRoutes({ feeds, history: deltaHistory, maxDurationMs: config.bouncerMaxDurationMs, perKey: config.consumersPerKey, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
+    bouncerRoutes({ feeds, history: deltaHistory, retimes: bouncerRetimes, maxDurationMs: config.bouncerMaxDurationMs, perKey: config.consumersPerKey, consumers: tracker === null ? undefined : { tracker, addresses: new ClientAddresses(config.trustedProxies) } }),
     explainRoutes(explain),
     openapiRoutes(buildOpenApiDocument()),
   ], { threads: { feeds, catalog, tracker }, onThreadLost: (e) => { lostThread(e) } })

@@ -15,8 +15,14 @@ import type { PublishedPrefixes } from './snapshot-types.js'
 export type DecisionScope = 'Ip' | 'Range'
 
 export interface DecisionOptions {
-  /** Whole seconds the bouncer keeps each decision (deleted ones: 0). */
+  /** Whole seconds the bouncer keeps each decision at most (deleted ones: 0). */
   readonly seconds: number
+  /**
+   * When each prefix of `p` lapses (ms; its IPv4 prefixes first), and the instant durations
+   * count from: a decision's duration is cut to its lapse, rounded down to the second.
+   */
+  readonly lapse?: Float64Array | null
+  readonly now?: number
   /** The scenario naming the set (`threatfeed:<list or workspace name>`). */
   readonly scenario: string
   /** Which scopes to write: Ip (host prefixes), Range (wider ones). */
@@ -83,7 +89,15 @@ export function countDecisions (p: PublishedPrefixes, o: Pick<DecisionOptions, '
  */
 export function renderDecisions (p: PublishedPrefixes, o: DecisionOptions): string {
   const parts: string[] = []
-  const head = `{"duration":"${goDuration(o.seconds)}","id":`
+  const fixed = `{"duration":"${goDuration(o.seconds)}","id":`
+  const lapse = o.lapse ?? null
+  const now = o.now ?? 0
+  const headOf = (i: number): string => {
+    if (lapse === null) return fixed
+    const s = Math.floor((lapse[i]! - now) / 1000)
+    return s >= o.seconds ? fixed : `{"duration":"${goDuration(s)}","id":`
+  }
+  const n4 = p.v4.length >> 1
   const mid = `,"origin":"threatfeed","scenario":${JSON.stringify(o.scenario)},"scope":"`
   for (let i = 0; i < p.v4.length; i += 2) {
     const addr = p.v4[i]!
@@ -91,14 +105,14 @@ export function renderDecisions (p: PublishedPrefixes, o: DecisionOptions): stri
     const host = len === 32
     if (host ? !o.ip : !o.range) continue
     const text = formatIpv4(addr)
-    parts.push(`${head}${decisionId4(addr, len)}${mid}${host ? 'Ip' : 'Range'}","type":"ban","value":"${host ? text : `${text}/${len}`}"}`)
+    parts.push(`${headOf(i >> 1)}${decisionId4(addr, len)}${mid}${host ? 'Ip' : 'Range'}","type":"ban","value":"${host ? text : `${text}/${len}`}"}`)
   }
   for (let i = 0; i < p.v6.length; i += 5) {
     const len = p.v6[i + 4]!
     const host = len === 128
     if (host ? !o.ip : !o.range) continue
     const text = formatIpv6(p.v6, i)
-    parts.push(`${head}${decisionId6(p.v6, i)}${mid}${host ? 'Ip' : 'Range'}","type":"ban","value":"${host ? text : `${text}/${len}`}"}`)
+    parts.push(`${headOf(n4 + i / 5)}${decisionId6(p.v6, i)}${mid}${host ? 'Ip' : 'Range'}","type":"ban","value":"${host ? text : `${text}/${len}`}"}`)
   }
   return parts.length === 0 ? 'null' : `[${parts.join(',')}]`
 }

@@ -23,9 +23,9 @@ import { FEED_ACTIONS } from '../store/types.js'
 import { ThreatfeedError } from '../errors.js'
 import { SOURCE_CHUNK, type ActionNetworks, type ChunkCache, type ComputeResult, type ComputeTask, type RenderResult, type RenderTask, type RenderedRepresentation, type WireFamily, type WireStream } from '../pool/protocol.js'
 import { GZIP_LEVEL } from './render/gzip.js'
-import { allTargeting, grouping, selecting, type RuleTable } from './rule-table.js'
+import { allTargeting, grouping, lapsing, selecting, type RuleTable } from './rule-table.js'
 import { runWhole } from './slices.js'
-import type { TargetGroup } from '../pool/protocol.js'
+import type { LapseTargets, TargetGroup } from '../pool/protocol.js'
 import type { LastModifiedKeeper } from './last-modified.js'
 import { sharedContent } from './shared-content.js'
 import {
@@ -282,7 +282,7 @@ function countOf (n: ActionNetworks): { v4: number, v6: number } {
 
 /** The explain index of one action: the computed arrays themselves (no copy, no hash). */
 function publishedOf (n: ActionNetworks): PublishedNetworks {
-  return { total: n.total, groups: n.groups }
+  return n.lapse === undefined ? { total: n.total, groups: n.groups } : { total: n.total, groups: n.groups, lapse: n.lapse }
 }
 
 /** What a feed takes from its workspace's rules at one instant: its targets, grouped. */
@@ -292,6 +292,8 @@ export interface FeedTargets {
   readonly carve: TargetGroup
   /** Earliest expiry among them: the snapshot's expiresAt. */
   readonly expiresAt: number
+  /** The selected rules' targets with their expiries, for each published network's lapse; absent: not computed. */
+  readonly lapses?: { readonly block: LapseTargets, readonly allow: LapseTargets }
 }
 
 /** A feed's targets as a sliceable loop (slices.ts): O(rules), on the calling thread; rules lapsed at `cutoff` are left out. */
@@ -303,6 +305,7 @@ export function * feedTargets (rules: RuleTable, list: AccessList | null, cutoff
     allow: yield * grouping(rules, selection.allow, defaults),
     carve: yield * allTargeting(rules, selection.carve),
     expiresAt: selection.expiresAt,
+    lapses: { block: yield * lapsing(rules, selection.block), allow: yield * lapsing(rules, selection.allow) },
   }
 }
 
@@ -333,6 +336,7 @@ export async function buildSnapshot (def: FeedDefinition, rules: RuleTable | Fee
     meta: metaOf(def),
     ...(shardCounts.length > 0 ? { shards: [...shardCounts] } : {}),
     ...(opts.special !== undefined ? { special: opts.special } : {}),
+    ...(selection.lapses !== undefined ? { lapses: { block: selection.lapses.block, allow: selection.lapses.allow } } : {}),
   })
   const units = unitsOf(listId, networks, shardCounts)
 

@@ -10,7 +10,7 @@ import type { ComputeResult, ComputeTask } from '../pool/protocol.js'
 import { feedTargets, shardCountsOf, type BuildResult, type FeedTargets } from './build-snapshot.js'
 import { freezeRows, markHeld, specialMode, type FeedGuard, type GuardName } from './guards.js'
 import { restoreGuard } from './guards-persist.js'
-import { allTargeting, grouping, selecting, type RuleTable } from './rule-table.js'
+import { allTargeting, grouping, lapsing, selecting, type RuleTable } from './rule-table.js'
 import { runSliced, runWhole } from './slices.js'
 
 export interface GuardedBuildIo {
@@ -46,6 +46,7 @@ function * candidateOf (table: RuleTable, list: AccessList | null, cutoff: numbe
     allow: yield * grouping(table, s.allow, defaults),
     carve: yield * allTargeting(table, s.carve),
     expiresAt: s.expiresAt,
+    lapses: { block: yield * lapsing(table, s.block), allow: yield * lapsing(table, s.allow) },
   }
   // Frozen now, while the table cannot move: these rows are what publishing this build publishes.
   return { targets, frozen: freezeRows(table, [s.block, s.allow, s.carve]) }

@@ -14,7 +14,7 @@
  */
 import type { AccessList, AccessRule, Confidence, LabelValue, ListDefaults, Severity } from '../store/types.js'
 import { CONFIDENCES, SEVERITIES } from '../store/types.js'
-import type { TargetGroup } from '../pool/protocol.js'
+import type { LapseTargets, TargetGroup } from '../pool/protocol.js'
 import { ROWS_PER_YIELD, runWhole } from './slices.js'
 
 const TYPE_IP = 0
@@ -228,6 +228,32 @@ export function * allTargeting (t: RuleTable, rows: Uint32Array): Generator<void
     addTarget(t, rows[k]!, group, ips)
   }
   return { ...group, ips: yield * ipText(t, ips) }
+}
+
+/**
+ * The targets of some rows with each one's expiry, for the lapse of each published network
+ * (src/feed/render/lapses.ts): the ip targets' text shared as the groups' is, and their expiries
+ * in shared memory beside it, line for line.
+ */
+export function * lapsing (t: RuleTable, rows: Uint32Array): Generator<void, LapseTargets> {
+  const ipRows: IpRows = []
+  const out: LapseTargets = { ips: EMPTY_TEXT, ipExpiry: new Float64Array(0), asns: [], asnExpiry: [], countries: [], countryExpiry: [] }
+  for (let k = 0; k < rows.length; k++) {
+    if (k % ROWS_PER_YIELD === 0) yield
+    const i = rows[k]!
+    const type = t.type[i]
+    if (type === TYPE_IP) ipRows.push(i)
+    else if (type === TYPE_ASN) {
+      out.asns.push(asnNumber(t.value[i]!))
+      out.asnExpiry.push(t.expiresAt[i]!)
+    } else {
+      out.countries.push(t.value[i]!)
+      out.countryExpiry.push(t.expiresAt[i]!)
+    }
+  }
+  const ipExpiry = new Float64Array(new SharedArrayBuffer(ipRows.length * 8))
+  for (let k = 0; k < ipRows.length; k++) ipExpiry[k] = t.expiresAt[ipRows[k]!]!
+  return { ...out, ips: yield * ipText(t, ipRows), ipExpiry }
 }
 
 /**

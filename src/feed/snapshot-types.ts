@@ -153,6 +153,12 @@ export interface PublishedNetworks {
   readonly total: PublishedPrefixes
   /** dialect_b's groups (each coalesced on its own; overlapping groups both show a row). */
   readonly groups: ReadonlyArray<PublishedPrefixes & { readonly confidence: string, readonly severity: string }>
+  /**
+   * When each prefix of `total` lapses (ms, Infinity for never; its IPv4 prefixes first): the
+   * earliest, over its addresses, of the latest expiry of a rule covering the address — what a
+   * CrowdSec bouncer's duration is cut to (docs/bouncers.md). Absent when not computed.
+   */
+  readonly lapse?: Float64Array
 }
 
 /** SPEC §8: 131072 entries unless the list's max_entries says otherwise. */

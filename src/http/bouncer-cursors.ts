@@ -22,6 +22,9 @@ export interface Cursor {
   until: number
   /** Its previous pull (ms). */
   at: number
+  /** The retime log (feed/bouncer-retimes.ts) it has seen: its epoch and last sequence. */
+  epoch: number
+  retime: number
 }
 
 export class BouncerCursors {

@@ -28,9 +28,10 @@
 import type { HttpRequest } from 'uWebSockets.js'
 import { ThreatfeedError } from '../errors.js'
 import { countDecisions, renderDecisions, type DecisionOptions } from '../feed/bouncer-decisions.js'
+import type { BouncerRetimes } from '../feed/bouncer-retimes.js'
 import { findV4, findV6, parseExplainAddress } from '../feed/explain-lookup.js'
 import { gzipBytes } from '../feed/render/gzip.js'
-import { WORKSPACE_FEED, type FeedId, type FeedSnapshot, type PublishedPrefixes } from '../feed/snapshot-types.js'
+import { WORKSPACE_FEED, type FeedId, type FeedSnapshot, type PublishedNetworks, type PublishedPrefixes } from '../feed/snapshot-types.js'
 import { FIRST, INTERVAL_WORDS, PREFIX_LENGTH, scanCidr } from '../net/cidr.js'
 import type { FeedAction, Store } from '../store/types.js'
 import type { HttpContext, RouteModule, Router } from './app.js'
@@ -72,6 +73,8 @@ export interface BouncerRouteDeps {
   readonly perKey: number
   /** Cursors all keys together (tests lower it). */
   readonly total?: number
+  /** Networks whose lapse moved later (main thread, fed by the swaps); absent: every pull near a lapse refreshes. */
+  readonly retimes?: Pick<BouncerRetimes, 'since' | 'position'>
 }
 
 /** The stream query, as go-cs-bouncer sends it (other parameters, e.g. community_pull, are ignored as LAPI's own bouncer API does). */
@@ -173,19 +176,25 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
       return deps.feeds.getSnapshot(workspaceId, set.feedId, now) ?? await deps.feeds.awaitSnapshot(workspaceId, set.feedId, now)
     }
 
-    /** Seconds every decision announced now may be kept: none outlives a rule, none is over the cap. */
-    const secondsAt = (snapshot: FeedSnapshot, now: number): number => {
-      const ms = Math.min(deps.maxDurationMs, snapshot.expiresAt - now)
+    /**
+     * The longest duration announced now: the cap — or, for a snapshot built without lapses,
+     * the cap cut to its earliest rule expiry, which no network outlives.
+     */
+    const capSeconds = (snapshot: FeedSnapshot, set: BouncerSet, now: number): number => {
+      const ms = snapshot.published[set.action].lapse === undefined ? Math.min(deps.maxDurationMs, snapshot.expiresAt - now) : deps.maxDurationMs
       return Math.max(0, Math.floor(ms / 1000))
     }
 
     /** Every decision of the version, rendered once per second and shared by the pulls of that second. */
-    const allDecisions = (snapshot: FeedSnapshot, tag: string, set: BouncerSet, o: Omit<DecisionOptions, 'seconds'>, now: number): { json: string, seconds: number } => {
-      const key = `${tag}|${o.ip ? 1 : 0}${o.range ? 1 : 0}|${o.scenario}`
+    const allDecisions = (snapshot: FeedSnapshot, set: BouncerSet, o: Omit<DecisionOptions, 'seconds'>, now: number): { json: string, seconds: number } => {
+      const key = `${snapshot.builtAt}|${set.feedId}|${set.action}|${o.ip ? 1 : 0}${o.range ? 1 : 0}|${o.scenario}`
       const hit = rendered.get(key)
       if (hit !== undefined && now >= hit.at && now - hit.at < RENDER_VALID_MS) return hit
-      const seconds = secondsAt(snapshot, now + RENDER_VALID_MS)
-      const json = renderDecisions(snapshot.published[set.action].total, { ...o, seconds })
+      // Durations as seen from the end of the entry's life, so that none is longer when sent later.
+      const from = now + RENDER_VALID_MS
+      const seconds = capSeconds(snapshot, set, from)
+      const published = snapshot.published[set.action]
+      const json = renderDecisions(published.total, { ...o, seconds, lapse: published.lapse ?? null, now: from })
       if (rendered.size >= RENDERED_KEPT) rendered.delete(rendered.keys().next().value!)
       const entry = { at: now, seconds, json }
       rendered.set(key, entry)
@@ -221,7 +230,8 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
       let cursor = cursors.get(pull.keyId, bouncer)
       if (cursor === undefined && restorer !== null) {
         const held = await restorer.held(pull, set)
-        if (held !== null) cursor = { set: setKey, tag: held, until: 0, at: 0 }
+        // Its retimes and durations are unknown here: the first answer sends everything again.
+        if (held !== null) cursor = { set: setKey, tag: held, until: 0, at: 0, epoch: 0, retime: 0 }
       }
       if (ex.aborted) return
       const now = Date.now()
@@ -230,24 +240,29 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
       const on = selects(q, scenario)
       const known = cursor !== undefined && cursor.set === setKey
       const changes = !known ? null : cursor!.tag === tag ? { removed: EMPTY, added: EMPTY } : deps.history.changes(pull.workspaceId, set.feedId, set.action, cursor!.tag, now)
-      const refresh = q.startup || changes === null || now + Math.max(REFRESH_MARGIN_MS, 3 * (now - cursor!.at)) >= cursor!.until
+      const retimed = !known || deps.retimes === undefined ? null : deps.retimes.since(pull.workspaceId, set.feedId, set.action, cursor!.epoch, cursor!.retime)
+      const refresh = q.startup || changes === null || retimed === null || now + Math.max(REFRESH_MARGIN_MS, 3 * (now - cursor!.at)) >= cursor!.until
+      const published = snapshot.published[set.action]
       let body: string
       let until: number
       if (refresh) {
-        const all = allDecisions(snapshot, tag, set, o, now)
+        const all = allDecisions(snapshot, set, o, now)
         const deleted = changes === null || !on ? 'null' : renderDecisions(changes.removed, { ...o, seconds: 0 })
         body = `{"new":${on ? all.json : 'null'},"deleted":${deleted}}`
         until = now + all.seconds * 1000
       } else {
-        const seconds = secondsAt(snapshot, now)
-        const added = on ? renderDecisions(changes.added, { ...o, seconds }) : 'null'
+        // What changed, and what stayed but lapses later than this bouncer was told: both as new.
+        const fresh = presentIn(published, [changes.added, ...retimed!])
+        const seconds = capSeconds(snapshot, set, now)
+        const added = on ? renderDecisions(fresh.prefixes, { ...o, seconds, lapse: fresh.lapse, now }) : 'null'
         const deleted = on ? renderDecisions(changes.removed, { ...o, seconds: 0 }) : 'null'
         body = `{"new":${added},"deleted":${deleted}}`
-        until = countDecisions(changes.added, o) > 0 ? Math.min(cursor!.until, now + seconds * 1000) : cursor!.until
+        until = countDecisions(fresh.prefixes, o) > 0 ? Math.min(cursor!.until, now + seconds * 1000) : cursor!.until
       }
       send(ex, pull.gzip, body)
       if (ex.aborted) return
-      cursors.set(pull.keyId, bouncer, { set: setKey, tag, until, at: now } satisfies Cursor)
+      const position = deps.retimes?.position(pull.workspaceId, set.feedId, set.action) ?? { epoch: 0, seq: 0 }
+      cursors.set(pull.keyId, bouncer, { set: setKey, tag, until, at: now, epoch: position.epoch, retime: position.seq } satisfies Cursor)
       deps.consumers?.tracker.count(pollFacts(pull, set, now), 200, variant.identity.etag, variant.lastModified)
     }
 
@@ -262,10 +277,10 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
       const snapshot = await snapshotOf(who.workspaceId, set)
       if (ex.aborted) return
       const now = Date.now()
-      const total = snapshot.published[set.action].total
-      const found = matching(total, params.get('ip'), params.get('range'))
+      const published = snapshot.published[set.action]
+      const found = presentIn(published, [matching(published.total, params.get('ip'), params.get('range'))])
       const scenario = `threatfeed:${snapshot.name}`
-      send(ex, gzip, renderDecisions(found, { scenario, ip: true, range: true, seconds: secondsAt(snapshot, now) }))
+      send(ex, gzip, renderDecisions(found.prefixes, { scenario, ip: true, range: true, seconds: capSeconds(snapshot, set, now), lapse: found.lapse, now }))
     }
 
     const head = async (ex: Exchange, req: HttpRequest): Promise<void> => {
@@ -331,6 +346,36 @@ function matching (total: PublishedPrefixes, ip: string | null, range: string | 
   }
   const i = findV6(total.v6, first)
   return i >= 0 && total.v6[i * 5 + 4]! <= len ? { v4: EMPTY.v4, v6: total.v6.slice(i * 5, i * 5 + 5) } : EMPTY
+}
+
+/**
+ * The prefixes of `lists` (sorted, each maybe repeated across lists) that `published` holds, each
+ * once and in feed order, with their lapses aligned (null when the snapshot has none).
+ */
+function presentIn (published: PublishedNetworks, lists: readonly PublishedPrefixes[]): { prefixes: PublishedPrefixes, lapse: Float64Array | null } {
+  const total = published.total
+  const n4 = total.v4.length >> 1
+  const at4 = new Set<number>()
+  const at6 = new Set<number>()
+  for (const p of lists) {
+    for (let i = 0; i < p.v4.length; i += 2) {
+      const k = findV4(total.v4, p.v4[i]!)
+      if (k >= 0 && total.v4[k * 2] === p.v4[i] && total.v4[k * 2 + 1] === p.v4[i + 1]) at4.add(k)
+    }
+    for (let i = 0; i < p.v6.length; i += 5) {
+      const w = p.v6.subarray(i, i + 4)
+      const k = findV6(total.v6, w)
+      if (k >= 0 && total.v6[k * 5 + 4] === p.v6[i + 4] && total.v6[k * 5] === w[0] && total.v6[k * 5 + 1] === w[1] && total.v6[k * 5 + 2] === w[2] && total.v6[k * 5 + 3] === w[3]) at6.add(k)
+    }
+  }
+  const k4 = [...at4].sort((a, b) => a - b)
+  const k6 = [...at6].sort((a, b) => a - b)
+  const v4 = new Uint32Array(k4.length * 2)
+  const v6 = new Uint32Array(k6.length * 5)
+  k4.forEach((k, n) => { v4.set(total.v4.subarray(k * 2, k * 2 + 2), n * 2) })
+  k6.forEach((k, n) => { v6.set(total.v6.subarray(k * 5, k * 5 + 5), n * 5) })
+  const lapse = published.lapse === undefined ? null : Float64Array.from([...k4, ...k6.map((k) => n4 + k)], (k) => published.lapse![k]!)
+  return { prefixes: { v4, v6 }, lapse }
 }
 
 /** How long the consumer records read for restoring cursors are reused (one store read per workspace per this). */

@@ -98,6 +98,23 @@ export interface ComputeTask {
    * networks of it the feed would publish, 'drop' also leaves them out (publish guards, issue 21).
    */
   special?: 'detect' | 'drop'
+  /**
+   * The selected rules' targets with their expiries, per action: the lapse of each published
+   * network is computed from them (ActionNetworks.lapse, src/feed/render/lapses.ts). Absent: none.
+   */
+  lapses?: { block: LapseTargets, allow: LapseTargets }
+}
+
+/** Targets of some rules with each one's expiry (ms; Infinity for never), in the same order. */
+export interface LapseTargets {
+  /** `ip` targets one a line, as TargetGroup.ips. */
+  ips: string | Uint8Array
+  /** The expiry of each line of `ips`. */
+  ipExpiry: Float64Array
+  asns: number[]
+  asnExpiry: number[]
+  countries: string[]
+  countryExpiry: number[]
 }
 
 /** Coalesced prefixes in the PackedPrefixes layout of src/net/packed.ts. */
@@ -125,6 +142,8 @@ export interface ActionNetworks {
   hash: Record<WireFamily, string>
   /** The shards asked for (ComputeTask.shards): for each N, its N parts in order (shard I is parts[I - 1]). */
   shards?: Array<{ of: number, parts: ActionNetworks[] }>
+  /** With ComputeTask.lapses: when each prefix of `total` lapses (ms, Infinity for never), its IPv4 ones first. */
+  lapse?: Float64Array
 }
 
 export interface ComputeResult {

@@ -20,6 +20,7 @@ import type { GeoIndex } from '../../geo/geo-index.js'
 import type { ActionNetworks, ComputeResult, ComputeTask, GroupPrefixes, TargetGroup, WirePrefixes } from '../../pool/protocol.js'
 import { shardNetworks } from './shard-networks.js'
 import { specialSpace } from './special-ranges.js'
+import { lapsesOf } from './lapses.js'
 
 const CH_NL = 0x0a
 
@@ -140,6 +141,10 @@ function bytesOf (a: Uint32Array): Uint8Array {
   return new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
 }
 
+function bytesOf64 (a: Float64Array): Uint8Array {
+  return new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
+}
+
 function hashFamily (meta: string, total: WirePrefixes, groups: GroupPrefixes[], family: 'v4' | 'v6'): string {
   const h: Hash = createHash('sha256')
   h.update(meta).update(`\0${family}\0`)
@@ -190,6 +195,10 @@ export function computeNetworks (task: ComputeTask, geo: GeoIndex | null): Compu
     invalid: counter.invalid,
   }
   if (special !== undefined) result.special = special
+  if (task.lapses !== undefined) {
+    result.block.lapse = lapsesOf(result.block.total, task.lapses.block, geo)
+    result.allow.lapse = lapsesOf(result.allow.total, task.lapses.allow, geo)
+  }
   return result
 }
 
@@ -225,6 +234,11 @@ export function networksKey (task: ComputeTask): string {
     for (const g of groups) group(g)
   }
   h.update(`shards\0${(task.shards ?? []).join(',')}\0special\0${task.special ?? ''}`)
+  // Rules of other expiries make the same networks with other lapses.
+  for (const lt of task.lapses === undefined ? [] : [task.lapses.block, task.lapses.allow]) {
+    h.update(`lapses\0${lt.ips.length}\0`).update(lt.ips).update(bytesOf64(lt.ipExpiry))
+    h.update(JSON.stringify([lt.asns, lt.asnExpiry, lt.countries, lt.countryExpiry]))
+  }
   return h.digest('base64url')
 }
 
@@ -268,6 +282,11 @@ export function shareResult (r: ComputeResult): ComputeResult {
       hash: n.hash,
     }
     if (n.shards !== undefined) out.shards = n.shards.map(({ of, parts }) => ({ of, parts: parts.map(action) }))
+    if (n.lapse !== undefined) {
+      const lapse = new Float64Array(new SharedArrayBuffer(n.lapse.byteLength))
+      lapse.set(n.lapse)
+      out.lapse = lapse
+    }
     return out
   }
   return { ...r, block: action(r.block), allow: action(r.allow) }
