@@ -29,6 +29,7 @@ import type { HttpRequest } from 'uWebSockets.js'
 import { ThreatfeedError } from '../errors.js'
 import { countDecisions, renderDecisions, type DecisionOptions } from '../feed/bouncer-decisions.js'
 import type { BouncerRetimes } from '../feed/bouncer-retimes.js'
+import { diffPrefixes } from '../feed/delta-history.js'
 import { findV4, findV6, parseExplainAddress } from '../feed/explain-lookup.js'
 import { gzipBytes } from '../feed/render/gzip.js'
 import { WORKSPACE_FEED, type FeedId, type FeedSnapshot, type PublishedNetworks, type PublishedPrefixes } from '../feed/snapshot-types.js'
@@ -162,13 +163,14 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
     const restorer = deps.consumers === undefined ? null : new CursorRestorer(ctx.store)
     const rendered = new Map<string, { at: number, seconds: number, json: string }>()
 
-    const authenticate = async (req: HttpRequest): Promise<{ workspaceId: string, keyId: string }> => {
+    const authenticate = async (req: HttpRequest): Promise<{ workspaceId: string, keyId: string, set: BouncerSet }> => {
       const apiKey = req.getHeader(X_API_KEY)
       const header = apiKey !== '' ? `Bearer ${apiKey}` : req.getHeader(AUTHORIZATION)
       let decision = ctx.auth.authenticate(header, 'feeds:read', 'feeds')
       if (!decision.ok && decision.unknownKey === true) decision = await ctx.auth.authenticateFresh(header, 'feeds:read', 'feeds')
       if (!decision.ok) throw decision.error
-      return { workspaceId: decision.principal.workspace.id, keyId: decision.principal.key.id }
+      const b = decision.principal.key.bouncer
+      return { workspaceId: decision.principal.workspace.id, keyId: decision.principal.key.id, set: b === undefined ? DEFAULT_SET : { feedId: b.listId ?? WORKSPACE_FEED, action: b.action } }
     }
 
     const snapshotOf = async (workspaceId: string, set: BouncerSet): Promise<FeedSnapshot> => {
@@ -201,6 +203,25 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
       return entry
     }
 
+    /**
+     * What a bouncer holds of the set its cursor names (another set than its key's now): that
+     * set's version `cursor.tag`, rebuilt from the set's current networks and the history's change
+     * since; the current networks when the history no longer has it (docs/bouncers.md).
+     */
+    const heldOf = async (cursor: Cursor): Promise<PublishedPrefixes | null> => {
+      const [workspaceId, feedId, action] = cursor.set.split('\n') as [string, FeedId, FeedAction]
+      let snapshot: FeedSnapshot
+      try {
+        snapshot = await snapshotOf(workspaceId, { feedId, action })
+      } catch {
+        // The old set is gone (a deleted list): nothing of it can be named any more.
+        return null
+      }
+      const current = snapshot.published[action].total
+      const since = deps.history.changes(workspaceId, feedId, action, cursor.tag, Date.now())
+      return since === null ? current : mergePrefixes(diffPrefixes(current, since.added).removed, since.removed)
+    }
+
     const send = (ex: Exchange, gzip: boolean, body: string): void => {
       const bytes = Buffer.from(body)
       if (gzip && bytes.byteLength >= GZIP_MIN_BYTES) sendBody(ex, 200, gzipBytes(bytes), 'application/json', [['Content-Encoding', 'gzip'], ['Vary', 'Accept-Encoding']])
@@ -216,10 +237,9 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
         gzip: prefersGzip(req.getHeader(ACCEPT_ENCODING)),
         query: req.getQuery() ?? '',
       }
-      const who = await authenticate(req)
+      const { set, ...who } = await authenticate(req)
       const pull: Pull = { ...p, ...who }
       const q = parseStreamQuery(pull.query)
-      const set = DEFAULT_SET
       const snapshot = await snapshotOf(pull.workspaceId, set)
       const variant = snapshot.variants.get(`plain|both|${set.action}|`)
       if (variant === undefined) throw new ThreatfeedError('TF_ERR_INTERNAL', [], { cause: new Error('snapshot without its plain|both variant') })
@@ -238,6 +258,10 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
       const scenario = `threatfeed:${snapshot.name}`
       const o = { scenario, ip: q.ip, range: q.range }
       const on = selects(q, scenario)
+      // A cursor of another set (the key's setting changed) holds that set's networks: they go
+      // as deleted, the new set's as new (setChange).
+      const moved = cursor !== undefined && cursor.set !== setKey ? await heldOf(cursor) : null
+      if (ex.aborted) return
       const known = cursor !== undefined && cursor.set === setKey
       const changes = !known ? null : cursor!.tag === tag ? { removed: EMPTY, added: EMPTY } : deps.history.changes(pull.workspaceId, set.feedId, set.action, cursor!.tag, now)
       const retimed = !known || deps.retimes === undefined ? null : deps.retimes.since(pull.workspaceId, set.feedId, set.action, cursor!.epoch, cursor!.retime)
@@ -247,7 +271,8 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
       let until: number
       if (refresh) {
         const all = allDecisions(snapshot, set, o, now)
-        const deleted = changes === null || !on ? 'null' : renderDecisions(changes.removed, { ...o, seconds: 0 })
+        const removed = moved !== null ? diffPrefixes(moved, published.total).removed : changes?.removed ?? null
+        const deleted = removed === null || !on ? 'null' : renderDecisions(removed, { ...o, seconds: 0 })
         body = `{"new":${on ? all.json : 'null'},"deleted":${deleted}}`
         until = now + all.seconds * 1000
       } else {
@@ -273,7 +298,7 @@ export function bouncerRoutes (deps: BouncerRouteDeps): RouteModule {
       const params = new URLSearchParams(raw)
       const contains = params.get('contains')
       if (contains !== null && contains !== 'true') throw bad('contains', 'contains: only true (the decisions holding the address or range) is answered')
-      const set = DEFAULT_SET
+      const set = who.set
       const snapshot = await snapshotOf(who.workspaceId, set)
       if (ex.aborted) return
       const now = Date.now()
@@ -346,6 +371,29 @@ function matching (total: PublishedPrefixes, ip: string | null, range: string | 
   }
   const i = findV6(total.v6, first)
   return i >= 0 && total.v6[i * 5 + 4]! <= len ? { v4: EMPTY.v4, v6: total.v6.slice(i * 5, i * 5 + 5) } : EMPTY
+}
+
+/** The prefixes of two sorted lists, in order (a prefix in both once). */
+function mergePrefixes (a: PublishedPrefixes, b: PublishedPrefixes): PublishedPrefixes {
+  const extra = diffPrefixes(a, b).added
+  const family = (x: Uint32Array, y: Uint32Array, w: number): Uint32Array => {
+    const out = new Uint32Array(x.length + y.length)
+    let i = 0
+    let j = 0
+    let o = 0
+    while (i < x.length || j < y.length) {
+      let takeX = j >= y.length
+      if (!takeX && i < x.length) {
+        let c = 0
+        for (let k = 0; k < w && c === 0; k++) c = x[i + k]! - y[j + k]!
+        takeX = c < 0
+      }
+      if (takeX) { out.set(x.subarray(i, i + w), o); i += w } else { out.set(y.subarray(j, j + w), o); j += w }
+      o += w
+    }
+    return out
+  }
+  return { v4: family(a.v4, extra.v4, 2), v6: family(a.v6, extra.v6, 5) }
 }
 
 /**

@@ -56,6 +56,17 @@ export interface ApiKey {
   scopes: Scope[]
   createdAt: number
   revokedAt: number | null
+  /**
+   * What the CrowdSec bouncers using this key receive (docs/bouncers.md): a list's networks of
+   * one action; absent: the workspace feed's block networks.
+   */
+  bouncer?: BouncerSetting
+}
+
+/** The set a key's CrowdSec bouncers receive: the networks of `action` of a list (null: the workspace feed). */
+export interface BouncerSetting {
+  listId: string | null
+  action: FeedAction
 }
 
 export interface ListDefaults {
@@ -185,6 +196,11 @@ export interface KeyStore {
   get (id: string): Promise<ApiKey | null>
   revoke (id: string): Promise<boolean>
   list (workspaceId?: string): Promise<ApiKey[]>
+  /**
+   * Sets (null: clears) the set the key's CrowdSec bouncers receive; the admin revision moves.
+   * The key with its new setting; null when there is no such key or it is revoked.
+   */
+  setBouncer (id: string, setting: BouncerSetting | null): Promise<ApiKey | null>
 }
 
 export interface ListStore {

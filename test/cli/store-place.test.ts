@@ -91,7 +91,7 @@ t.test('in a store: not-found errors and empty listings name it; listings have a
   const keyId = (JSON.parse(key.stdout) as { id: string }).id
   const keys = await cli(['key', 'ls'], env)
   const lines = keys.stdout.trimEnd().split('\n')
-  t.match(lines[0], /^ID +WORKSPACE +STATE +CREATED +SCOPES$/, 'key ls: header')
+  t.match(lines[0], /^ID +WORKSPACE +STATE +CREATED +SCOPES +BOUNCER$/, 'key ls: header')
   t.match(lines.find((l) => l.startsWith(keyId)), new RegExp(`^${keyId} +${ws} +active +\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z +signals:write,feeds:read$`), 'key ls: an active key')
   t.match(lines.find((l) => l.startsWith(revokedId)), new RegExp(`^${revokedId} +${ws} +revoked +\\S+ +feeds:read$`), 'key ls: a revoked key')
   const wss = await cli(['workspace', 'ls'], env)

@@ -31,12 +31,16 @@ export interface RealServer {
   metric (name: string): Promise<number>
 }
 
-export async function startRealServer (dataDir: string, env: Record<string, string> = {}): Promise<RealServer> {
-  const store = await openStore({ kind: 'embedded', dataDir })
-  const key = generateApiKey()
-  const ws = await store.workspaces.create({ name: 'main', subscription: 'active' })
-  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
-  await store.close()
+/** `opts.key`: a key the data directory holds already (a restart): no workspace or key is made. */
+export async function startRealServer (dataDir: string, env: Record<string, string> = {}, opts: { key?: string } = {}): Promise<RealServer> {
+  let key = opts.key
+  if (key === undefined) {
+    const store = await openStore({ kind: 'embedded', dataDir })
+    key = generateApiKey()
+    const ws = await store.workspaces.create({ name: 'main', subscription: 'active' })
+    await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
+    await store.close()
+  }
   const config = loadConfig({
     HOST: '127.0.0.1',
     PORT: '0',

@@ -70,6 +70,27 @@ export function describeAdminContract (test: StoreTest): void {
     t.equal((await store.keys.get(k2.id))?.revokedAt, null, 'other keys untouched')
   })
 
+  test('keys: the bouncer setting is set, kept, cleared, and moves the admin revision', async (t, store) => {
+    const ws = await store.workspaces.create({ name: 'acme', subscription: 'active' })
+    const k = await store.keys.create({ workspaceId: ws.id, hash: hashOf(1), scopes: ['feeds:read'] })
+    t.equal(k.bouncer, undefined, 'none by default: the workspace feed\'s block networks')
+    const listId = randomUUID()
+    const before = (await store.revisions()).admin
+    const set = await store.keys.setBouncer(k.id, { listId, action: 'allow' })
+    t.same(set, { ...k, bouncer: { listId, action: 'allow' } })
+    t.same(await store.keys.get(k.id), set, 'read back by id')
+    t.same(await store.keys.getByHash(hashOf(1)), set, 'and by hash')
+    t.same((await store.keys.list(ws.id))[0], set, 'and listed')
+    t.ok((await store.revisions()).admin > before, 'the admin revision moved (servers reload the key)')
+    t.same((await store.keys.setBouncer(k.id, { listId: null, action: 'block' }))?.bouncer, { listId: null, action: 'block' }, 'the workspace feed, named')
+    const cleared = await store.keys.setBouncer(k.id, null)
+    t.same(cleared, k, 'cleared: as created')
+    t.same(await store.keys.get(k.id), k)
+    t.equal(await store.keys.setBouncer(randomUUID(), null), null, 'no such key')
+    await store.keys.revoke(k.id)
+    t.equal(await store.keys.setBouncer(k.id, { listId: null, action: 'block' }), null, 'a revoked key is not changed')
+  })
+
   test('keys: refused for a missing or deleted workspace and for a hash already stored', async (t, store) => {
     const ws = await store.workspaces.create({ name: 'acme', subscription: 'active' })
     const gone = await store.workspaces.create({ name: 'gone', subscription: 'active' })

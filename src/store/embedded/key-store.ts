@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { ThreatfeedError } from '../../errors.js'
-import type { ApiKey, KeyStore, Scope } from '../types.js'
+import type { ApiKey, BouncerSetting, KeyStore, Scope } from '../types.js'
 import { META } from './layout.js'
 import type { LmdbEnv } from './lmdb-env.js'
 import { byCreation } from './sort.js'
@@ -61,6 +61,18 @@ export class EmbeddedKeyStore implements KeyStore {
       dbs.keys.put(id, { ...current, revokedAt: Date.now() })
       this.#env.bump(META.adminRevision)
       return true
+    })
+  }
+
+  setBouncer (id: string, setting: BouncerSetting | null): Promise<ApiKey | null> {
+    return this.#env.write((dbs) => {
+      const current = dbs.keys.get(id)
+      if (current === undefined || current.revokedAt !== null) return null
+      const { bouncer: _old, ...rest } = current
+      const next: ApiKey = setting === null ? rest : { ...rest, bouncer: { listId: setting.listId, action: setting.action } }
+      dbs.keys.put(id, next)
+      this.#env.bump(META.adminRevision)
+      return next
     })
   }
 

@@ -11,7 +11,7 @@
  */
 import { MongoServerError, type Collection, type Db, type Document, type IndexDescription } from 'mongodb'
 import type {
-  Confidence, FeedAction, JournalTable, Family, FeedVersion, FeedVersionBasis, FeedVersionState, GuardSettings, LabelValue, ListDefaults, PublishState, RuleKind, Scope, Severity, Subscription, Target,
+  BouncerSetting, Confidence, FeedAction, JournalTable, Family, FeedVersion, FeedVersionBasis, FeedVersionState, GuardSettings, LabelValue, ListDefaults, PublishState, RuleKind, Scope, Severity, Subscription, Target,
 } from '../types.js'
 import { isDuplicateKey } from './mongo-client.js'
 
@@ -19,7 +19,7 @@ export interface Pair<V> { k: string, v: V }
 
 /** childWrites: raised by every key or list creation, so that it conflicts with a delete (key-store.ts requireLiveWorkspace). */
 export interface WorkspaceDoc { _id: string, name: string, subscription: Subscription, createdAt: number, deletedAt: number | null, childWrites?: number, feedGuards?: GuardSettings }
-export interface KeyDoc { _id: string, workspaceId: string, hash: string, scopes: Scope[], createdAt: number, revokedAt: number | null }
+export interface KeyDoc { _id: string, workspaceId: string, hash: string, scopes: Scope[], createdAt: number, revokedAt: number | null, bouncer?: BouncerSetting }
 export interface ListDoc {
   _id: string
   workspaceId: string

@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto'
 import type { ClientSession } from 'mongodb'
 import { ThreatfeedError } from '../../errors.js'
-import type { ApiKey, KeyStore, Scope } from '../types.js'
+import type { ApiKey, BouncerSetting, KeyStore, Scope } from '../types.js'
 import { COUNTERS, type KeyDoc } from './collections.js'
 import type { MongoContext } from './mongo-context.js'
 import { text } from './values.js'
@@ -58,6 +58,19 @@ export class MongoKeyStore implements KeyStore {
     })
   }
 
+  setBouncer (id: string, setting: BouncerSetting | null): Promise<ApiKey | null> {
+    return this.#ctx.write(async (session) => {
+      const update = setting === null
+        ? { $unset: { bouncer: '' as const } }
+        : { $set: { bouncer: { listId: setting.listId === null ? null : text(setting.listId), action: text(setting.action) as BouncerSetting['action'] } } }
+      const res = await this.#ctx.c.keys.updateOne({ _id: text(id), revokedAt: null }, update, { session })
+      if (res.matchedCount === 0) return null
+      await this.#ctx.bump(COUNTERS.adminRevision, session)
+      const doc = await this.#ctx.c.keys.findOne({ _id: text(id) }, { session })
+      return doc === null ? null : toKey(doc)
+    })
+  }
+
   list (workspaceId?: string): Promise<ApiKey[]> {
     return this.#ctx.run(async () => {
       const filter = workspaceId === undefined ? {} : { workspaceId: text(workspaceId) }
@@ -79,5 +92,7 @@ export async function requireLiveWorkspace (ctx: MongoContext, workspaceId: stri
 }
 
 function toKey (d: KeyDoc): ApiKey {
-  return { id: d._id, workspaceId: d.workspaceId, hash: d.hash, scopes: [...d.scopes], createdAt: d.createdAt, revokedAt: d.revokedAt }
+  const key: ApiKey = { id: d._id, workspaceId: d.workspaceId, hash: d.hash, scopes: [...d.scopes], createdAt: d.createdAt, revokedAt: d.revokedAt }
+  if (d.bouncer !== undefined) key.bouncer = { listId: d.bouncer.listId, action: d.bouncer.action }
+  return key
 }
