@@ -4,7 +4,7 @@
  * to a log, and the set replayed from that log equals the plain feed of the key's set within two
  * update periods plus the rebuild interval after each of 10 rounds of changes — adds, unblocks,
  * a lapse, a /25 pair coalescing into a /24 and splitting back, an allow carving a blocked /24
- * and leaving it, IPv6 — after a restart of the server, and after a hop to a second server
+ * and leaving it, IPv6, the key's set changed to a list (`threatfeed key bouncer`) — after a restart of the server, and after a hop to a second server
  * process on the same store (behind one forwarder, the balancer the bouncer's api_url names).
  * Every entry the replay holds is also within the seconds it was last announced for (the
  * bouncer was never told to drop a live entry), and the lapsed one was announced for no longer
@@ -14,6 +14,10 @@ import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
 import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import type { Command } from '../../src/cli/command.js'
+import { keyCommand } from '../../src/cli/key.js'
+import { listCommand } from '../../src/cli/list.js'
+import { runCommand } from '../helpers/cli.js'
 import { allow, asCidr, block, difference, docConfig, Forwarder, makeBouncerFixture, plainFeed, sameSet, serveEnv, signal, sleep, spawnServe, unblock, within, type Served } from '../helpers/bouncers.js'
 
 const BIN = '/usr/bin/crowdsec-custom-bouncer'
@@ -81,10 +85,11 @@ function replay (): Map<string, Held> {
 
 /** Waits for the feed to move off `before` (or to pass `ready`) and settle; its networks. */
 async function settledFeed (port: number, before: Set<string> | null, ready?: (feed: Set<string>) => boolean): Promise<Set<string>> {
+  const list = keySet
   let last: Set<string> | null = null
   let still = 0
   for (let i = 0; i < 600; i++) {
-    const now = await plainFeed(port, f.key)
+    const now = await plainFeed(port, f.key, list)
     if (now !== null && (ready !== undefined ? ready(now) : before === null || !sameSet(now, before)) && last !== null && sameSet(now, last)) still++
     else still = 0
     last = now
@@ -95,6 +100,8 @@ async function settledFeed (port: number, before: Set<string> | null, ready?: (f
 }
 
 let feed: Set<string> | null = null
+/** The list the key's bouncers receive (undefined: the workspace feed's block networks). */
+let keySet: string | undefined
 const LAPSING = '203.0.113.77/32'
 const took: Array<{ round: string, ms: number }> = []
 
@@ -177,6 +184,22 @@ t.test('the custom bouncer\'s set follows the feed', async (t) => {
   t0 = Date.now()
   await signal(other.port, f.key, [block('many1', '10.20.0.0/16'), block('many2', '10.21.0.1'), unblock('r1'), block('v6c', '2001:db8:3::1')])
   await round(t, '10 more adds and an unblock, on the second process', t0, other.port)
+
+  // The key's setting changed (`threatfeed key bouncer`, beside the running servers): the
+  // bouncer now receives a list's networks, and drops what it held of the workspace feed.
+  const cli = async (cmd: Command, args: string[]): Promise<string> => {
+    const r = await runCommand(cmd, args, { env: { ...process.env, THREATFEED_DATA_DIR: f.dir, THREATFEED_LOG_LEVEL: 'silent' } })
+    if (r.code !== 0) throw new Error(`${cmd.name} ${args.join(' ')}: ${r.code} ${r.stderr}`)
+    return r.stdout
+  }
+  await cli(listCommand, ['create', '--workspace', f.workspaceId, '--name', 'team-a', '--select', 'team=a', '--json'])
+  await signal(other.port, f.key, [block('ta1', '192.0.2.101', undefined, { team: 'a' }), block('ta2', '10.30.0.0/24', undefined, { team: 'a' })])
+  await within(60_000, async () => (await plainFeed(other.port, f.key, 'team-a'))?.has('10.30.0.0/24') === true, 200)
+  t0 = Date.now()
+  await cli(keyCommand, ['bouncer', '--id', f.keyId, '--list', 'team-a'])
+  keySet = 'team-a'
+  await round(t, '11 the key\'s set changed to a list', t0, other.port, (now) => now.has('192.0.2.101/32') && now.has('10.30.0.0/24'))
+  t.equal(feed!.size, 2, 'the list\'s feed is its two networks')
 
   t.comment(`rounds (ms from the acknowledged change to an equal set): ${took.map((x) => `${x.round}: ${x.ms}`).join('; ')}`)
   t.equal(bouncer.exitCode, null, `the bouncer kept running${bouncerErr === '' ? '' : `: ${bouncerErr.slice(0, 300)}`}`)

@@ -39,7 +39,7 @@ export function docConfig (name: string, set: Record<string, string>): string {
   return yaml
 }
 
-export interface BouncerFixture { readonly dir: string, readonly key: string, readonly workspaceId: string }
+export interface BouncerFixture { readonly dir: string, readonly key: string, readonly keyId: string, readonly workspaceId: string }
 
 const ipv4 = (a: number): string => `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}`
 
@@ -58,7 +58,7 @@ export async function makeBouncerFixture (hosts: readonly string[] = []): Promis
   const store = await openStore({ kind: 'embedded', dataDir: dir })
   const ws = await store.workspaces.create({ name: 'main', subscription: 'active' })
   const key = generateApiKey()
-  await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
+  const created = await store.keys.create({ workspaceId: ws.id, hash: hashApiKey(key), scopes: ['signals:write', 'feeds:read'] })
   const CHUNK = 16_384
   for (let start = 0; start < hosts.length; start += CHUNK) {
     const ops: RuleOp[] = hosts.slice(start, start + CHUNK).map((ip, i) => ({
@@ -68,7 +68,7 @@ export async function makeBouncerFixture (hosts: readonly string[] = []): Promis
     await store.applyRuleBatch({ ops })
   }
   await store.close()
-  return { dir, key, workspaceId: ws.id }
+  return { dir, key, keyId: created.id, workspaceId: ws.id }
 }
 
 export function serveEnv (dir: string, extra: Record<string, string> = {}): Record<string, string> {
@@ -152,9 +152,9 @@ export class Forwarder {
 
 const headers = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}`, 'content-type': 'application/json' })
 
-/** The plain feed of the key's set (both families), as CIDRs; null while not served yet. */
-export async function plainFeed (port: number, key: string): Promise<Set<string> | null> {
-  const r = await fetch(`http://127.0.0.1:${port}/v1/threat/feeds?format=plain`, { headers: headers(key) })
+/** The plain feed (the workspace's, or a list's), both families, as CIDRs; null while not served yet. */
+export async function plainFeed (port: number, key: string, list?: string): Promise<Set<string> | null> {
+  const r = await fetch(`http://127.0.0.1:${port}/v1/threat/feeds${list === undefined ? '' : `/${list}`}?format=plain`, { headers: headers(key) })
   if (r.status !== 200) return null
   const body = await r.text()
   return new Set(body.split('\n').filter((l) => l !== '' && !l.startsWith('#')))
@@ -166,7 +166,7 @@ export async function signal (port: number, key: string, ops: unknown[]): Promis
   if (r.status >= 300) throw new Error(`signal: ${r.status} ${await r.text()}`)
 }
 
-export const block = (ref: string, ip: string, expiresIn?: number): unknown => ({ kind: 'access_rule', op: 'upsert', rule_ref: ref, rule: { target: { ip }, action: 'block' }, ...(expiresIn === undefined ? {} : { expires_in: expiresIn }) })
+export const block = (ref: string, ip: string, expiresIn?: number, labels?: Record<string, string>): unknown => ({ kind: 'access_rule', op: 'upsert', rule_ref: ref, rule: { target: { ip }, action: 'block' }, ...(expiresIn === undefined ? {} : { expires_in: expiresIn }), ...(labels === undefined ? {} : { labels }) })
 export const allow = (ref: string, ip: string): unknown => ({ kind: 'access_rule', op: 'upsert', rule_ref: ref, rule: { target: { ip }, action: 'allow' } })
 export const unblock = (ref: string): unknown => ({ kind: 'access_rule', op: 'delete', rule_ref: ref })
 
