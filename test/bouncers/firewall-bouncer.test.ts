@@ -13,7 +13,7 @@
  * TF_FIREWALL_ENTRIES sets the startup size: 2,000 by default, so the suite stays in CI's time.
  * The issue's 131,072 is TF_FIREWALL_ENTRIES=131072: the bouncer itself inserts a few hundred
  * elements a second and slower as the set grows (2,606 s for 131,072 from threatfeed; from
- * CrowdSec's own LAPI, 113,401 after 39.7 minutes — bench/NOTES.md "Bouncers").
+ * CrowdSec's own LAPI, 113,401 after 39.7 minutes — bench/NOTES.md "CrowdSec bouncer API against CrowdSec's LAPI").
  */
 import t from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
