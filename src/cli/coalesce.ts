@@ -131,7 +131,10 @@ async function run (args: string[], io: CliIo): Promise<number> {
     const networks = failed ? [] : linesOf(set.toLines(family))
     writeJson(io, { ok: !failed, count: networks.length, networks, invalid: report.entries, invalidCount: report.count })
   } else if (!failed) {
-    await set.writeText(family, (bytes) => writeBytes(io.stdout, bytes))
+    // Chunks share one buffer, free again once written: only the process's own stdout is done
+    // with a chunk by its callback; another Writable (a test's, a concat stream) may keep it.
+    const own = io.stdout === process.stdout
+    await set.writeText(family, (bytes) => writeBytes(io.stdout, own ? bytes : Uint8Array.prototype.slice.call(bytes)))
   }
   return failed ? 1 : 0
 }

@@ -12,7 +12,7 @@ const help = `Usage: threatfeed key <create|revoke|ls|bouncer> [options]
          (rules:read: GET /v1/threat/explain, which shows rule metadata feeds:read must not;
          admin: /v1/admin/ for its workspace; admin:all: every workspace, made only here)
   revoke --id KEYID [--json]          refused by a running server within 1 second; revoking a
-                                      revoked key changes nothing → {"id","revoked","alreadyRevoked"}
+                                      revoked key changes nothing → {"id","revoked","already_revoked"}
   ls [--workspace ID] [--json]        ids, scopes and state; never the keys
   bouncer --id ID [--list ID|NAME] [--action block|allow] [--json]
                                       what the key's CrowdSec bouncers receive (docs/bouncers.md): a

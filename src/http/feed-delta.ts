@@ -284,8 +284,10 @@ export function answerDelta (ex: Exchange, r: DeltaRequest, q: DeltaQuery, snaps
   if (q.since === null || full.status !== 200) return write(ex, r, full, deps)
   const since = q.since
   if (since === unquote(full.identity.etag) || since === unquote(full.gzip.etag)) return notModified(ex, r, full, deps)
-  if (format === null || params.checksum) return write(ex, r, asFull(full), deps)
+  // A front-end thread answers the 304s above; a body it leaves to the main thread (a replica's
+  // bodies come on first use, which asFull's copy does not wait for).
   if (deps.history === null && deps.elsewhere != null) return deps.elsewhere()
+  if (format === null || params.checksum) return write(ex, r, asFull(full), deps)
 
   // A delta answered before (or rendered ahead by the build) is a lookup: no history, no rendering.
   const key = deltaKey(full, since, names)

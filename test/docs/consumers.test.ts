@@ -25,7 +25,7 @@ t.test('the page shows the columns and the JSON fields of consumers ls', async (
   const rows = await consumersLs(f.dir, ['--workspace', f.workspaceId])
   t.equal(rows.length, 1)
   const paragraph = page.slice(page.indexOf('`--json` prints'), page.indexOf('\n\n', page.indexOf('`--json` prints')))
-  const named = [...paragraph.matchAll(/`([a-zA-Z0-9]+)`/g)].map((m) => m[1]!)
+  const named = [...paragraph.matchAll(/`([a-zA-Z0-9_]+)`/g)].map((m) => m[1]!)
   t.ok(named.length >= 10, `${named.length} fields named`)
   for (const field of named) t.ok(field in rows[0]!, `--json has ${field}`)
 })

@@ -24,7 +24,7 @@ t.test('one cursor per host through every thread', async (t) => {
   await s.postBlocks(['192.0.2.7'])
   const port = Number(new URL(s.base).port)
   const get = (host: string, path: string, headers: Record<string, string>): Promise<{ status: number, body: string }> => new Promise((resolve, reject) => {
-    const r = request({ host: '127.0.0.1', port, path, localAddress: host, headers: { ...headers, connection: 'close' } }, (res) => {
+    const r = request({ host: '127.0.0.1', port, path, localAddress: host, headers }, (res) => {
       let body = ''
       res.setEncoding('utf8')
       res.on('data', (c: string) => { body += c })
