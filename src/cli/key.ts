@@ -14,10 +14,10 @@ const help = `Usage: threatfeed key <create|revoke|ls|bouncer> [options]
   revoke --id KEYID [--json]          refused by a running server within 1 second; revoking a
                                       revoked key changes nothing → {"id","revoked","already_revoked"}
   ls [--workspace ID] [--json]        ids, scopes and state; never the keys
-  bouncer --id ID [--list ID|NAME] [--action block|allow] [--json]
+  bouncer --id ID [--list ID|NAME] [--action block|allow] [--clear] [--json]
                                       what the key's CrowdSec bouncers receive (docs/bouncers.md): a
-                                      list's networks of an action; without --list the workspace feed's
-  bouncer --id ID --clear [--json]    back to the default: the workspace feed's block networks`
+                                      list's networks of an action; without --list the workspace feed's;
+                                      --clear: back to the default, the workspace feed's block networks`
 
 export function parseScopes (raw: string): Scope[] {
   const parts = raw.split(',').map((s) => s.trim()).filter((s) => s !== '')
